@@ -1,0 +1,178 @@
+"""Reading input files into translator results, one unit at a time, in constant memory.
+
+A unit is what one translator call sees: a JSONL line, a whole JSON document, an OTLP protobuf
+request, an SSE body. A unit that cannot be decoded becomes a ``Skip("undecodable")`` that names
+the file and line; a file that cannot be read at all raises ``InputError``.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import os
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+import orjson
+
+from lithify.model import Skip
+from lithify.translate import (
+    Result,
+    translate_document,
+    translate_protobuf,
+    translate_stream,
+)
+from lithify.translate.provider import translate_exchange
+from lithify.translate.sse import looks_like_sse
+
+PROTOBUF_SUFFIXES = {".pb", ".binpb", ".protobuf"}
+JSONL_SUFFIXES = {".jsonl", ".ndjson"}
+SSE_SUFFIXES = {".sse"}
+
+
+class InputError(Exception):
+    """An input that could not be read at all."""
+
+
+@dataclass(slots=True, frozen=True)
+class Located:
+    location: str
+    result: Result
+
+
+def expand(paths: Iterable[str | Path]) -> Iterator[Path]:
+    """Files in the order given; folders contribute their files in sorted order, recursively."""
+    for p in map(Path, paths):
+        if p.is_dir():
+            for root, dirs, files in os.walk(p):
+                dirs.sort()
+                for name in sorted(files):
+                    if not name.startswith("."):
+                        yield Path(root) / name
+        else:
+            yield p
+
+
+def _open(path: Path) -> IO[bytes]:
+    try:
+        if path.suffix == ".gz":
+            return gzip.open(path, "rb")
+        return open(path, "rb")
+    except OSError as e:
+        raise InputError(f"{path}: {e.strerror or e}") from None
+
+
+def _suffix(path: Path) -> str:
+    suffixes = [s.lower() for s in path.suffixes]
+    if suffixes and suffixes[-1] == ".gz":
+        suffixes.pop()
+    return suffixes[-1] if suffixes else ""
+
+
+def _decode_error(e: Exception) -> str:
+    return str(e).split("\n", 1)[0][:200]
+
+
+def _lines(path: Path, fh: IO[bytes], fmt: str) -> Iterator[Located]:
+    for lineno, line in enumerate(fh, 1):
+        if not line.strip():
+            continue
+        loc = f"{path}:{lineno}"
+        try:
+            doc = orjson.loads(line)
+        except orjson.JSONDecodeError as e:
+            yield Located(
+                loc, Skip("undecodable", f"line {lineno}: not JSON ({_decode_error(e)})", loc)
+            )
+            continue
+        for r in translate_document(doc, fmt):
+            yield Located(loc, r)
+
+
+def _read_all(path: Path, fh: IO[bytes]) -> bytes:
+    try:
+        return fh.read()
+    except (OSError, EOFError, gzip.BadGzipFile) as e:
+        raise InputError(f"{path}: {e}") from None
+
+
+def read_file(path: Path, fmt: str = "auto") -> Iterator[Located]:
+    """Every translator result of one file, in file order."""
+    if not path.exists():
+        raise InputError(f"{path}: no such file")
+    if not path.is_file():
+        raise InputError(f"{path}: not a regular file")
+    suffix = _suffix(path)
+    with _open(path) as fh:
+        if suffix in JSONL_SUFFIXES:
+            try:
+                yield from _lines(path, fh, fmt)
+            except (OSError, EOFError, gzip.BadGzipFile) as e:
+                raise InputError(f"{path}: {e}") from None
+            return
+        data = _read_all(path, fh)
+    loc = str(path)
+    if suffix in PROTOBUF_SUFFIXES:
+        for r in translate_protobuf(data, fmt):
+            yield Located(loc, r)
+        return
+    head = data.lstrip()[:1]
+    if suffix in SSE_SUFFIXES or (head not in (b"{", b"[") and _is_sse(data)):
+        yield Located(loc, translate_stream(data.decode("utf-8", "replace"), fmt))
+        return
+    if not head:
+        yield Located(loc, Skip("empty", "empty file", loc))
+        return
+    if head in (b"{", b"["):
+        try:
+            doc = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            # The Collector's file exporter writes one request per line, even in `.json` files.
+            yield from _lines(path, io.BytesIO(data), fmt)
+            return
+        docs = (
+            doc
+            if isinstance(doc, list) and doc and all(isinstance(d, dict) for d in doc)
+            else [doc]
+        )
+        for d in docs:
+            for r in translate_document(d, fmt):
+                yield Located(loc, r)
+        return
+    if suffix in (".json", ".txt"):
+        yield Located(loc, Skip("undecodable", "not JSON", loc))
+        return
+    for r in translate_protobuf(data, fmt):
+        yield Located(loc, r)
+
+
+def _is_sse(data: bytes) -> bool:
+    return looks_like_sse(data[:256].decode("utf-8", "replace"))
+
+
+def load_body(path: Path) -> Any:
+    """A request or response body for a file pair: JSON, or SSE text for a streamed response."""
+    with _open(path) as fh:
+        data = _read_all(path, fh)
+    if not data.strip():
+        return None
+    if data.lstrip()[:1] in (b"{", b"["):
+        try:
+            return orjson.loads(data)
+        except orjson.JSONDecodeError as e:
+            raise InputError(f"{path}: not JSON ({_decode_error(e)})") from None
+    text = data.decode("utf-8", "replace")
+    if looks_like_sse(text):
+        return text
+    raise InputError(f"{path}: neither JSON nor an SSE stream")
+
+
+def read_pair(request: Path | None, response: Path | None, fmt: str = "auto") -> Located:
+    """One exchange from a request file and a response file (either may be absent)."""
+    req = load_body(request) if request else None
+    resp = load_body(response) if response else None
+    loc = " + ".join(str(p) for p in (request, response) if p)
+    hint = fmt if fmt not in ("auto", "exchange") else "auto"
+    return Located(loc, translate_exchange(req, resp, fmt=hint))

@@ -1,0 +1,134 @@
+"""The canonical model: one immutable fact per model call, shared by every stage.
+
+The JSON form of these structs is the contract (``docs/canonical.md``): field order is
+definition order, parts are tagged by ``type``, and a message always carries
+``finish_reason`` (null on input messages).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+SCHEMA_VERSION = 1
+
+
+class TextPart(msgspec.Struct, tag="text", tag_field="type", frozen=True):
+    content: str
+
+
+class ReasoningPart(msgspec.Struct, tag="reasoning", tag_field="type", frozen=True):
+    content: str
+
+
+class ToolCallPart(msgspec.Struct, tag="tool_call", tag_field="type", frozen=True):
+    id: str
+    name: str
+    arguments: dict[str, Any]
+
+
+class ToolCallResponsePart(msgspec.Struct, tag="tool_call_response", tag_field="type", frozen=True):
+    id: str
+    result: Any
+
+
+Part = TextPart | ReasoningPart | ToolCallPart | ToolCallResponsePart
+
+
+class Message(msgspec.Struct, frozen=True):
+    role: str
+    parts: list[Part]
+    finish_reason: str | None = None
+
+
+class ToolDefinition(msgspec.Struct, frozen=True):
+    name: str
+    description: str | None = None
+    parameters: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+class Source(msgspec.Struct, frozen=True):
+    """Which translator produced a fact (``name``) and its version."""
+
+    name: str
+    version: int = 1
+
+
+class InferenceCall(msgspec.Struct, frozen=True, kw_only=True):
+    inference_call_id: str
+    session_id: str | None = None
+    trace_id: str | None = None
+    span_id: str | None = None
+    parent_span_id: str | None = None
+    source: Source
+    provider: str | None = None
+    model: str | None = None
+    input_messages: list[Message] = msgspec.field(default_factory=list)
+    output_messages: list[Message] = msgspec.field(default_factory=list)
+    tools: list[ToolDefinition] = msgspec.field(default_factory=list)
+    request: dict[str, Any] = msgspec.field(default_factory=dict)
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    duration_ms: float | None = None
+    started_at: str | None = None
+    observed_at: str | None = None
+    model_call_id: str | None = None
+    degradations: dict[str, int] = msgspec.field(default_factory=dict)
+    raw: Any = None
+
+
+class Skip(msgspec.Struct, frozen=True):
+    """An input unit that gave no fact, with a reason from ``NO_FACT_REASONS``."""
+
+    reason: str
+    detail: str = ""
+    source: str | None = None
+
+
+# Closed vocabularies. Adding a reason is a contract change: document it in docs/canonical.md.
+DEGRADATION_REASONS: dict[str, str] = {
+    "opaque_reasoning": "encrypted, redacted or signed reasoning that is not readable text; kept on raw",
+    "malformed_arguments": "tool-call arguments that were not a JSON object; carried as {} and kept on raw",
+    "synthesized_id": "a tool call without an id was given a deterministic one",
+    "unsupported_content": "images, audio, files, URIs, server tool calls or unknown part types; kept on raw",
+    "unsupported_tool": "a tool definition that is not a function tool (a provider built-in); kept on raw",
+    "malformed_messages": "a message attribute or body that could not be decoded; kept on raw",
+    "content_reference": "content uploaded elsewhere; only a reference was recorded",
+    "orphan_tool_response": "a tool result whose call id could not be recovered",
+    "truncated_stream": "a streamed response that ended before its final event",
+    "redacted_authorization": "an Authorization header value was replaced",
+    "redacted_bearer_token": "a bearer token inside a string was replaced",
+    "redacted_provider_key": "a provider API key (sk-…, sk-ant-…, AIza…) was replaced",
+    "redacted_credential_field": "the value of a credential-named key was replaced",
+}
+
+NO_FACT_REASONS: dict[str, str] = {
+    "not_genai": "a span or record that is not a model call (agent, tool, HTTP, …)",
+    "content_not_captured": "a model-call span without any message content (capture off, or on log events)",
+    "uncorrelated_events": "per-message log events with no span context to group them by",
+    "undecodable": "bytes that are not valid JSON or protobuf",
+    "unrecognized_format": "a document whose shape matches no known source format",
+    "error_response": "a provider error body: the call produced no output",
+    "empty": "an empty document",
+}
+
+_encoder = msgspec.json.Encoder()
+_fact_decoder = msgspec.json.Decoder(InferenceCall)
+_message_decoder = msgspec.json.Decoder(Message)
+
+
+def encode(obj: Any) -> bytes:
+    return _encoder.encode(obj)
+
+
+def decode_fact(data: bytes | str) -> InferenceCall:
+    return _fact_decoder.decode(data)
+
+
+def decode_message(data: bytes | str) -> Message:
+    return _message_decoder.decode(data)
+
+
+def to_builtins(obj: Any) -> Any:
+    return msgspec.to_builtins(obj)

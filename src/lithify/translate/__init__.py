@@ -1,0 +1,136 @@
+"""Translators: pure functions from a source payload to canonical facts (or reasons for none).
+
+``translate_document`` takes one decoded JSON document, ``translate_protobuf`` one OTLP protobuf
+request, ``translate_stream`` one SSE body; each yields ``InferenceCall`` or ``Skip`` and never
+raises on bad input.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from lithify.model import InferenceCall, Skip
+from lithify.translate import provider
+from lithify.translate.otlp import (
+    OTLPDecodeError,
+    is_bare_span,
+    iter_json_logs,
+    iter_json_spans,
+    iter_pb_logs,
+    iter_pb_spans,
+)
+from lithify.translate.telemetry import translate_attributes, translate_logs, translate_spans
+
+Result = InferenceCall | Skip
+
+TELEMETRY_FORMATS = ("otlp", "otlp-traces", "otlp-logs", "attributes")
+FORMATS = ("auto", *TELEMETRY_FORMATS, "exchange", *provider.PROVIDERS)
+
+
+def detect(doc: Any) -> str | None:
+    """The format of one JSON document, by its shape."""
+    if not isinstance(doc, dict):
+        return None
+    if "resourceSpans" in doc or "resource_spans" in doc or is_bare_span(doc):
+        return "otlp-traces"
+    if "resourceLogs" in doc or "resource_logs" in doc:
+        return "otlp-logs"
+    if "request" in doc and "response" in doc:
+        return "exchange"
+    if isinstance(doc.get("attributes"), dict) or any(
+        isinstance(k, str) and k.startswith(("gen_ai.", "llm.")) for k in doc
+    ):
+        return "attributes"
+    if provider.looks_like_provider_body(doc):
+        return "provider"
+    return None
+
+
+def _guard(it: Iterator[Result]) -> Iterator[Result]:
+    try:
+        yield from it
+    except OTLPDecodeError as e:
+        yield Skip("unrecognized_format", str(e))
+
+
+def translate_document(doc: Any, fmt: str = "auto") -> Iterator[Result]:
+    kind = detect(doc) if fmt in ("auto", "otlp") else fmt
+    if fmt == "otlp" and kind not in ("otlp-traces", "otlp-logs"):
+        kind = None
+    if doc is None or doc == {} or doc == []:
+        yield Skip("empty", "empty document")
+    elif kind == "otlp-traces":
+        yield from _guard(translate_spans(iter_json_spans(doc)))
+    elif kind == "otlp-logs":
+        yield from _guard(translate_logs(iter_json_logs(doc)))
+    elif kind == "attributes":
+        if not isinstance(doc, dict):
+            yield Skip("unrecognized_format", "an attribute map is a JSON object")
+        elif isinstance(doc.get("attributes"), dict):
+            yield translate_attributes(doc["attributes"], raw=doc)
+        else:
+            yield translate_attributes(doc)
+    elif kind == "exchange":
+        if not isinstance(doc, dict):
+            yield Skip("unrecognized_format", "an exchange is a JSON object")
+        else:
+            hint = doc.get("provider") if doc.get("provider") in provider.PROVIDERS else "auto"
+            meta = doc.get("meta") if isinstance(doc.get("meta"), dict) else None
+            yield provider.translate_exchange(
+                doc.get("request"), doc.get("response"), fmt=hint, meta=meta
+            )
+    elif kind == "provider" or kind in provider.PROVIDERS:
+        hint = kind if kind in provider.PROVIDERS else "auto"
+        if isinstance(doc, dict) and provider.is_request(doc) and not provider.is_error_body(doc):
+            yield provider.translate_exchange(doc, None, fmt=hint)
+        else:
+            yield provider.translate_exchange(None, doc, fmt=hint)
+    else:
+        yield Skip("unrecognized_format", "the document matches no known source format")
+
+
+def translate_protobuf(data: bytes, fmt: str = "auto") -> Iterator[Result]:
+    """One OTLP protobuf request. Traces and logs share a wire layout closely enough that a
+    logs request can parse as traces; a span without a trace id says it was not one."""
+    if fmt == "otlp-logs":
+        yield from _guard(translate_logs(iter_pb_logs(data)))
+        return
+    try:
+        spans = list(iter_pb_spans(data))
+    except OTLPDecodeError as e:
+        if fmt == "otlp-traces":
+            yield Skip("undecodable", str(e))
+            return
+        spans = None
+    if fmt == "otlp-traces" or (spans and all(s.trace_id for s in spans)):
+        yield from translate_spans(spans or [])
+        return
+    try:
+        records = list(iter_pb_logs(data))
+    except OTLPDecodeError as e:
+        yield Skip("undecodable", str(e))
+        return
+    if records:
+        yield from translate_logs(records)
+    elif spans:
+        yield from translate_spans(spans)
+    else:
+        yield Skip("empty", "an OTLP request with no spans or log records")
+
+
+def translate_stream(text: str, fmt: str = "auto", request: Any = None) -> Result:
+    """One streamed (SSE) response body, with its request when known."""
+    return provider.translate_exchange(
+        request, text, fmt=fmt if fmt in provider.PROVIDERS else "auto"
+    )
+
+
+__all__ = [
+    "FORMATS",
+    "Result",
+    "detect",
+    "translate_document",
+    "translate_protobuf",
+    "translate_stream",
+]

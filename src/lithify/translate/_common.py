@@ -1,0 +1,257 @@
+"""What every translator shares: degradation counting, argument parsing, ids, finishing a fact."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections import Counter
+from datetime import UTC, datetime
+from typing import Any
+
+import msgspec
+import orjson
+
+from lithify.model import (
+    InferenceCall,
+    Message,
+    Part,
+    Source,
+    TextPart,
+    ToolCallPart,
+    ToolDefinition,
+)
+from lithify.translate.redact import SCREEN, redact_value
+
+# The OTel finish-reason values, and every provider spelling that maps onto one of them.
+_FINISH_REASONS = {
+    "stop": "stop",
+    "length": "length",
+    "content_filter": "content_filter",
+    "tool_call": "tool_call",
+    "tool_calls": "tool_call",
+    "function_call": "tool_call",
+    "error": "error",
+    # Anthropic
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "tool_use": "tool_call",
+    "max_tokens": "length",
+    "refusal": "content_filter",
+    "pause_turn": "pause_turn",
+    # Gemini (string enums; integer enums are mapped by the Gemini translator)
+    "finish_reason_unspecified": "finish_reason_unspecified",
+    "safety": "content_filter",
+    "recitation": "content_filter",
+    "blocklist": "content_filter",
+    "prohibited_content": "content_filter",
+    "spii": "content_filter",
+    "image_safety": "content_filter",
+    "malformed_function_call": "error",
+    "unexpected_tool_call": "error",
+}
+
+
+def finish_reason(value: Any) -> str | None:
+    """Map a source finish reason to the OTel vocabulary; unknown values are kept, lower-cased."""
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        value = str(value)
+    key = value.strip().lower()
+    return _FINISH_REASONS.get(key, key)
+
+
+def as_int(value: Any) -> int | None:
+    """A token count or similar: non-negative integers only, else None (strings of digits allowed)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value if value >= 0 else None
+    if isinstance(value, float):
+        if math.isfinite(value) and value.is_integer() and value >= 0:
+            return int(value)
+        return None
+    if isinstance(value, str):
+        try:
+            n = int(value.strip())
+        except ValueError:
+            return None
+        return n if n >= 0 else None
+    return None
+
+
+def as_float(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        f = float(value)
+        return f if math.isfinite(f) else None
+    if isinstance(value, str):
+        try:
+            f = float(value.strip())
+        except ValueError:
+            return None
+        return f if math.isfinite(f) else None
+    return None
+
+
+def as_str(value: Any) -> str | None:
+    if isinstance(value, str) and value:
+        return value
+    return None
+
+
+def ns_to_rfc3339(ns: Any) -> str | None:
+    """Nanoseconds since the epoch to a fixed-width RFC 3339 UTC string (sorts as text)."""
+    n = as_int(ns)
+    if not n:
+        return None
+    secs, frac = divmod(n, 1_000_000_000)
+    try:
+        base = datetime.fromtimestamp(secs, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+    except (OverflowError, OSError, ValueError):
+        return None
+    return f"{base}.{frac:09d}Z"
+
+
+def seconds_to_rfc3339(secs: Any) -> str | None:
+    f = as_float(secs)
+    if f is None or f <= 0:
+        return None
+    return ns_to_rfc3339(round(f * 1_000_000_000))
+
+
+def stable_hash(*parts: Any) -> str:
+    """A 32-hex digest of values, stable across processes and key orders."""
+    h = hashlib.sha256()
+    for p in parts:
+        h.update(
+            orjson.dumps(p, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS, default=str)
+        )
+        h.update(b"\x00")
+    return h.hexdigest()[:32]
+
+
+def dumps_canonical(value: Any) -> bytes:
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS, default=str)
+
+
+class Degradations(Counter[str]):
+    """Per-fact counts of what could not be carried into canonical parts."""
+
+    def add(self, reason: str, n: int = 1) -> None:
+        if n:
+            self[reason] += n
+
+
+def parse_arguments(value: Any, deg: Degradations) -> dict[str, Any]:
+    """Tool-call arguments as a JSON object; anything else is ``{}`` and counts as malformed."""
+    if isinstance(value, dict):
+        return value
+    if value is None or value == "":
+        return {}
+    if isinstance(value, str | bytes):
+        try:
+            parsed = orjson.loads(value)
+        except orjson.JSONDecodeError:
+            deg.add("malformed_arguments")
+            return {}
+        if isinstance(parsed, dict):
+            return parsed
+    deg.add("malformed_arguments")
+    return {}
+
+
+def synthesized_id(seed: str, *position: Any) -> str:
+    """A deterministic tool-call id from the call's identity and the part's position."""
+    return "lithify_" + stable_hash(seed, *position)[:24]
+
+
+def text_parts(text: Any) -> list[Part]:
+    """A text part unless the text is empty (empty strings are dropped)."""
+    if isinstance(text, str) and text:
+        return [TextPart(text)]
+    return []
+
+
+def tool_call(id_: str, name: str, arguments: dict[str, Any]) -> ToolCallPart:
+    return ToolCallPart(id=id_, name=name, arguments=arguments)
+
+
+def tool_definition(obj: Any, deg: Degradations) -> ToolDefinition | None:
+    """One tool definition from the common shapes (OpenAI nested/flat, OTel, Anthropic, Gemini)."""
+    if not isinstance(obj, dict):
+        deg.add("unsupported_tool")
+        return None
+    fn = obj.get("function") if isinstance(obj.get("function"), dict) else obj
+    kind = obj.get("type")
+    name = fn.get("name")
+    if not isinstance(name, str) or (kind not in (None, "function", "custom") and fn is obj):
+        deg.add("unsupported_tool")
+        return None
+    params: Any = None
+    for key in ("parameters", "input_schema", "parameters_json_schema", "parametersJsonSchema"):
+        if key in fn and fn[key] is not None:
+            params = fn[key]
+            break
+    if isinstance(params, str):
+        try:
+            params = orjson.loads(params)
+        except orjson.JSONDecodeError:
+            params = None
+    if not isinstance(params, dict):
+        params = {}
+    desc = fn.get("description")
+    return ToolDefinition(
+        name=name, description=desc if isinstance(desc, str) else None, parameters=params
+    )
+
+
+def merge_assistant_messages(messages: list[Message]) -> list[Message]:
+    """Consecutive assistant messages that share a finish reason become one message, parts in order."""
+    out: list[Message] = []
+    for m in messages:
+        if (
+            out
+            and m.role == "assistant"
+            and out[-1].role == "assistant"
+            and (m.finish_reason == out[-1].finish_reason or m.finish_reason is None)
+        ):
+            prev = out[-1]
+            out[-1] = Message(prev.role, [*prev.parts, *m.parts], prev.finish_reason)
+        else:
+            out.append(m)
+    return out
+
+
+_CONTENT_FIELDS = ("input_messages", "output_messages", "tools", "request", "raw")
+
+
+def finish(
+    *,
+    source: str,
+    deg: Degradations,
+    identity: tuple[Any, ...] | None,
+    raw: Any,
+    **fields: Any,
+) -> InferenceCall:
+    """Redact, count and identify a fact. ``identity`` None means: a hash of the redacted raw.
+
+    Identity fields (ids, session) are never redacted: only content and ``raw`` are.
+    """
+    call = InferenceCall(inference_call_id="", source=Source(source), raw=raw, **fields)
+    # One encode screens the whole fact; the structured walk runs only when something may match.
+    if SCREEN.search(msgspec.json.encode(call)):
+        counts: Counter[str] = Counter()
+        data = msgspec.to_builtins(call)
+        for key in _CONTENT_FIELDS:
+            data[key] = redact_value(data[key], counts)
+        call = msgspec.convert(data, InferenceCall)
+        for reason, n in counts.items():
+            deg.add(reason, n)
+    ident = identity if identity is not None else ("raw", dumps_canonical(call.raw).decode())
+    return msgspec.structs.replace(
+        call,
+        inference_call_id=stable_hash(*ident),
+        degradations=dict(sorted(deg.items())),
+    )

@@ -1,0 +1,167 @@
+"""Shared by the telemetry conventions: the content an extractor finds, and the span metadata."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from lithify.model import InferenceCall, Message, ToolDefinition
+from lithify.translate._common import (
+    Degradations,
+    as_float,
+    as_int,
+    as_str,
+    finish,
+    ns_to_rfc3339,
+)
+
+
+@dataclass(slots=True)
+class Content:
+    """What a convention extractor found on one span or event group."""
+
+    source: str
+    input_messages: list[Message] = field(default_factory=list)
+    output_messages: list[Message] = field(default_factory=list)
+    tools: list[ToolDefinition] = field(default_factory=list)
+
+
+def _first(attrs: dict[str, Any], *keys: str) -> Any:
+    for k in keys:
+        v = attrs.get(k)
+        if v is not None and v != "":
+            return v
+    return None
+
+
+_REQUEST_KEYS = {
+    "temperature": ("gen_ai.request.temperature",),
+    "top_p": ("gen_ai.request.top_p",),
+    "top_k": ("gen_ai.request.top_k",),
+    "max_tokens": ("gen_ai.request.max_tokens", "gen_ai.request.max_output_tokens"),
+    "stop": ("gen_ai.request.stop_sequences",),
+    "seed": ("gen_ai.request.seed", "gen_ai.openai.request.seed"),
+    "frequency_penalty": ("gen_ai.request.frequency_penalty",),
+    "presence_penalty": ("gen_ai.request.presence_penalty",),
+    "n": ("gen_ai.request.choice.count",),
+    "reasoning_effort": (
+        "gen_ai.request.reasoning.effort",
+        "gen_ai.openai.request.reasoning_effort",
+    ),
+    "tool_choice": ("gen_ai.request.tool_choice",),
+}
+# OpenInference keeps the sampling parameters as one JSON object; these names map straight over.
+_INVOCATION_KEYS = {
+    "temperature": "temperature",
+    "top_p": "top_p",
+    "top_k": "top_k",
+    "max_tokens": "max_tokens",
+    "max_completion_tokens": "max_tokens",
+    "max_output_tokens": "max_tokens",
+    "stop": "stop",
+    "seed": "seed",
+    "frequency_penalty": "frequency_penalty",
+    "presence_penalty": "presence_penalty",
+    "n": "n",
+    "tool_choice": "tool_choice",
+    "reasoning_effort": "reasoning_effort",
+}
+
+
+def request_params(attrs: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    inv = attrs.get("llm.invocation_parameters")
+    if isinstance(inv, str):
+        try:
+            inv = orjson.loads(inv)
+        except orjson.JSONDecodeError:
+            inv = None
+    if isinstance(inv, dict):
+        for k, name in _INVOCATION_KEYS.items():
+            if inv.get(k) is not None:
+                out[name] = inv[k]
+        if isinstance(inv.get("reasoning"), dict) and inv["reasoning"].get("effort") is not None:
+            out["reasoning_effort"] = inv["reasoning"]["effort"]
+    for name, keys in _REQUEST_KEYS.items():
+        v = _first(attrs, *keys)
+        if v is not None:
+            out[name] = v
+    return dict(sorted(out.items()))
+
+
+def session_of(attrs: dict[str, Any]) -> str | None:
+    v = _first(attrs, "gen_ai.conversation.id", "session.id", "lithify.session_id")
+    return str(v) if v is not None and not isinstance(v, dict | list) else None
+
+
+def metadata(attrs: dict[str, Any]) -> dict[str, Any]:
+    """Model, provider, usage, ids and sampling parameters, from any of the conventions' keys."""
+    return {
+        "provider": as_str(
+            _first(attrs, "gen_ai.provider.name", "gen_ai.system", "llm.provider", "llm.system")
+        ),
+        "model": as_str(
+            _first(attrs, "gen_ai.response.model", "gen_ai.request.model", "llm.model_name")
+        ),
+        "request": request_params(attrs),
+        "input_tokens": as_int(
+            _first(
+                attrs,
+                "gen_ai.usage.input_tokens",
+                "gen_ai.usage.prompt_tokens",
+                "llm.token_count.prompt",
+            )
+        ),
+        "output_tokens": as_int(
+            _first(
+                attrs,
+                "gen_ai.usage.output_tokens",
+                "gen_ai.usage.completion_tokens",
+                "llm.token_count.completion",
+            )
+        ),
+        "model_call_id": as_str(_first(attrs, "gen_ai.response.id")),
+    }
+
+
+def timing(start: int | None, end: int | None) -> dict[str, Any]:
+    duration = None
+    if start and end and end >= start:
+        duration = as_float((end - start) / 1_000_000)
+    return {
+        "duration_ms": duration,
+        "started_at": ns_to_rfc3339(start),
+        "observed_at": ns_to_rfc3339(end),
+    }
+
+
+def build(
+    content: Content,
+    deg: Degradations,
+    attrs: dict[str, Any],
+    *,
+    identity: tuple[Any, ...] | None,
+    raw: Any,
+    trace_id: str | None,
+    span_id: str | None,
+    parent_span_id: str | None,
+    session_id: str | None,
+    times: dict[str, Any],
+) -> InferenceCall:
+    return finish(
+        source=content.source,
+        deg=deg,
+        identity=identity,
+        raw=raw,
+        session_id=session_id,
+        trace_id=trace_id,
+        span_id=span_id,
+        parent_span_id=parent_span_id,
+        input_messages=content.input_messages,
+        output_messages=content.output_messages,
+        tools=content.tools,
+        **metadata(attrs),
+        **times,
+    )

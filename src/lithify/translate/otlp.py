@@ -1,0 +1,421 @@
+"""OTLP decoding: ExportTraceServiceRequest / ExportLogsServiceRequest, protobuf or OTLP/JSON,
+into plain spans and log records whose attribute values are ordinary Python values.
+
+OTLP/JSON is decoded by hand: ids are hex there (protobuf's JSON mapping would say base64), enums
+may be integers or names, and 64-bit integers may be strings. Both encodings give equal objects,
+so a fact does not depend on the wire format it arrived in.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from google.protobuf.message import DecodeError
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue
+
+_SPAN_KINDS = {
+    "SPAN_KIND_UNSPECIFIED": 0,
+    "SPAN_KIND_INTERNAL": 1,
+    "SPAN_KIND_SERVER": 2,
+    "SPAN_KIND_CLIENT": 3,
+    "SPAN_KIND_PRODUCER": 4,
+    "SPAN_KIND_CONSUMER": 5,
+}
+_STATUS_CODES = {"STATUS_CODE_UNSET": 0, "STATUS_CODE_OK": 1, "STATUS_CODE_ERROR": 2}
+
+
+class OTLPDecodeError(ValueError):
+    """The bytes are not an OTLP request of the expected kind."""
+
+
+@dataclass(slots=True)
+class Span:
+    trace_id: str | None
+    span_id: str | None
+    parent_span_id: str | None
+    name: str
+    kind: int
+    start_time_unix_nano: int | None
+    end_time_unix_nano: int | None
+    attributes: dict[str, Any]
+    events: list[dict[str, Any]] = field(default_factory=list)
+    status: dict[str, Any] = field(default_factory=dict)
+    resource: dict[str, Any] = field(default_factory=dict)
+    scope: dict[str, Any] = field(default_factory=dict)
+
+    def to_raw(self) -> dict[str, Any]:
+        """The span as kept on a fact's ``raw``: snake_case keys, hex ids, plain values."""
+        return {
+            "kind": "otlp_span",
+            "resource": self.resource,
+            "scope": self.scope,
+            "trace_id": self.trace_id,
+            "span_id": self.span_id,
+            "parent_span_id": self.parent_span_id,
+            "name": self.name,
+            "span_kind": self.kind,
+            "start_time_unix_nano": self.start_time_unix_nano,
+            "end_time_unix_nano": self.end_time_unix_nano,
+            "attributes": self.attributes,
+            "events": self.events,
+            "status": self.status,
+        }
+
+
+@dataclass(slots=True)
+class LogRecord:
+    trace_id: str | None
+    span_id: str | None
+    event_name: str | None
+    time_unix_nano: int | None
+    observed_time_unix_nano: int | None
+    severity_number: int
+    body: Any
+    attributes: dict[str, Any]
+    resource: dict[str, Any] = field(default_factory=dict)
+    scope: dict[str, Any] = field(default_factory=dict)
+
+    def to_raw(self) -> dict[str, Any]:
+        return {
+            "kind": "otlp_log",
+            "resource": self.resource,
+            "scope": self.scope,
+            "trace_id": self.trace_id,
+            "span_id": self.span_id,
+            "event_name": self.event_name,
+            "time_unix_nano": self.time_unix_nano,
+            "observed_time_unix_nano": self.observed_time_unix_nano,
+            "severity_number": self.severity_number,
+            "body": self.body,
+            "attributes": self.attributes,
+        }
+
+
+# ---------------------------------------------------------------------------------------------
+# OTLP/JSON
+
+
+def _get(obj: dict[str, Any], camel: str, snake: str) -> Any:
+    v = obj.get(camel)
+    return obj.get(snake) if v is None else v
+
+
+def _json_int(v: Any) -> int | None:
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, int):
+        return v
+    if isinstance(v, str):
+        try:
+            return int(v)
+        except ValueError:
+            return None
+    if isinstance(v, float) and v.is_integer():
+        return int(v)
+    return None
+
+
+def _json_double(v: Any) -> Any:
+    if isinstance(v, int | float) and not isinstance(v, bool):
+        return float(v)
+    if isinstance(v, str):
+        try:
+            return float(v)  # "NaN", "Infinity", "-Infinity" per the proto3 JSON mapping
+        except ValueError:
+            return v
+    return v
+
+
+def _json_id(v: Any) -> str | None:
+    """Trace/span ids: lowercase hex in OTLP/JSON; tolerate base64 from protobuf's own mapping."""
+    if not isinstance(v, str) or not v:
+        return None
+    if len(v) in (16, 32):
+        try:
+            int(v, 16)
+            low = v.lower()
+            return None if low.strip("0") == "" else low
+        except ValueError:
+            pass
+    try:
+        raw = base64.b64decode(v, validate=True)
+    except (binascii.Error, ValueError):
+        return v
+    if len(raw) in (8, 16):
+        return None if not any(raw) else raw.hex()
+    return v
+
+
+def json_any_value(v: Any) -> Any:
+    """One OTLP/JSON AnyValue to a Python value."""
+    if not isinstance(v, dict):
+        return v
+    if "stringValue" in v:
+        return v["stringValue"]
+    if "string_value" in v:
+        return v["string_value"]
+    for k in ("intValue", "int_value"):
+        if k in v:
+            n = _json_int(v[k])
+            return v[k] if n is None else n
+    for k in ("doubleValue", "double_value"):
+        if k in v:
+            return _json_double(v[k])
+    for k in ("boolValue", "bool_value"):
+        if k in v:
+            return v[k]
+    for k in ("arrayValue", "array_value"):
+        if k in v:
+            inner = v[k] if isinstance(v[k], dict) else {}
+            vals = inner.get("values") or []
+            return [json_any_value(x) for x in vals] if isinstance(vals, list) else []
+    for k in ("kvlistValue", "kvlist_value"):
+        if k in v:
+            inner = v[k] if isinstance(v[k], dict) else {}
+            return json_attributes(inner.get("values"))
+    for k in ("bytesValue", "bytes_value"):
+        if k in v:
+            return v[k]  # already base64 text in JSON; kept as such
+    return None  # an empty AnyValue
+
+
+def json_attributes(kvs: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if not isinstance(kvs, list):
+        return out
+    for kv in kvs:
+        if isinstance(kv, dict) and isinstance(kv.get("key"), str):
+            out[kv["key"]] = json_any_value(kv.get("value"))
+    return out
+
+
+def _json_scope(obj: Any) -> dict[str, Any]:
+    if not isinstance(obj, dict):
+        return {}
+    scope: dict[str, Any] = {"name": obj.get("name") or "", "version": obj.get("version") or ""}
+    attrs = json_attributes(obj.get("attributes"))
+    if attrs:
+        scope["attributes"] = attrs
+    return scope
+
+
+def _json_enum(v: Any, names: dict[str, int]) -> int:
+    if isinstance(v, int) and not isinstance(v, bool):
+        return v
+    if isinstance(v, str):
+        return names.get(v, _json_int(v) or 0)
+    return 0
+
+
+def json_span(s: dict[str, Any], resource: dict[str, Any], scope: dict[str, Any]) -> Span:
+    status_in = s.get("status") if isinstance(s.get("status"), dict) else {}
+    status: dict[str, Any] = {"code": _json_enum(status_in.get("code"), _STATUS_CODES)}
+    if status_in.get("message"):
+        status["message"] = status_in["message"]
+    events = []
+    for e in s.get("events") or []:
+        if isinstance(e, dict):
+            events.append(
+                {
+                    "name": e.get("name") or "",
+                    "time_unix_nano": _json_int(_get(e, "timeUnixNano", "time_unix_nano")),
+                    "attributes": json_attributes(e.get("attributes")),
+                }
+            )
+    return Span(
+        trace_id=_json_id(_get(s, "traceId", "trace_id")),
+        span_id=_json_id(_get(s, "spanId", "span_id")),
+        parent_span_id=_json_id(_get(s, "parentSpanId", "parent_span_id")),
+        name=s.get("name") if isinstance(s.get("name"), str) else "",
+        kind=_json_enum(s.get("kind"), _SPAN_KINDS),
+        start_time_unix_nano=_json_int(_get(s, "startTimeUnixNano", "start_time_unix_nano")),
+        end_time_unix_nano=_json_int(_get(s, "endTimeUnixNano", "end_time_unix_nano")),
+        attributes=json_attributes(s.get("attributes")),
+        events=events,
+        status=status,
+        resource=resource,
+        scope=scope,
+    )
+
+
+def is_bare_span(doc: dict[str, Any]) -> bool:
+    """One OTLP/JSON Span object on its own (trace stores and test goldens keep them so)."""
+    return isinstance(doc.get("attributes"), list) and (
+        "spanId" in doc or "span_id" in doc or "name" in doc
+    )
+
+
+def iter_json_spans(doc: Any) -> Iterator[Span]:
+    """Spans of an OTLP/JSON ExportTraceServiceRequest (or a bare Span object)."""
+    if not isinstance(doc, dict):
+        raise OTLPDecodeError("an OTLP/JSON trace request is a JSON object")
+    groups = _get(doc, "resourceSpans", "resource_spans")
+    if groups is None and is_bare_span(doc):
+        yield json_span(doc, {}, {})
+        return
+    if not isinstance(groups, list):
+        raise OTLPDecodeError("no resourceSpans list")
+    for rs in groups:
+        if not isinstance(rs, dict):
+            continue
+        res = rs.get("resource")
+        resource = json_attributes(res.get("attributes")) if isinstance(res, dict) else {}
+        for ss in (
+            _get(rs, "scopeSpans", "scope_spans")
+            or _get(rs, "instrumentationLibrarySpans", "")
+            or []
+        ):
+            if not isinstance(ss, dict):
+                continue
+            scope = _json_scope(ss.get("scope") or ss.get("instrumentationLibrary"))
+            for s in ss.get("spans") or []:
+                if isinstance(s, dict):
+                    yield json_span(s, resource, scope)
+
+
+def json_log(r: dict[str, Any], resource: dict[str, Any], scope: dict[str, Any]) -> LogRecord:
+    attrs = json_attributes(r.get("attributes"))
+    name = _get(r, "eventName", "event_name") or attrs.get("event.name")
+    return LogRecord(
+        trace_id=_json_id(_get(r, "traceId", "trace_id")),
+        span_id=_json_id(_get(r, "spanId", "span_id")),
+        event_name=name if isinstance(name, str) and name else None,
+        time_unix_nano=_json_int(_get(r, "timeUnixNano", "time_unix_nano")),
+        observed_time_unix_nano=_json_int(
+            _get(r, "observedTimeUnixNano", "observed_time_unix_nano")
+        ),
+        severity_number=_json_enum(_get(r, "severityNumber", "severity_number"), {}),
+        body=json_any_value(r.get("body")),
+        attributes=attrs,
+        resource=resource,
+        scope=scope,
+    )
+
+
+def iter_json_logs(doc: Any) -> Iterator[LogRecord]:
+    if not isinstance(doc, dict):
+        raise OTLPDecodeError("an OTLP/JSON logs request is a JSON object")
+    groups = _get(doc, "resourceLogs", "resource_logs")
+    if not isinstance(groups, list):
+        raise OTLPDecodeError("no resourceLogs list")
+    for rl in groups:
+        if not isinstance(rl, dict):
+            continue
+        res = rl.get("resource")
+        resource = json_attributes(res.get("attributes")) if isinstance(res, dict) else {}
+        for sl in _get(rl, "scopeLogs", "scope_logs") or []:
+            if not isinstance(sl, dict):
+                continue
+            scope = _json_scope(sl.get("scope"))
+            for r in _get(sl, "logRecords", "log_records") or []:
+                if isinstance(r, dict):
+                    yield json_log(r, resource, scope)
+
+
+# ---------------------------------------------------------------------------------------------
+# protobuf
+
+
+def pb_any_value(v: AnyValue) -> Any:
+    kind = v.WhichOneof("value")
+    if kind == "string_value":
+        return v.string_value
+    if kind == "int_value":
+        return v.int_value
+    if kind == "double_value":
+        return v.double_value
+    if kind == "bool_value":
+        return v.bool_value
+    if kind == "array_value":
+        return [pb_any_value(x) for x in v.array_value.values]
+    if kind == "kvlist_value":
+        return {kv.key: pb_any_value(kv.value) for kv in v.kvlist_value.values}
+    if kind == "bytes_value":
+        return base64.b64encode(v.bytes_value).decode("ascii")
+    return None
+
+
+def _pb_attrs(kvs: Any) -> dict[str, Any]:
+    return {kv.key: pb_any_value(kv.value) for kv in kvs}
+
+
+def _pb_id(b: bytes) -> str | None:
+    return b.hex() if b and any(b) else None
+
+
+def _pb_scope(scope: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": scope.name, "version": scope.version}
+    attrs = _pb_attrs(scope.attributes)
+    if attrs:
+        out["attributes"] = attrs
+    return out
+
+
+def iter_pb_spans(data: bytes) -> Iterator[Span]:
+    req = ExportTraceServiceRequest()
+    try:
+        req.ParseFromString(data)
+    except (DecodeError, ValueError, RuntimeError) as e:
+        raise OTLPDecodeError(f"not an OTLP protobuf trace request: {e}") from None
+    for rs in req.resource_spans:
+        resource = _pb_attrs(rs.resource.attributes)
+        for ss in rs.scope_spans:
+            scope = _pb_scope(ss.scope)
+            for s in ss.spans:
+                status: dict[str, Any] = {"code": int(s.status.code)}
+                if s.status.message:
+                    status["message"] = s.status.message
+                yield Span(
+                    trace_id=_pb_id(s.trace_id),
+                    span_id=_pb_id(s.span_id),
+                    parent_span_id=_pb_id(s.parent_span_id),
+                    name=s.name,
+                    kind=int(s.kind),
+                    start_time_unix_nano=s.start_time_unix_nano or None,
+                    end_time_unix_nano=s.end_time_unix_nano or None,
+                    attributes=_pb_attrs(s.attributes),
+                    events=[
+                        {
+                            "name": e.name,
+                            "time_unix_nano": e.time_unix_nano or None,
+                            "attributes": _pb_attrs(e.attributes),
+                        }
+                        for e in s.events
+                    ],
+                    status=status,
+                    resource=resource,
+                    scope=scope,
+                )
+
+
+def iter_pb_logs(data: bytes) -> Iterator[LogRecord]:
+    req = ExportLogsServiceRequest()
+    try:
+        req.ParseFromString(data)
+    except (DecodeError, ValueError, RuntimeError) as e:
+        raise OTLPDecodeError(f"not an OTLP protobuf logs request: {e}") from None
+    for rl in req.resource_logs:
+        resource = _pb_attrs(rl.resource.attributes)
+        for sl in rl.scope_logs:
+            scope = _pb_scope(sl.scope)
+            for r in sl.log_records:
+                attrs = _pb_attrs(r.attributes)
+                name = r.event_name or attrs.get("event.name")
+                yield LogRecord(
+                    trace_id=_pb_id(r.trace_id),
+                    span_id=_pb_id(r.span_id),
+                    event_name=name if isinstance(name, str) and name else None,
+                    time_unix_nano=r.time_unix_nano or None,
+                    observed_time_unix_nano=r.observed_time_unix_nano or None,
+                    severity_number=int(r.severity_number),
+                    body=pb_any_value(r.body) if r.HasField("body") else None,
+                    attributes=attrs,
+                    resource=resource,
+                    scope=scope,
+                )

@@ -1,0 +1,120 @@
+"""Telemetry to facts: one span (or one log-event group) in, one fact or one skip out.
+
+The message content of a span follows one of three conventions, tried in order: the OTel GenAI
+semantic conventions (``genai``), OpenLLMetry's flattened attributes (``openllmetry``) and
+OpenInference (``openinference``). The metadata (model, provider, usage, sampling parameters,
+session) is read here, once, from whichever keys the span carries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from lithify.model import InferenceCall, Skip
+from lithify.translate import genai, openinference, openllmetry
+from lithify.translate._common import Degradations
+from lithify.translate._telemetry import build, session_of, timing
+from lithify.translate.otlp import LogRecord, Span
+
+_EXTRACTORS = (genai.span_content, openllmetry.span_content, openinference.span_content)
+
+_AGENT_OPERATIONS = frozenset({"invoke_agent", "create_agent"})
+_GENAI_MARKERS = (
+    "gen_ai.operation.name",
+    "gen_ai.request.model",
+    "gen_ai.response.model",
+    "llm.model_name",
+)
+
+
+def is_agent_span(attrs: dict[str, Any]) -> bool:
+    if attrs.get("gen_ai.operation.name") in _AGENT_OPERATIONS:
+        return True
+    if str(attrs.get("openinference.span.kind", "")).upper() == "AGENT":
+        return True
+    return attrs.get("traceloop.span.kind") in ("agent", "workflow")
+
+
+def is_model_call(attrs: dict[str, Any]) -> bool:
+    """A span that describes a model call, whether or not its content was captured."""
+    if is_agent_span(attrs):
+        return False
+    op = attrs.get("gen_ai.operation.name")
+    if op is not None:
+        return op in ("chat", "text_completion", "generate_content", "completion", "responses")
+    if str(attrs.get("openinference.span.kind", "")).upper() == "LLM":
+        return True
+    return any(k in attrs for k in _GENAI_MARKERS)
+
+
+def _span_identity(trace_id: str | None, span_id: str | None) -> tuple[Any, ...] | None:
+    return ("otlp", trace_id, span_id) if trace_id and span_id else None
+
+
+def translate_span(
+    span: Span, *, under_agent: bool = False, raw: Any = None
+) -> InferenceCall | Skip:
+    """One span to a fact; ``raw`` overrides what is kept (a flat attribute map keeps itself)."""
+    attrs = span.attributes
+    seed = f"{span.trace_id}:{span.span_id}"
+    for extract in _EXTRACTORS:
+        deg = Degradations()
+        content = extract(attrs, span.events, deg, seed)
+        if content is not None:
+            break
+    else:
+        if is_model_call(attrs):
+            return Skip("content_not_captured", f"span {span.name!r} ({span.span_id})")
+        return Skip("not_genai", f"span {span.name!r}")
+    session = session_of(attrs)
+    if session is None and under_agent and span.trace_id:
+        session = span.trace_id
+    return build(
+        content,
+        deg,
+        attrs,
+        identity=_span_identity(span.trace_id, span.span_id),
+        raw=span.to_raw() if raw is None else raw,
+        trace_id=span.trace_id,
+        span_id=span.span_id,
+        parent_span_id=span.parent_span_id,
+        session_id=session,
+        times=timing(span.start_time_unix_nano, span.end_time_unix_nano),
+    )
+
+
+def translate_spans(spans: Iterable[Span]) -> Iterator[InferenceCall | Skip]:
+    """Facts from one batch of spans (one OTLP request or file document).
+
+    The batch is held in memory to see which spans sit under an agent span: such a call's
+    session is its trace when nothing more explicit names one.
+    """
+    batch = list(spans)
+    parents = {s.span_id: s.parent_span_id for s in batch if s.span_id}
+    agents = {s.span_id for s in batch if s.span_id and is_agent_span(s.attributes)}
+
+    def under_agent(span: Span) -> bool:
+        seen: set[str] = set()
+        pid = span.parent_span_id
+        while pid and pid not in seen:
+            if pid in agents:
+                return True
+            seen.add(pid)
+            pid = parents.get(pid)
+        return False
+
+    for span in batch:
+        yield translate_span(span, under_agent=bool(agents) and under_agent(span))
+
+
+def translate_attributes(attrs: dict[str, Any], *, raw: Any = None) -> InferenceCall | Skip:
+    """A flat attribute map (as trace stores export them): no OTLP identity, so the fact's id
+    is a hash of the document kept on ``raw`` (the map itself unless given)."""
+    span = Span(None, None, None, "", 0, None, None, attrs)
+    return translate_span(span, raw=attrs if raw is None else raw)
+
+
+def translate_logs(records: Iterable[LogRecord]) -> Iterator[InferenceCall | Skip]:
+    """Facts from one batch of log records: GenAI events grouped by the span they belong to."""
+    yield from genai.log_facts(list(records))

@@ -1,0 +1,80 @@
+"""Golden facts for every corpus payload.
+
+Each corpus file (or request/response pair) converts to the facts in ``tests/golden/``; the goldens
+were read and checked by hand against CANONICAL.md before they were committed. To regenerate after
+an intended change, run ``LITHIFY_UPDATE_GOLDENS=1 pytest tests/test_golden.py`` and review the
+diff line by line before committing it.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import orjson
+import pytest
+
+from lithify.ingest.files import read_file, read_pair
+from lithify.model import InferenceCall
+from tests.conftest import CORPUS, GOLDEN
+from tests.helpers import assert_valid_messages, result_line
+
+UPDATE = bool(os.environ.get("LITHIFY_UPDATE_GOLDENS"))
+
+# Single files: every corpus payload except the semconv attribute-value cases (bare values, tested
+# in test_genai.py) and the NeMo Gym rollouts (an export target, not a capture source).
+SINGLE = sorted(
+    p.relative_to(CORPUS).as_posix()
+    for p in CORPUS.rglob("*")
+    if p.is_file()
+    and p.name != "SOURCES.md"
+    and not p.name.startswith("semconv_case_")
+    and p.parent.name != "nemo-gym"
+)
+
+# Request/response pairs that belong to one exchange give one fact.
+PAIRS = sorted(
+    (
+        req.relative_to(CORPUS).as_posix(),
+        resp.relative_to(CORPUS).as_posix(),
+    )
+    for req in CORPUS.rglob("*.request.json")
+    for resp in [
+        req.with_name(req.name.replace(".request.json", ".response.json")),
+        req.with_name(req.name.replace(".request.json", ".response.sse")),
+        req.with_name(req.name.replace(".request.json", ".error.json")),
+    ]
+    if resp.exists()
+)
+
+
+def _check(golden: Path, results: list[object]) -> None:
+    got = [result_line(r) for r in results]
+    if UPDATE:
+        golden.parent.mkdir(parents=True, exist_ok=True)
+        golden.write_bytes(orjson.dumps(got, option=orjson.OPT_INDENT_2) + b"\n")
+        return
+    assert golden.exists(), f"no golden file {golden}; generate it and check it by hand"
+    expected = orjson.loads(golden.read_bytes())
+    assert len(got) == len(expected), f"{golden.name}: {len(got)} results, expected {len(expected)}"
+    for i, (g, e) in enumerate(zip(got, expected, strict=True)):
+        assert g == e, f"{golden.name} result {i} differs"
+
+
+@pytest.mark.parametrize("rel", SINGLE)
+def test_corpus_file(rel: str) -> None:
+    results = [located.result for located in read_file(CORPUS / rel)]
+    assert results, rel
+    for r in results:
+        if isinstance(r, InferenceCall):
+            assert_valid_messages(r)
+    _check(GOLDEN / f"{rel}.json", results)
+
+
+@pytest.mark.parametrize(("req", "resp"), PAIRS, ids=["+".join(p) for p in PAIRS])
+def test_corpus_pair(req: str, resp: str) -> None:
+    result = read_pair(CORPUS / req, CORPUS / resp).result
+    if isinstance(result, InferenceCall):
+        assert_valid_messages(result)
+    name = req.removesuffix(".request.json") + ".exchange"
+    _check(GOLDEN / f"{name}.json", [result])
