@@ -111,6 +111,7 @@ NO_FACT_REASONS: dict[str, str] = {
     "unrecognized_format": "a document whose shape matches no known source format",
     "error_response": "a provider error body: the call produced no output",
     "empty": "an empty document",
+    "feedback_event": "an evaluation or feedback event (gen_ai.evaluation.result): not a model call",
 }
 
 _encoder = msgspec.json.Encoder()

@@ -10,7 +10,7 @@ from __future__ import annotations
 import gzip
 import io
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -75,8 +75,13 @@ def _decode_error(e: Exception) -> str:
     return str(e).split("\n", 1)[0][:200]
 
 
-def _lines(path: Path, fh: IO[bytes], fmt: str) -> Iterator[Located]:
+Progress = Callable[[int], None]
+
+
+def _lines(path: Path, fh: IO[bytes], fmt: str, progress: Progress | None) -> Iterator[Located]:
     for lineno, line in enumerate(fh, 1):
+        if progress is not None:
+            progress(len(line))
         if not line.strip():
             continue
         loc = f"{path}:{lineno}"
@@ -98,8 +103,8 @@ def _read_all(path: Path, fh: IO[bytes]) -> bytes:
         raise InputError(f"{path}: {e}") from None
 
 
-def read_file(path: Path, fmt: str = "auto") -> Iterator[Located]:
-    """Every translator result of one file, in file order."""
+def read_file(path: Path, fmt: str = "auto", progress: Progress | None = None) -> Iterator[Located]:
+    """Every translator result of one file, in file order. ``progress`` is told of bytes read."""
     if not path.exists():
         raise InputError(f"{path}: no such file")
     if not path.is_file():
@@ -108,11 +113,13 @@ def read_file(path: Path, fmt: str = "auto") -> Iterator[Located]:
     with _open(path) as fh:
         if suffix in JSONL_SUFFIXES:
             try:
-                yield from _lines(path, fh, fmt)
+                yield from _lines(path, fh, fmt, progress)
             except (OSError, EOFError, gzip.BadGzipFile) as e:
                 raise InputError(f"{path}: {e}") from None
             return
         data = _read_all(path, fh)
+    if progress is not None:
+        progress(len(data))
     loc = str(path)
     if suffix in PROTOBUF_SUFFIXES:
         for r in translate_protobuf(data, fmt):
@@ -130,7 +137,7 @@ def read_file(path: Path, fmt: str = "auto") -> Iterator[Located]:
             doc = orjson.loads(data)
         except orjson.JSONDecodeError:
             # The Collector's file exporter writes one request per line, even in `.json` files.
-            yield from _lines(path, io.BytesIO(data), fmt)
+            yield from _lines(path, io.BytesIO(data), fmt, None)
             return
         docs = (
             doc

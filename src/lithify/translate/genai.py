@@ -1,24 +1,680 @@
-"""OTel GenAI semantic conventions to canonical content: span attributes and log events."""
+"""OTel GenAI semantic conventions to canonical content: span attributes, span events, log events.
+
+Three generations of the conventions are read (see docs/sources/otel-genai.md):
+
+- v1.37+: ``gen_ai.input.messages`` / ``gen_ai.output.messages`` / ``gen_ai.system_instructions``
+  / ``gen_ai.tool.definitions`` as JSON strings on the span, or as structured AnyValues on the
+  ``gen_ai.client.inference.operation.details`` log event;
+- v1.28–1.36: one event per message (``gen_ai.user.message`` … ``gen_ai.choice``), as log
+  records (grouped here by the span they belong to) or as span events;
+- before that: ``gen_ai.content.prompt`` / ``gen_ai.content.completion`` span events.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from typing import Any
 
-from lithify.model import InferenceCall, Skip
-from lithify.translate._common import Degradations
-from lithify.translate._telemetry import Content
+import orjson
+
+from lithify.model import (
+    InferenceCall,
+    Message,
+    Part,
+    ReasoningPart,
+    Skip,
+    TextPart,
+    ToolCallPart,
+    ToolCallResponsePart,
+    ToolDefinition,
+)
+from lithify.translate._common import (
+    Degradations,
+    as_int,
+    finish_reason,
+    ns_to_rfc3339,
+    parse_arguments,
+    stable_hash,
+    synthesized_id,
+    tool_definition,
+)
+from lithify.translate._telemetry import Content, build, session_of
 from lithify.translate.otlp import LogRecord
+
+SOURCE = "otel-genai"
+
+INPUT = "gen_ai.input.messages"
+OUTPUT = "gen_ai.output.messages"
+SYSTEM = "gen_ai.system_instructions"
+TOOLS = "gen_ai.tool.definitions"
+_MESSAGE_KEYS = (SYSTEM, INPUT, OUTPUT)
+_REF_KEYS = tuple(k + "_ref" for k in (*_MESSAGE_KEYS, TOOLS))
+
+OPERATION_DETAILS = "gen_ai.client.inference.operation.details"
+CHOICE = "gen_ai.choice"
+EVALUATION = "gen_ai.evaluation.result"
+PROMPT_EVENT = "gen_ai.content.prompt"
+COMPLETION_EVENT = "gen_ai.content.completion"
+_MESSAGE_EVENTS = {
+    "gen_ai.system.message": "system",
+    "gen_ai.user.message": "user",
+    "gen_ai.assistant.message": "assistant",
+    "gen_ai.tool.message": "tool",
+}
+
+_ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
+_ROLE_ALIASES = {"model": "assistant", "function": "tool"}
+
+_TEXT_TYPES = frozenset({"text", "input_text", "output_text"})
+_REASONING_TYPES = frozenset({"reasoning", "thinking", "reasoning_text", "summary_text"})
+# Provider state that stands for reasoning without being readable: counted, never a part.
+_OPAQUE_TYPES = frozenset(
+    {"redacted_thinking", "redacted_reasoning", "encrypted_reasoning", "thought_signature"}
+)
+_OPAQUE_FIELDS = ("signature", "encrypted_content", "thought_signature", "thoughtSignature")
+
+_BAD = object()  # an attribute that could not be decoded (already counted)
+
+
+# ---------------------------------------------------------------------------------------------
+# decoding attribute values
+
+
+def _present(attrs: dict[str, Any], key: str) -> bool:
+    return attrs.get(key) not in (None, "", [])
+
+
+def _strict(value: Any, deg: Degradations) -> Any:
+    """A JSON-string attribute decoded; structured values pass through."""
+    if isinstance(value, str | bytes):
+        try:
+            return orjson.loads(value)
+        except orjson.JSONDecodeError:
+            deg.add("malformed_messages")
+            return _BAD
+    return value
+
+
+def _loose(value: Any, deg: Degradations) -> Any:
+    """Like ``_strict``, but text that does not look like JSON is kept as text."""
+    if isinstance(value, str) and value.strip()[:1] not in ("[", "{"):
+        return value
+    return _strict(value, deg)
+
+
+def _items(value: Any, deg: Degradations) -> list[Any]:
+    """A decoded attribute as a list of items; a lone object is a list of one.
+
+    Some SDKs cannot set nested attributes and write an array of JSON strings instead.
+    """
+    if value is _BAD or value is None:
+        return []
+    if isinstance(value, dict):
+        return [value]
+    if not isinstance(value, list):
+        deg.add("malformed_messages")
+        return []
+    out: list[Any] = []
+    for item in value:
+        if isinstance(item, str) and item.strip()[:1] == "{":
+            item = _strict(item, deg)
+            if item is _BAD:
+                continue
+        out.append(item)
+    return out
+
+
+def _role(value: Any) -> str | None:
+    """The role as the source states it; canonical names are matched case-insensitively."""
+    if not isinstance(value, str) or not value.strip():
+        return None
+    key = value.strip().lower()
+    if key in _ROLES:
+        return key
+    return _ROLE_ALIASES.get(key, value)
+
+
+def _finish_reasons(value: Any) -> list[Any]:
+    if isinstance(value, str):
+        if value.strip()[:1] == "[":
+            try:
+                value = orjson.loads(value)
+            except orjson.JSONDecodeError:
+                return []
+        else:
+            return [value]
+    return value if isinstance(value, list) else []
+
+
+# ---------------------------------------------------------------------------------------------
+# messages and parts
+
+
+class _Builder:
+    """Converts messages of one call, giving ids to tool calls that lack one and pairing the
+    responses that lack one with those calls (by name when the response names its tool, else
+    in order)."""
+
+    def __init__(self, deg: Degradations, seed: str) -> None:
+        self.deg = deg
+        self.seed = seed
+        self.pending: list[tuple[str, str]] = []  # (name, id) of calls not yet answered
+
+    # -- ids --
+
+    def call_id(self, raw_id: Any, name: str, pos: tuple[Any, ...]) -> str:
+        id_ = _id(raw_id)
+        if id_ is None:
+            id_ = synthesized_id(self.seed, *pos)
+            self.deg.add("synthesized_id")
+        self.pending.append((name, id_))
+        return id_
+
+    def response_id(self, raw_id: Any, name: Any, pos: tuple[Any, ...]) -> str:
+        id_ = _id(raw_id)
+        if id_ is not None:
+            for i, (_, pid) in enumerate(self.pending):
+                if pid == id_:
+                    del self.pending[i]
+                    break
+            return id_
+        for i, (pname, pid) in enumerate(self.pending):
+            if not isinstance(name, str) or not name or pname == name:
+                del self.pending[i]
+                return pid
+        self.deg.add("orphan_tool_response")
+        return synthesized_id(self.seed, "orphan", *pos)
+
+    # -- parts --
+
+    def part(self, p: Any, pos: tuple[Any, ...]) -> Part | None:
+        """One semconv part (or an OpenAI-style content part) to a canonical part."""
+        if isinstance(p, str):
+            return TextPart(p) if p else None
+        if not isinstance(p, dict):
+            if p is not None:
+                self.deg.add("unsupported_content")
+            return None
+        kind = p.get("type")
+        if kind in _TEXT_TYPES or (kind is None and isinstance(p.get("text"), str)):
+            return self._text(p, "content", "text")
+        if kind == "refusal":
+            return self._text(p, "refusal", "content")
+        if kind in _REASONING_TYPES:
+            if any(p.get(f) for f in _OPAQUE_FIELDS):
+                self.deg.add("opaque_reasoning")
+            text = _first_str(p, "content", "thinking", "text")
+            return ReasoningPart(text) if text else None
+        if kind in _OPAQUE_TYPES:
+            self.deg.add("opaque_reasoning")
+            return None
+        if kind == "tool_call":
+            name = _name(p.get("name"))
+            args = parse_arguments(p.get("arguments"), self.deg)
+            return ToolCallPart(self.call_id(p.get("id"), name, pos), name, args)
+        if kind == "tool_call_response":
+            result = p["response"] if "response" in p else p.get("result")
+            return ToolCallResponsePart(self.response_id(p.get("id"), p.get("name"), pos), result)
+        self.deg.add("unsupported_content")
+        return None
+
+    def _text(self, p: dict[str, Any], *keys: str) -> TextPart | None:
+        for key in keys:
+            v = p.get(key)
+            if isinstance(v, str):
+                return TextPart(v) if v else None
+            if v is not None:
+                self.deg.add("unsupported_content")
+                return None
+        return None
+
+    def parts(self, items: Any, pos: tuple[Any, ...]) -> list[Part]:
+        if isinstance(items, str):
+            return [TextPart(items)] if items else []
+        if isinstance(items, dict):
+            items = [items]
+        if not isinstance(items, list):
+            if items is not None:
+                self.deg.add("unsupported_content")
+            return []
+        out = []
+        for j, p in enumerate(items):
+            part = self.part(p, (*pos, j))
+            if part is not None:
+                out.append(part)
+        return out
+
+    def tool_call(self, call: Any, pos: tuple[Any, ...]) -> ToolCallPart | None:
+        """An OpenAI-style tool call: ``{id, type, function: {name, arguments}}`` or flat."""
+        if not isinstance(call, dict):
+            self.deg.add("unsupported_content")
+            return None
+        fn = call.get("function") if isinstance(call.get("function"), dict) else call
+        name = _name(fn.get("name"))
+        args = parse_arguments(fn.get("arguments"), self.deg)
+        return ToolCallPart(self.call_id(call.get("id"), name, pos), name, args)
+
+    # -- messages --
+
+    def message(
+        self, obj: Any, default_role: str | None, pos: tuple[Any, ...], finish: str | None
+    ) -> list[Message]:
+        """One source message: semconv ``{role, parts}`` or chat-style ``{role, content, …}``.
+
+        Tool results come out as their own ``tool`` messages (CANONICAL.md: one per result).
+        """
+        if isinstance(obj, list):
+            # An early openai-v2 put an assistant turn's tool calls in the prompt as a bare list.
+            obj = {"role": "assistant", "tool_calls": obj}
+        if not isinstance(obj, dict):
+            self.deg.add("malformed_messages")
+            return []
+        role = _role(obj.get("role"))
+        if "parts" in obj:
+            parts = self.parts(obj.get("parts"), pos)
+        else:
+            parts = self._chat_parts(obj, role or default_role, pos)
+        if role is None:
+            role = default_role or _infer_role(parts)
+        return _split(role, parts, finish)
+
+    def _chat_parts(
+        self, obj: dict[str, Any], role: str | None, pos: tuple[Any, ...]
+    ) -> list[Part]:
+        parts: list[Part] = []
+        reasoning = _first_str(obj, "reasoning_content", "reasoning")
+        if reasoning:
+            parts.append(ReasoningPart(reasoning))
+        if role == "tool" or "tool_call_id" in obj:
+            # Without ``content`` the result was not captured: nothing to carry.
+            if "content" in obj:
+                id_ = obj.get("tool_call_id", obj.get("id"))
+                rid = self.response_id(id_, obj.get("name"), (*pos, 0))
+                parts.append(ToolCallResponsePart(rid, obj["content"]))
+            return parts
+        content = obj.get("content")
+        if content is None and isinstance(obj.get("text"), str):
+            content = obj["text"]
+        parts.extend(self.parts(content, (*pos, "content")))
+        calls = _strict(obj.get("tool_calls"), self.deg) if obj.get("tool_calls") else []
+        if isinstance(calls, dict):
+            calls = [calls]
+        if isinstance(calls, list):
+            for k, call in enumerate(calls):
+                part = self.tool_call(call, (*pos, "tool_calls", k))
+                if part is not None:
+                    parts.append(part)
+        elif calls is not _BAD:
+            self.deg.add("malformed_messages")
+        if isinstance(obj.get("function_call"), dict):
+            part = self.tool_call(obj["function_call"], (*pos, "function_call"))
+            if part is not None:
+                parts.append(part)
+        return parts
+
+    def messages(
+        self,
+        value: Any,
+        section: str,
+        *,
+        output: bool,
+        finish_reasons: list[Any] | None = None,
+    ) -> list[Message]:
+        out: list[Message] = []
+        for i, obj in enumerate(_items(_strict(value, self.deg), self.deg)):
+            fr = None
+            if output:
+                fr = finish_reason(obj.get("finish_reason")) if isinstance(obj, dict) else None
+                if fr is None and finish_reasons and i < len(finish_reasons):
+                    fr = finish_reason(finish_reasons[i])
+            out.extend(self.message(obj, "assistant" if output else None, (section, i), fr))
+        return out
+
+    def system(self, value: Any) -> list[Message]:
+        """``gen_ai.system_instructions``: a list of parts (or plain text) as one system message."""
+        decoded = _loose(value, self.deg)
+        if decoded is _BAD:
+            return []
+        if isinstance(decoded, dict) and "parts" in decoded:
+            decoded = decoded["parts"]
+        return [Message("system", self.parts(decoded, ("system",)))]
+
+
+def _id(value: Any) -> str | None:
+    if isinstance(value, str):
+        return value or None
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    return None
+
+
+def _name(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _first_str(obj: dict[str, Any], *keys: str) -> str | None:
+    for key in keys:
+        v = obj.get(key)
+        if isinstance(v, str) and v:
+            return v
+    return None
+
+
+def _infer_role(parts: list[Part]) -> str:
+    """A role for a message whose source gave none, from what it holds."""
+    if parts and all(isinstance(p, ToolCallResponsePart) for p in parts):
+        return "tool"
+    if any(isinstance(p, ToolCallPart | ReasoningPart) for p in parts):
+        return "assistant"
+    return "user"
+
+
+def _split(role: str, parts: list[Part], finish: str | None) -> list[Message]:
+    """Tool results as one ``tool`` message each; the rest keeps the source role.
+
+    Results come before the remaining content of a user turn (they answer the previous turn)
+    and after the content of an assistant turn (they answer its calls).
+    """
+    results = [p for p in parts if isinstance(p, ToolCallResponsePart)]
+    if not results or (role == "tool" and len(parts) == 1):
+        return [Message(role, parts, finish)]
+    rest = [p for p in parts if not isinstance(p, ToolCallResponsePart)]
+    tools = [Message("tool", [r]) for r in results]
+    if not rest:
+        return tools
+    head = Message(role, rest, finish)
+    return [head, *tools] if role == "assistant" else [*tools, head]
+
+
+def _merge(messages: list[Message]) -> list[Message]:
+    """Consecutive assistant messages of one choice become one message, parts in order.
+
+    Called only when the request asked for a single choice, so the messages cannot be separate
+    choices; finish reasons that disagree keep the messages apart (nothing is guessed).
+    """
+    out: list[Message] = []
+    for m in messages:
+        prev = out[-1] if out else None
+        if (
+            prev is not None
+            and m.role == "assistant"
+            and prev.role == "assistant"
+            and (m.finish_reason is None or prev.finish_reason in (None, m.finish_reason))
+        ):
+            out[-1] = Message(
+                "assistant", [*prev.parts, *m.parts], prev.finish_reason or m.finish_reason
+            )
+        else:
+            out.append(m)
+    return out
+
+
+def _tools(value: Any, deg: Degradations) -> list[ToolDefinition]:
+    out = []
+    for obj in _items(_strict(value, deg), deg):
+        td = tool_definition(obj, deg)
+        if td is not None:
+            out.append(td)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# spans
+
+
+def _single_choice(attrs: dict[str, Any]) -> bool:
+    n = as_int(attrs.get("gen_ai.request.choice.count"))
+    return n is None or n <= 1
+
+
+def _attribute_content(attrs: dict[str, Any], deg: Degradations, seed: str) -> Content:
+    b = _Builder(deg, seed)
+    inputs: list[Message] = []
+    if _present(attrs, SYSTEM):
+        inputs.extend(b.system(attrs[SYSTEM]))
+    if _present(attrs, INPUT):
+        inputs.extend(b.messages(attrs[INPUT], "in", output=False))
+    outputs: list[Message] = []
+    if _present(attrs, OUTPUT):
+        reasons = _finish_reasons(attrs.get("gen_ai.response.finish_reasons"))
+        outputs = b.messages(attrs[OUTPUT], "out", output=True, finish_reasons=reasons)
+        if _single_choice(attrs):
+            outputs = _merge(outputs)
+    tools = _tools(attrs[TOOLS], deg) if _present(attrs, TOOLS) else []
+    return Content(SOURCE, inputs, outputs, tools)
+
+
+def _references(attrs: dict[str, Any], deg: Degradations) -> bool:
+    """Count content that was uploaded elsewhere and is only referenced here."""
+    found = False
+    for ref in _REF_KEYS:
+        if _present(attrs, ref) and not _present(attrs, ref.removesuffix("_ref")):
+            deg.add("content_reference")
+            found = True
+    return found
 
 
 def span_content(
     attrs: dict[str, Any], events: list[dict[str, Any]], deg: Degradations, seed: str
 ) -> Content | None:
     """The call's messages and tools if the span carries GenAI semconv content, else None."""
+    if any(_present(attrs, k) for k in _MESSAGE_KEYS):
+        _references(attrs, deg)
+        return _attribute_content(attrs, deg, seed)
+    content = _event_content(attrs, events, deg, seed)
+    if content is not None:
+        return content
+    if _references(attrs, deg):
+        tools = _tools(attrs[TOOLS], deg) if _present(attrs, TOOLS) else []
+        return Content(SOURCE, tools=tools)
     return None
 
 
+def _event_payload(body: Any, attributes: dict[str, Any]) -> dict[str, Any]:
+    """What a per-message event says: a log record's body, or a span event's attributes
+    (some SDKs put the body there as JSON under ``gen_ai.event.content``)."""
+    payload: Any = body
+    if payload is None:
+        payload = attributes.get("gen_ai.event.content", attributes)
+    if isinstance(payload, str | bytes):
+        try:
+            decoded = orjson.loads(payload)
+        except orjson.JSONDecodeError:
+            decoded = None
+        payload = decoded if isinstance(decoded, dict) else {"content": payload}
+    if not isinstance(payload, dict):
+        return {"content": payload}
+    return payload
+
+
+class _EventGroup:
+    """Messages of one call gathered from its per-message events, in event order."""
+
+    def __init__(self, deg: Degradations, seed: str) -> None:
+        self.b = _Builder(deg, seed)
+        self.inputs: list[Message] = []
+        self.choices: list[tuple[int, int, list[Message]]] = []
+        self.count = 0
+
+    def add(self, name: str, payload: dict[str, Any]) -> None:
+        pos = ("event", self.count)
+        self.count += 1
+        if name == CHOICE:
+            msg = payload.get("message")
+            if isinstance(msg, str | bytes):
+                msg = _strict(msg, self.b.deg)
+            if not isinstance(msg, dict):
+                msg = {k: v for k, v in payload.items() if k not in ("index", "finish_reason")}
+            index = as_int(payload.get("index"))
+            fr = finish_reason(payload.get("finish_reason"))
+            order = index if index is not None else len(self.choices)
+            self.choices.append(
+                (order, len(self.choices), self.b.message(msg, "assistant", pos, fr))
+            )
+        else:
+            self.inputs.extend(self.b.message(payload, _MESSAGE_EVENTS[name], pos, None))
+
+    def outputs(self) -> list[Message]:
+        return [m for _, _, ms in sorted(self.choices, key=lambda c: c[:2]) for m in ms]
+
+
+def _event_content(
+    attrs: dict[str, Any], events: list[dict[str, Any]], deg: Degradations, seed: str
+) -> Content | None:
+    """Content from span events, for spans whose attributes carry none."""
+    group = _EventGroup(deg, seed)
+    prompt: list[Message] = []
+    completion: list[Message] = []
+    for e in events:
+        name = e.get("name") if isinstance(e, dict) else None
+        ea = e.get("attributes") if isinstance(e, dict) else None
+        if not isinstance(ea, dict):
+            continue
+        if name == OPERATION_DETAILS and any(_present(ea, k) for k in _MESSAGE_KEYS):
+            # The event repeats the span's own attributes; the span's metadata still applies.
+            return _attribute_content({**attrs, **ea}, deg, seed)
+        if name in _MESSAGE_EVENTS or name == CHOICE:
+            group.add(name, _event_payload(None, ea))
+        elif name == PROMPT_EVENT and _present(ea, "gen_ai.prompt"):
+            prompt.extend(_whole(ea["gen_ai.prompt"], group.b, "prompt", "user", None))
+        elif name == COMPLETION_EVENT and _present(ea, "gen_ai.completion"):
+            reasons = _finish_reasons(attrs.get("gen_ai.response.finish_reasons"))
+            completion.extend(
+                _whole(ea["gen_ai.completion"], group.b, "completion", "assistant", reasons)
+            )
+    if not (group.count or prompt or completion):
+        return None
+    outputs = [*completion, *group.outputs()]
+    tools = _tools(attrs[TOOLS], deg) if _present(attrs, TOOLS) else []
+    return Content(SOURCE, [*prompt, *group.inputs], outputs, tools)
+
+
+def _whole(
+    value: Any, b: _Builder, section: str, role: str, reasons: list[Any] | None
+) -> list[Message]:
+    """A ``gen_ai.prompt`` / ``gen_ai.completion`` event value: a JSON list of chat messages
+    (or choices), or plain text, which is one message of the given role."""
+    decoded = _loose(value, b.deg)
+    if decoded is _BAD:
+        return []
+    if isinstance(decoded, str):
+        return [Message(role, [TextPart(decoded)] if decoded else [])]
+    output = role == "assistant"
+    out: list[Message] = []
+    for i, obj in enumerate(_items(decoded, b.deg)):
+        fr = None
+        if output and isinstance(obj, dict):
+            fr = finish_reason(obj.get("finish_reason"))
+            if isinstance(obj.get("message"), dict):
+                obj = obj["message"]
+        if output and fr is None and reasons and i < len(reasons):
+            fr = finish_reason(reasons[i])
+        out.extend(b.message(obj, role, (section, i), fr))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# log records
+
+
+def _record_time(r: LogRecord) -> int | None:
+    return r.time_unix_nano or r.observed_time_unix_nano
+
+
+def _details_fact(r: LogRecord) -> InferenceCall | Skip:
+    """``gen_ai.client.inference.operation.details``: one record is one whole call."""
+    view = {**r.body, **r.attributes} if isinstance(r.body, dict) else r.attributes
+    raw = r.to_raw()
+    correlated = bool(r.trace_id and r.span_id)
+    seed = f"{r.trace_id}:{r.span_id}" if correlated else stable_hash(raw)
+    deg = Degradations()
+    if any(_present(view, k) for k in _MESSAGE_KEYS):
+        _references(view, deg)
+        content = _attribute_content(view, deg, seed)
+    elif _references(view, deg):
+        content = Content(SOURCE, tools=_tools(view[TOOLS], deg) if _present(view, TOOLS) else [])
+    else:
+        return Skip("content_not_captured", f"{OPERATION_DETAILS} record without content")
+    return build(
+        content,
+        deg,
+        view,
+        # Same identity as the span it describes (telemetry._span_identity), so the two dedupe.
+        identity=("otlp", r.trace_id, r.span_id) if correlated else None,
+        raw=raw,
+        trace_id=r.trace_id,
+        span_id=r.span_id,
+        parent_span_id=None,
+        session_id=session_of(view),
+        times={
+            "duration_ms": None,
+            "started_at": None,
+            "observed_at": ns_to_rfc3339(_record_time(r)),
+        },
+    )
+
+
+def _group_fact(records: list[LogRecord]) -> InferenceCall | Skip:
+    """Per-message events of one span: one call."""
+    first = records[0]
+    deg = Degradations()
+    group = _EventGroup(deg, f"{first.trace_id}:{first.span_id}")
+    attrs: dict[str, Any] = {}
+    for r in records:
+        for k, v in r.attributes.items():
+            attrs.setdefault(k, v)
+        group.add(r.event_name or "", _event_payload(r.body, r.attributes))
+    inputs, outputs = group.inputs, group.outputs()
+    if not any(m.parts for m in (*inputs, *outputs)):
+        return Skip("content_not_captured", f"events of span {first.span_id} carry no content")
+    times = [t for t in map(_record_time, records) if t]
+    return build(
+        Content(SOURCE, inputs, outputs),
+        deg,
+        attrs,
+        identity=("otlp", first.trace_id, first.span_id),
+        raw=[r.to_raw() for r in records],
+        trace_id=first.trace_id,
+        span_id=first.span_id,
+        parent_span_id=None,
+        session_id=session_of(attrs),
+        times={
+            "duration_ms": None,
+            "started_at": ns_to_rfc3339(min(times)) if times else None,
+            "observed_at": ns_to_rfc3339(max(times)) if times else None,
+        },
+    )
+
+
 def log_facts(records: list[LogRecord]) -> Iterator[InferenceCall | Skip]:
-    """Facts from GenAI log events of one batch, grouped by the span they belong to."""
-    for _ in records:
-        yield Skip("not_genai", "log record")
+    """Facts from GenAI log events of one batch, grouped by the span they belong to.
+
+    Results come in record order; a group of per-message events takes the place of its first
+    record.
+    """
+    order: list[Skip | LogRecord | tuple[str, str]] = []
+    groups: dict[tuple[str, str], list[LogRecord]] = {}
+    for r in records:
+        name = r.event_name
+        if name == OPERATION_DETAILS:
+            order.append(r)
+        elif name in _MESSAGE_EVENTS or name == CHOICE:
+            if not (r.trace_id and r.span_id):
+                order.append(Skip("uncorrelated_events", f"{name} record without span context"))
+                continue
+            key = (r.trace_id, r.span_id)
+            if key not in groups:
+                groups[key] = []
+                order.append(key)
+            groups[key].append(r)
+        elif name == EVALUATION:
+            order.append(Skip("feedback_event", f"{name}: feedback is not a model call"))
+        else:
+            order.append(Skip("not_genai", f"log record {name!r}"))
+    for item in order:
+        if isinstance(item, Skip):
+            yield item
+        elif isinstance(item, LogRecord):
+            yield _details_fact(item)
+        else:
+            yield _group_fact(groups[item])

@@ -197,7 +197,7 @@ def json_attributes(kvs: Any) -> dict[str, Any]:
 
 def _json_scope(obj: Any) -> dict[str, Any]:
     if not isinstance(obj, dict):
-        return {}
+        obj = {}  # protobuf has no "absent" scope: it reads as an empty one
     scope: dict[str, Any] = {"name": obj.get("name") or "", "version": obj.get("version") or ""}
     attrs = json_attributes(obj.get("attributes"))
     if attrs:

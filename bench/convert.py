@@ -1,0 +1,276 @@
+"""Benchmark: OTLP → facts conversion against a bare JSON parse of the same bytes.
+
+    .venv/bin/python bench/convert.py                 # the table (≈1 minute)
+    .venv/bin/python bench/convert.py --gb 1          # also peak RSS of `lithify convert` on 1 GB
+
+Generates OTLP requests of realistic GenAI spans (≈5 KB of message content each, tool calls and
+reasoning included), 512 spans a request as the SDK's batch processor sends them, then times:
+the bare `orjson.loads` of the JSON lines (the baseline), the conversion of the same JSON lines,
+the protobuf parse alone, and the conversion of the same protobuf requests. Every figure is the
+median of several rounds measured in this run; ratios are against the baseline of this run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import msgspec
+import orjson
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from lithify.model import InferenceCall
+from lithify.translate import translate_document, translate_protobuf
+
+WORDS = (
+    "the agent calls a tool to look up the order then reads the result and answers the user with "
+    "a short summary of the shipping status including carrier tracking number and expected date"
+).split()
+
+
+def _text(rng: random.Random, n_chars: int) -> str:
+    out: list[str] = []
+    size = 0
+    while size < n_chars:
+        w = rng.choice(WORDS)
+        out.append(w)
+        size += len(w) + 1
+    return " ".join(out)
+
+
+def make_span_attrs(rng: random.Random, i: int) -> list[tuple[str, object]]:
+    call_id = f"call_{i:08x}"
+    inputs = [
+        {"role": "system", "parts": [{"type": "text", "content": _text(rng, 1200)}]},
+        {"role": "user", "parts": [{"type": "text", "content": _text(rng, 600)}]},
+        {
+            "role": "assistant",
+            "parts": [
+                {"type": "reasoning", "content": _text(rng, 500)},
+                {
+                    "type": "tool_call",
+                    "id": call_id,
+                    "name": "lookup_order",
+                    "arguments": {"order_id": f"A-{i}", "fields": ["status", "eta"]},
+                },
+            ],
+        },
+        {
+            "role": "tool",
+            "parts": [{"type": "tool_call_response", "id": call_id, "response": _text(rng, 1200)}],
+        },
+    ]
+    outputs = [
+        {
+            "role": "assistant",
+            "parts": [
+                {"type": "reasoning", "content": _text(rng, 400)},
+                {"type": "text", "content": _text(rng, 900)},
+            ],
+            "finish_reason": "stop",
+        }
+    ]
+    tools = [
+        {
+            "type": "function",
+            "name": "lookup_order",
+            "description": "Look up an order by id.",
+            "parameters": {"type": "object", "properties": {"order_id": {"type": "string"}}},
+        }
+    ]
+    return [
+        ("gen_ai.operation.name", "chat"),
+        ("gen_ai.provider.name", "openai"),
+        ("gen_ai.request.model", "gpt-4o-mini"),
+        ("gen_ai.response.model", "gpt-4o-mini-2024-07-18"),
+        ("gen_ai.response.id", f"chatcmpl-{i:010d}"),
+        ("gen_ai.request.temperature", 0.7),
+        ("gen_ai.usage.input_tokens", 1200 + i % 100),
+        ("gen_ai.usage.output_tokens", 300 + i % 50),
+        ("gen_ai.response.finish_reasons", ["stop"]),
+        ("gen_ai.conversation.id", f"conv-{i // 8}"),
+        ("gen_ai.input.messages", orjson.dumps(inputs).decode()),
+        ("gen_ai.output.messages", orjson.dumps(outputs).decode()),
+        ("gen_ai.tool.definitions", orjson.dumps(tools).decode()),
+    ]
+
+
+def _json_value(v: object) -> dict[str, object]:
+    if isinstance(v, bool):
+        return {"boolValue": v}
+    if isinstance(v, int):
+        return {"intValue": str(v)}
+    if isinstance(v, float):
+        return {"doubleValue": v}
+    if isinstance(v, list):
+        return {"arrayValue": {"values": [_json_value(x) for x in v]}}
+    return {"stringValue": str(v)}
+
+
+def _pb_set(any_value: object, v: object) -> None:
+    if isinstance(v, bool):
+        any_value.bool_value = v  # type: ignore[attr-defined]
+    elif isinstance(v, int):
+        any_value.int_value = v  # type: ignore[attr-defined]
+    elif isinstance(v, float):
+        any_value.double_value = v  # type: ignore[attr-defined]
+    elif isinstance(v, list):
+        for x in v:
+            _pb_set(any_value.array_value.values.add(), x)  # type: ignore[attr-defined]
+    else:
+        any_value.string_value = str(v)  # type: ignore[attr-defined]
+
+
+def make_requests(n_requests: int, per_request: int, seed: int = 7) -> tuple[list[bytes], list[bytes]]:
+    """The same spans as OTLP/JSON lines and as protobuf requests."""
+    rng = random.Random(seed)
+    json_lines: list[bytes] = []
+    pb_reqs: list[bytes] = []
+    n = 0
+    for _ in range(n_requests):
+        spans_json = []
+        req = ExportTraceServiceRequest()
+        ss = req.resource_spans.add().scope_spans.add()
+        ss.scope.name = "opentelemetry.instrumentation.openai_v2"
+        for _ in range(per_request):
+            n += 1
+            attrs = make_span_attrs(rng, n)
+            trace, span = f"{n:032x}", f"{n:016x}"
+            start = 1_760_000_000_000_000_000 + n * 1_000_000
+            spans_json.append(
+                {
+                    "traceId": trace,
+                    "spanId": span,
+                    "name": "chat gpt-4o-mini",
+                    "kind": 3,
+                    "startTimeUnixNano": str(start),
+                    "endTimeUnixNano": str(start + 900_000_000),
+                    "attributes": [{"key": k, "value": _json_value(v)} for k, v in attrs],
+                }
+            )
+            s = ss.spans.add()
+            s.trace_id, s.span_id = bytes.fromhex(trace), bytes.fromhex(span)
+            s.name, s.kind = "chat gpt-4o-mini", 3
+            s.start_time_unix_nano, s.end_time_unix_nano = start, start + 900_000_000
+            for k, v in attrs:
+                kv = s.attributes.add()
+                kv.key = k
+                _pb_set(kv.value, v)
+        doc = {
+            "resourceSpans": [
+                {
+                    "scopeSpans": [
+                        {"scope": {"name": "opentelemetry.instrumentation.openai_v2"}, "spans": spans_json}
+                    ]
+                }
+            ]
+        }
+        json_lines.append(orjson.dumps(doc))
+        pb_reqs.append(req.SerializeToString())
+    return json_lines, pb_reqs
+
+
+def _median_time(fn: Callable[[], object], rounds: int) -> float:
+    times = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def bench(n_requests: int, per_request: int, rounds: int) -> list[tuple[str, float, int]]:
+    json_lines, pb_reqs = make_requests(n_requests, per_request)
+    spans = n_requests * per_request
+    encoder = msgspec.json.Encoder()
+    buf = bytearray()
+
+    def sink(results: object) -> None:
+        buf.clear()
+        for r in results:  # type: ignore[attr-defined]
+            if isinstance(r, InferenceCall):
+                encoder.encode_into(r, buf, -1)
+            else:
+                raise AssertionError(f"unexpected skip: {r}")
+
+    def parse_json() -> None:
+        for line in json_lines:
+            orjson.loads(line)
+
+    def convert_json() -> None:
+        for line in json_lines:
+            sink(translate_document(orjson.loads(line)))
+
+    def parse_pb() -> None:
+        for data in pb_reqs:
+            ExportTraceServiceRequest().ParseFromString(data)
+
+    def convert_pb() -> None:
+        for data in pb_reqs:
+            sink(translate_protobuf(data))
+
+    convert_json()  # warm-up, and a check that every span gives a fact
+    rows = []
+    for name, fn in (
+        ("orjson.loads (baseline)", parse_json),
+        ("convert OTLP/JSON", convert_json),
+        ("protobuf parse only", parse_pb),
+        ("convert OTLP protobuf", convert_pb),
+    ):
+        rows.append((name, _median_time(fn, rounds), spans))
+    return rows
+
+
+def peak_rss_on_big_input(gb: float) -> tuple[float, float, int]:
+    """Write ≈gb of OTLP/JSON lines, run `lithify convert` on it; (input GB, peak RSS MB, s)."""
+    json_lines, _ = make_requests(8, 64, seed=11)
+    target = int(gb * 1024**3)
+    with tempfile.TemporaryDirectory(dir=os.environ.get("LITHIFY_BENCH_TMP")) as tmp:
+        src = Path(tmp) / "big.jsonl"
+        size = 0
+        with open(src, "wb") as fh:
+            while size < target:
+                for line in json_lines:
+                    fh.write(line + b"\n")
+                    size += len(line) + 1
+        exe = Path(sys.executable).with_name("lithify")
+        t0 = time.perf_counter()
+        subprocess.run(
+            [str(exe), "convert", str(src), "-o", os.devnull, "--no-progress", "--json"],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
+        elapsed = time.perf_counter() - t0
+    peak_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return size / 1024**3, peak_kb / 1024, int(elapsed)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--requests", type=int, default=8, help="OTLP requests per round")
+    ap.add_argument("--spans", type=int, default=512, help="spans per request")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--gb", type=float, default=0.0, help="also measure peak RSS on this many GB")
+    args = ap.parse_args()
+    rows = bench(args.requests, args.spans, args.rounds)
+    base = rows[0][1]
+    print(f"{args.requests * args.spans} spans per round, median of {args.rounds} rounds, one core")
+    print(f"{'step':<26}{'median s':>10}{'spans/s':>12}{'× baseline':>12}")
+    for name, secs, spans in rows:
+        print(f"{name:<26}{secs:>10.3f}{spans / secs:>12,.0f}{secs / base:>12.2f}")
+    if args.gb:
+        size, rss, secs = peak_rss_on_big_input(args.gb)
+        print(f"lithify convert on {size:.2f} GB of OTLP/JSON lines: peak RSS {rss:.0f} MB, {secs} s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,149 @@
+"""`lithify convert`: input files to a facts JSONL stream, with a summary of what happened."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import msgspec
+
+from lithify.ingest.files import InputError, Located, expand, read_file, read_pair
+from lithify.model import InferenceCall, Skip
+
+
+class StrictError(Exception):
+    """A corrupt unit under ``--strict``."""
+
+    def __init__(self, skip: Skip) -> None:
+        super().__init__(skip.detail)
+        self.skip = skip
+
+
+@dataclass
+class Summary:
+    inputs: int = 0
+    units: int = 0
+    facts: int = 0
+    skipped: Counter[str] = field(default_factory=Counter)
+    degradations: Counter[str] = field(default_factory=Counter)
+    facts_with_degradations: int = 0
+    unreadable: list[str] = field(default_factory=list)
+    corrupt: list[str] = field(default_factory=list)
+    # Why each input that gave no fact at all gave none: {path: {reason: count}}.
+    no_fact_inputs: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "inputs": self.inputs,
+            "units": self.units,
+            "facts": self.facts,
+            "facts_with_degradations": self.facts_with_degradations,
+            "skipped": dict(sorted(self.skipped.items())),
+            "degradations": dict(sorted(self.degradations.items())),
+            "unreadable": self.unreadable,
+            "corrupt": self.corrupt,
+            "no_fact_inputs": self.no_fact_inputs,
+        }
+
+
+MAX_LISTED = 50  # corrupt locations listed in a summary; the count is always complete
+
+
+@contextmanager
+def open_output(path: str | None) -> Iterator[IO[bytes]]:
+    """stdout, or a file written atomically: a failed run never truncates an earlier output."""
+    if path in (None, "-"):
+        import sys
+
+        yield sys.stdout.buffer
+        sys.stdout.buffer.flush()
+        return
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb", buffering=1 << 20) as fh:
+            yield fh
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _inputs(
+    paths: Iterable[str | Path],
+    fmt: str,
+    summary: Summary,
+    progress: Callable[[Path], Callable[[int], None] | None] | None,
+) -> Iterator[tuple[str, Iterator[Located]]]:
+    for path in expand(paths):
+        summary.inputs += 1
+        yield str(path), read_file(path, fmt, progress(path) if progress else None)
+
+
+def convert(
+    paths: Iterable[str | Path],
+    out: IO[bytes],
+    *,
+    fmt: str = "auto",
+    strict: bool = False,
+    request: Path | None = None,
+    response: Path | None = None,
+    progress: Callable[[Path], Callable[[int], None] | None] | None = None,
+) -> Summary:
+    """Write one fact per line to ``out``; never stops on a bad unit unless ``strict``."""
+    summary = Summary()
+    encoder = msgspec.json.Encoder()
+    buf = bytearray()
+
+    def emit(name: str, located: Iterable[Located]) -> None:
+        facts_before = summary.facts
+        reasons: Counter[str] = Counter()
+        for item in located:
+            summary.units += 1
+            r = item.result
+            if isinstance(r, InferenceCall):
+                summary.facts += 1
+                if r.degradations:
+                    summary.facts_with_degradations += 1
+                    summary.degradations.update(r.degradations)
+                encoder.encode_into(r, buf, -1)
+                buf.extend(b"\n")
+                if len(buf) >= 1 << 20:
+                    out.write(buf)
+                    buf.clear()
+                continue
+            summary.skipped[r.reason] += 1
+            reasons[r.reason] += 1
+            if r.reason == "undecodable":
+                if len(summary.corrupt) < MAX_LISTED:
+                    summary.corrupt.append(f"{item.location}: {r.detail}")
+                if strict:
+                    raise StrictError(Skip(r.reason, f"{item.location}: {r.detail}"))
+        if summary.facts == facts_before:
+            summary.no_fact_inputs[name] = dict(sorted(reasons.items())) or {"empty": 1}
+
+    try:
+        if request is not None or response is not None:
+            summary.inputs += 1
+            name = " + ".join(str(p) for p in (request, response) if p)
+            try:
+                emit(name, [read_pair(request, response, fmt)])
+            except InputError as e:
+                summary.unreadable.append(str(e))
+        for name, located in _inputs(paths, fmt, summary, progress):
+            try:
+                emit(name, located)
+            except InputError as e:
+                summary.unreadable.append(str(e))
+    finally:
+        out.write(buf)
+    return summary
