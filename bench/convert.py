@@ -130,7 +130,9 @@ def _pb_set(any_value: object, v: object) -> None:
         any_value.string_value = str(v)  # type: ignore[attr-defined]
 
 
-def make_requests(n_requests: int, per_request: int, seed: int = 7) -> tuple[list[bytes], list[bytes]]:
+def make_requests(
+    n_requests: int, per_request: int, seed: int = 7
+) -> tuple[list[bytes], list[bytes]]:
     """The same spans as OTLP/JSON lines and as protobuf requests."""
     rng = random.Random(seed)
     json_lines: list[bytes] = []
@@ -169,7 +171,10 @@ def make_requests(n_requests: int, per_request: int, seed: int = 7) -> tuple[lis
             "resourceSpans": [
                 {
                     "scopeSpans": [
-                        {"scope": {"name": "opentelemetry.instrumentation.openai_v2"}, "spans": spans_json}
+                        {
+                            "scope": {"name": "opentelemetry.instrumentation.openai_v2"},
+                            "spans": spans_json,
+                        }
                     ]
                 }
             ]
@@ -255,7 +260,9 @@ def peak_rss_on_big_input(gb: float) -> tuple[float, float, int]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--requests", type=int, default=8, help="OTLP requests per round")
     ap.add_argument("--spans", type=int, default=512, help="spans per request")
     ap.add_argument("--rounds", type=int, default=5)
@@ -269,7 +276,9 @@ def main() -> None:
         print(f"{name:<26}{secs:>10.3f}{spans / secs:>12,.0f}{secs / base:>12.2f}")
     if args.gb:
         size, rss, secs = peak_rss_on_big_input(args.gb)
-        print(f"lithify convert on {size:.2f} GB of OTLP/JSON lines: peak RSS {rss:.0f} MB, {secs} s")
+        print(
+            f"lithify convert on {size:.2f} GB of OTLP/JSON lines: peak RSS {rss:.0f} MB, {secs} s"
+        )
 
 
 if __name__ == "__main__":

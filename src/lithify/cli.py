@@ -114,7 +114,9 @@ def convert_cmd(
     ] = "auto",
     output: Annotated[
         str,
-        typer.Option("--output", "-o", help="Facts JSONL file ('-' for stdout).", envvar="LITHIFY_OUTPUT"),
+        typer.Option(
+            "--output", "-o", help="Facts JSONL file ('-' for stdout).", envvar="LITHIFY_OUTPUT"
+        ),
     ] = "-",
     request: Annotated[
         Path | None, typer.Option(help="A provider request body, paired with --response.")
