@@ -7,7 +7,7 @@ definition order, parts are tagged by ``type``, and a message always carries
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
@@ -75,6 +75,27 @@ class InferenceCall(msgspec.Struct, frozen=True, kw_only=True):
     observed_at: str | None = None
     model_call_id: str | None = None
     degradations: dict[str, int] = msgspec.field(default_factory=dict)
+    raw: Any = None
+
+
+FEEDBACK_TARGETS = ("call", "session", "trace")
+
+
+class Feedback(msgspec.Struct, frozen=True, kw_only=True):
+    """A score or label on a call, a session or a trace (docs: EXPORTS.md, Feedback).
+
+    ``feedback_id`` is deterministic from the source identity, so a redelivery is the same fact;
+    ``target_id`` is an ``inference_call_id``, a ``session_id`` or a ``trace_id``; ``source``
+    names where it came from (``http``, ``otel``, ``file``, …).
+    """
+
+    feedback_id: str
+    target_kind: Literal["call", "session", "trace"]
+    target_id: str
+    name: str
+    value: bool | int | float | str
+    source: str
+    observed_at: str | None = None
     raw: Any = None
 
 

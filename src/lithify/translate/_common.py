@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 from collections import Counter
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Any
 
 import msgspec
@@ -20,7 +22,7 @@ from lithify.model import (
     ToolCallPart,
     ToolDefinition,
 )
-from lithify.translate.redact import SCREEN, redact_value
+from lithify.translate.redact import may_hold_credentials, redact_value
 
 # The OTel finish-reason values, and every provider spelling that maps onto one of them.
 _FINISH_REASONS = {
@@ -107,11 +109,16 @@ def ns_to_rfc3339(ns: Any) -> str | None:
     if not n:
         return None
     secs, frac = divmod(n, 1_000_000_000)
+    base = _second(secs)
+    return None if base is None else f"{base}.{frac:09d}Z"
+
+
+@lru_cache(maxsize=4096)
+def _second(secs: int) -> str | None:
     try:
-        base = datetime.fromtimestamp(secs, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+        return datetime.fromtimestamp(secs, UTC).strftime("%Y-%m-%dT%H:%M:%S")
     except (OverflowError, OSError, ValueError):
         return None
-    return f"{base}.{frac:09d}Z"
 
 
 def seconds_to_rfc3339(secs: Any) -> str | None:
@@ -125,15 +132,22 @@ def stable_hash(*parts: Any) -> str:
     """A 32-hex digest of values, stable across processes and key orders."""
     h = hashlib.sha256()
     for p in parts:
-        h.update(
-            orjson.dumps(p, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS, default=str)
-        )
+        h.update(dumps_canonical(p))
         h.update(b"\x00")
     return h.hexdigest()[:32]
 
 
 def dumps_canonical(value: Any) -> bytes:
-    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS, default=str)
+    """Sorted-key JSON for hashing. orjson refuses integers beyond 64 bits; the stdlib does not."""
+    try:
+        return orjson.dumps(
+            value, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS, default=str
+        )
+    except TypeError:
+        text = json.dumps(
+            value, sort_keys=True, default=str, ensure_ascii=False, separators=(",", ":")
+        )
+        return text.encode("utf-8", "surrogatepass")
 
 
 class Degradations(Counter[str]):
@@ -240,8 +254,9 @@ def finish(
     Identity fields (ids, session) are never redacted: only content and ``raw`` are.
     """
     call = InferenceCall(inference_call_id="", source=Source(source), raw=raw, **fields)
-    # One encode screens the whole fact; the structured walk runs only when something may match.
-    if SCREEN.search(msgspec.json.encode(call)):
+    # Everything in a fact is derived from its raw payload, so screening raw is enough; the
+    # structured walk over content and raw runs only when something may match.
+    if may_hold_credentials(msgspec.json.encode(raw)):
         counts: Counter[str] = Counter()
         data = msgspec.to_builtins(call)
         for key in _CONTENT_FIELDS:

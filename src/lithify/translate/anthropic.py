@@ -1,25 +1,537 @@
-"""anthropic request/response exchanges (plain or streamed) to facts (see docs/canonical.md)."""
+"""Anthropic Messages exchanges (plain or streamed) to facts.
+
+Mapping rules: docs/canonical.md; the choices made where it is silent: docs/sources/anthropic-gemini.md.
+A streamed body is first reassembled into the message a non-streamed call returns, then both go
+through the same code, so the two give the same fact.
+"""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
 from typing import Any
 
-from lithify.model import InferenceCall, Skip
+import orjson
+
+from lithify.model import InferenceCall, Message, Part, ReasoningPart, Skip, ToolCallResponsePart
+from lithify.translate._common import (
+    Degradations,
+    as_int,
+    as_str,
+    finish,
+    finish_reason,
+    parse_arguments,
+    stable_hash,
+    synthesized_id,
+    text_parts,
+    tool_call,
+    tool_definition,
+)
 from lithify.translate.sse import SSEEvent
 
 NAME = "anthropic"
 
+_STREAM_TYPES = frozenset(
+    {
+        "message_start",
+        "content_block_start",
+        "content_block_delta",
+        "content_block_stop",
+        "message_delta",
+        "message_stop",
+    }
+)
+# Block types only the Messages API uses; one of them settles an otherwise ambiguous request.
+_ANTHROPIC_BLOCKS = frozenset(
+    {
+        "tool_use",
+        "tool_result",
+        "thinking",
+        "redacted_thinking",
+        "document",
+        "search_result",
+        "server_tool_use",
+        "web_search_tool_result",
+        "web_fetch_tool_result",
+        "code_execution_tool_result",
+        "mcp_tool_use",
+        "mcp_tool_result",
+        "container_upload",
+    }
+)
+_ANTHROPIC_KEYS = ("system", "stop_sequences", "anthropic_version")
+# Chat Completions parameters the Messages API does not accept: their presence rules Anthropic out.
+_OPENAI_KEYS = frozenset(
+    {
+        "n",
+        "response_format",
+        "max_completion_tokens",
+        "logprobs",
+        "top_logprobs",
+        "frequency_penalty",
+        "presence_penalty",
+        "functions",
+        "function_call",
+        "stream_options",
+        "parallel_tool_calls",
+        "logit_bias",
+        "reasoning_effort",
+        "modalities",
+        "audio",
+        "prediction",
+        "user",
+        "stop",
+        "seed",
+    }
+)
+_OPENAI_ROLES = frozenset({"system", "developer", "tool", "function"})
+_OPENAI_PARTS = frozenset({"image_url", "input_audio", "file", "refusal"})
+
+# Anthropic platforms that serve the Messages API under another provider name (OTel names).
+_PLATFORMS = {"vertex": "gcp.vertex_ai", "bedrock": "aws.bedrock"}
+
+_UUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+# Claude Code before v2.1.78: "user_<sha256>_account_<uuid or empty>_session_<uuid>".
+_LEGACY_SESSION = re.compile(rf"(?:^|_)session_({_UUID})$")
+
+
+# --- shape detection ------------------------------------------------------------------------
+
+
+def _messages_of(doc: dict[str, Any]) -> list[Any] | None:
+    msgs = doc.get("messages")
+    return msgs if isinstance(msgs, list) else None
+
+
+def _block_types(messages: list[Any]) -> Iterable[Any]:
+    for m in messages:
+        if isinstance(m, dict) and isinstance(m.get("content"), list):
+            for b in m["content"]:
+                if isinstance(b, dict):
+                    yield b.get("type")
+
 
 def looks_like_request(doc: dict[str, Any]) -> bool:
-    return False
+    """A Messages request: ``messages`` plus something only Anthropic sends, and nothing only
+    Chat Completions sends (both share ``model`` + ``messages`` + ``max_tokens``)."""
+    msgs = _messages_of(doc)
+    if msgs is None or any(k in doc for k in _OPENAI_KEYS):
+        return False
+    for m in msgs:
+        if not isinstance(m, dict):
+            continue
+        if m.get("role") in _OPENAI_ROLES or "tool_calls" in m or "tool_call_id" in m:
+            return False
+    types = set(_block_types(msgs))
+    if types & _OPENAI_PARTS:
+        return False
+    if types & _ANTHROPIC_BLOCKS or any(k in doc for k in _ANTHROPIC_KEYS):
+        return True
+    if "image" in types:
+        return True
+    thinking = doc.get("thinking")
+    if isinstance(thinking, dict) and "budget_tokens" in thinking:
+        return True
+    tools = doc.get("tools")
+    if isinstance(tools, list) and any(
+        isinstance(t, dict) and "input_schema" in t and "function" not in t for t in tools
+    ):
+        return True
+    model = doc.get("model")
+    return isinstance(model, str) and model.startswith("claude") and "max_tokens" in doc
 
 
 def looks_like_response(doc: dict[str, Any]) -> bool:
-    return False
+    if not isinstance(doc.get("content"), list):
+        return False
+    return doc.get("type") == "message" or ("stop_reason" in doc and doc.get("role") == "assistant")
+
+
+def _parsed(ev: Any) -> Any:
+    if isinstance(ev, SSEEvent):
+        return ev.json()
+    return ev if isinstance(ev, dict) else None
 
 
 def looks_like_stream(events: list[SSEEvent]) -> bool:
+    for ev in events[:8]:
+        if isinstance(ev, SSEEvent) and ev.event in _STREAM_TYPES:
+            return True
+        data = _parsed(ev)
+        if not isinstance(data, dict):
+            continue
+        kind = data.get("type")
+        if kind in _STREAM_TYPES or (kind == "error" and isinstance(data.get("error"), dict)):
+            return True
     return False
+
+
+# --- request side -----------------------------------------------------------------------------
+
+
+class _Ids:
+    """Ids for tool calls and results that came without one (invalid, but never dropped)."""
+
+    def __init__(self, seed: str, deg: Degradations) -> None:
+        self.seed = seed
+        self.deg = deg
+
+    def call(self, value: Any, *position: Any) -> str:
+        if isinstance(value, str) and value:
+            return value
+        self.deg.add("synthesized_id")
+        return synthesized_id(self.seed, *position)
+
+    def result(self, value: Any, *position: Any) -> str:
+        if isinstance(value, str) and value:
+            return value
+        self.deg.add("orphan_tool_response")
+        return synthesized_id(self.seed, "result", *position)
+
+
+def _tool_result(block: dict[str, Any], ids: _Ids, position: tuple[Any, ...]) -> Message:
+    # The result is what the model saw: a string stays a string, blocks stay blocks. `is_error`
+    # is not part of the value; it stays on raw.
+    result = block.get("content", "")
+    if result is None:
+        result = ""
+    part = ToolCallResponsePart(id=ids.result(block.get("tool_use_id"), *position), result=result)
+    return Message("tool", [part])
+
+
+def _block_parts(block: Any, deg: Degradations, ids: _Ids, position: tuple[Any, ...]) -> list[Part]:
+    """The canonical parts of one content block (never a tool result)."""
+    if isinstance(block, str):
+        return text_parts(block)
+    if not isinstance(block, dict):
+        deg.add("malformed_messages")
+        return []
+    kind = block.get("type")
+    if kind == "text":
+        return text_parts(block.get("text"))
+    if kind == "thinking":
+        if block.get("signature"):
+            deg.add("opaque_reasoning")
+        text = block.get("thinking")
+        return [ReasoningPart(text)] if isinstance(text, str) and text else []
+    if kind == "redacted_thinking":
+        deg.add("opaque_reasoning")
+        return []
+    if kind == "tool_use":
+        name = block.get("name")
+        return [
+            tool_call(
+                ids.call(block.get("id"), *position),
+                name if isinstance(name, str) else "",
+                parse_arguments(block.get("input"), deg),
+            )
+        ]
+    # Images, documents, search results, server tools (web search, code execution, MCP), and
+    # anything newer: not canonical parts in v1.
+    deg.add("unsupported_content")
+    return []
+
+
+def _blocks(content: Any, deg: Degradations) -> list[Any]:
+    """Message content as a list of blocks: a string is one text block."""
+    if isinstance(content, str):
+        return [content]
+    if content is None:
+        return []
+    if isinstance(content, dict):
+        return [content]
+    if isinstance(content, list):
+        return content
+    deg.add("malformed_messages")
+    return []
+
+
+def _turn(role: str, content: Any, deg: Degradations, ids: _Ids, index: int) -> list[Message]:
+    """One source message; tool results split out into their own ``tool`` messages, in order."""
+    out: list[Message] = []
+    parts: list[Part] = []
+    pending = False  # a run of other blocks not yet emitted
+    for j, block in enumerate(_blocks(content, deg)):
+        if isinstance(block, dict) and block.get("type") == "tool_result":
+            if pending:
+                out.append(Message(role, parts))
+                parts, pending = [], False
+            out.append(_tool_result(block, ids, (index, j)))
+            continue
+        parts.extend(_block_parts(block, deg, ids, (index, j)))
+        pending = True
+    if pending or not out:
+        out.append(Message(role, parts))
+    return out
+
+
+def _output_parts(content: Any, deg: Degradations, ids: _Ids, index: int) -> list[Part]:
+    return [
+        p
+        for j, b in enumerate(_blocks(content, deg))
+        for p in _block_parts(b, deg, ids, (index, j))
+    ]
+
+
+def _system_messages(system: Any, deg: Degradations) -> list[Message]:
+    """``system`` as a leading system message; ``cache_control`` and other block keys are dropped."""
+    if system is None or system == "" or system == []:
+        return []
+    if isinstance(system, str):
+        return [Message("system", text_parts(system))]
+    blocks = system if isinstance(system, list) else [system]
+    parts: list[Part] = []
+    for b in blocks:
+        if isinstance(b, str):
+            parts.extend(text_parts(b))
+        elif isinstance(b, dict) and b.get("type", "text") == "text":
+            parts.extend(text_parts(b.get("text")))
+        else:
+            deg.add("unsupported_content")
+    return [Message("system", parts)]
+
+
+def _input_messages(req: dict[str, Any], deg: Degradations, ids: _Ids) -> list[Message]:
+    out = _system_messages(req.get("system"), deg)
+    msgs = req.get("messages")
+    if msgs is None:
+        return out
+    if not isinstance(msgs, list):
+        deg.add("malformed_messages")
+        return out
+    for i, m in enumerate(msgs):
+        role = m.get("role") if isinstance(m, dict) else None
+        if not isinstance(role, str) or not role:
+            deg.add("malformed_messages")
+            continue
+        out.extend(_turn(role, m.get("content"), deg, ids, i))
+    return out
+
+
+def _request_params(req: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for src, dst in (
+        ("temperature", "temperature"),
+        ("top_p", "top_p"),
+        ("top_k", "top_k"),
+        ("max_tokens", "max_tokens"),
+        ("stop_sequences", "stop"),
+        ("tool_choice", "tool_choice"),
+    ):
+        if req.get(src) is not None:
+            out[dst] = req[src]
+    thinking = req.get("thinking")
+    if isinstance(thinking, dict) and thinking.get("type") == "enabled":
+        budget = as_int(thinking.get("budget_tokens"))
+        if budget is not None:
+            out["reasoning_budget_tokens"] = budget
+    config = req.get("output_config")
+    if isinstance(config, dict) and isinstance(config.get("effort"), str):
+        out["reasoning_effort"] = config["effort"]
+    return dict(sorted(out.items()))
+
+
+def _tools(req: dict[str, Any], deg: Degradations) -> list[Any]:
+    tools = req.get("tools")
+    if not isinstance(tools, list):
+        return []
+    out = []
+    for t in tools:
+        d = tool_definition(t, deg)
+        if d is not None:
+            out.append(d)
+    return out
+
+
+def session_from_user_id(user_id: Any) -> str | None:
+    """The session a ``metadata.user_id`` embeds: Claude Code's JSON form (``{"session_id": …}``,
+    v2.1.78+) or its legacy ``user_<hash>_account_<id>_session_<uuid>`` string; else None."""
+    if isinstance(user_id, dict):
+        return as_str(user_id.get("session_id"))
+    if not isinstance(user_id, str) or not user_id:
+        return None
+    if user_id.lstrip().startswith("{"):
+        try:
+            doc = orjson.loads(user_id)
+        except orjson.JSONDecodeError:
+            return None
+        return as_str(doc.get("session_id")) if isinstance(doc, dict) else None
+    m = _LEGACY_SESSION.search(user_id)
+    return m.group(1) if m else None
+
+
+def _session(req: dict[str, Any] | None, meta: dict[str, Any]) -> str | None:
+    explicit = meta.get("session_id")
+    if isinstance(explicit, str) and explicit:
+        return explicit
+    md = req.get("metadata") if req else None
+    if not isinstance(md, dict):
+        return None
+    return as_str(md.get("session_id")) or session_from_user_id(md.get("user_id"))
+
+
+def _provider(req: dict[str, Any] | None, meta: dict[str, Any]) -> str:
+    given = meta.get("provider")
+    if isinstance(given, str) and given:
+        return given
+    version = req.get("anthropic_version") if req else None
+    if isinstance(version, str):
+        for prefix, name in _PLATFORMS.items():
+            if version.startswith(prefix):
+                return name
+    return "anthropic"
+
+
+# --- streams ----------------------------------------------------------------------------------
+
+
+def _append(block: dict[str, Any], key: str, piece: Any) -> None:
+    if isinstance(piece, str):
+        prev = block.get(key)
+        block[key] = (prev if isinstance(prev, str) else "") + piece
+
+
+_DELTA_BLOCK = {
+    "text_delta": "text",
+    "thinking_delta": "thinking",
+    "signature_delta": "thinking",
+    "input_json_delta": "tool_use",
+}
+
+
+class _Stream:
+    """The message a streamed body describes, rebuilt event by event."""
+
+    def __init__(self) -> None:
+        self.message: dict[str, Any] | None = None
+        self.blocks: dict[Any, dict[str, Any]] = {}
+        self.json: dict[Any, list[str]] = {}
+        self.usage: dict[str, Any] = {}
+        self.stop_reason: Any = None
+        self.stop_sequence: Any = None
+        self.done = False
+        self.error: Any = None
+
+    def _block(self, index: Any, kind: str) -> dict[str, Any]:
+        if index not in self.blocks:
+            self.blocks[index] = {"type": kind}
+        return self.blocks[index]
+
+    def feed(self, data: dict[str, Any], event: str | None) -> None:
+        kind = data.get("type") or event
+        index = data.get("index")
+        if not isinstance(index, int | str):
+            index = None
+        if kind == "message_start" and isinstance(data.get("message"), dict):
+            self.message = dict(data["message"])
+            if isinstance(self.message.get("usage"), dict):
+                self.usage.update(self.message["usage"])
+            for i, b in enumerate(self.message.get("content") or []):
+                if isinstance(b, dict):
+                    self.blocks.setdefault(f"start{i}", dict(b))
+        elif kind == "content_block_start" and isinstance(data.get("content_block"), dict):
+            self.blocks[index] = dict(data["content_block"])
+        elif kind == "content_block_delta" and isinstance(data.get("delta"), dict):
+            self._delta(index, data["delta"])
+        elif kind == "message_delta":
+            delta = data.get("delta")
+            if isinstance(delta, dict):
+                if delta.get("stop_reason") is not None:
+                    self.stop_reason = delta["stop_reason"]
+                if delta.get("stop_sequence") is not None:
+                    self.stop_sequence = delta["stop_sequence"]
+            if isinstance(data.get("usage"), dict):
+                self.usage.update({k: v for k, v in data["usage"].items() if v is not None})
+        elif kind == "message_stop":
+            self.done = True
+        elif kind == "error":
+            self.error = data.get("error") or data
+
+    def _delta(self, index: Any, delta: dict[str, Any]) -> None:
+        dtype = delta.get("type")
+        if dtype not in _DELTA_BLOCK:
+            return  # citations and newer deltas: kept on raw
+        block = self._block(index, _DELTA_BLOCK[dtype])
+        if dtype == "text_delta":
+            _append(block, "text", delta.get("text"))
+        elif dtype == "thinking_delta":
+            _append(block, "thinking", delta.get("thinking"))
+        elif dtype == "signature_delta":
+            _append(block, "signature", delta.get("signature"))
+        elif isinstance(delta.get("partial_json"), str):
+            self.json.setdefault(index, []).append(delta["partial_json"])
+
+    def started(self) -> bool:
+        return self.message is not None or bool(self.blocks) or self.stop_reason is not None
+
+    def assemble(self) -> dict[str, Any]:
+        content = []
+        for index, block in self.blocks.items():
+            fragments = "".join(self.json.get(index, ()))
+            if fragments:
+                # Joined fragments are parsed with the non-streamed input, in one place.
+                block = {**block, "input": fragments}
+            content.append(block)
+        msg = dict(self.message or {})
+        msg["content"] = content
+        if self.stop_reason is not None:
+            msg["stop_reason"] = self.stop_reason
+        if self.stop_sequence is not None:
+            msg["stop_sequence"] = self.stop_sequence
+        msg["usage"] = self.usage
+        return msg
+
+
+def _read_stream(events: list[Any], deg: Degradations) -> _Stream:
+    stream = _Stream()
+    last = len(events) - 1
+    for i, ev in enumerate(events):
+        data = _parsed(ev)
+        if isinstance(data, dict):
+            stream.feed(data, ev.event if isinstance(ev, SSEEvent) else None)
+        elif i != last and not (isinstance(ev, SSEEvent) and ev.data.strip() == "[DONE]"):
+            # A lost event mid-stream lost content; a cut-off last one is the truncation below.
+            deg.add("malformed_messages")
+    if not stream.done:
+        deg.add("truncated_stream")
+    return stream
+
+
+def raw_events(events: list[Any]) -> list[Any]:
+    """A stream as stored on raw: every event's name and data string, unparsed."""
+    return [{"event": e.event, "data": e.data} if isinstance(e, SSEEvent) else e for e in events]
+
+
+def _error_detail(error: Any) -> str:
+    if isinstance(error, dict):
+        return str(error.get("message") or error.get("type") or error)[:200]
+    return str(error)[:200]
+
+
+# --- the fact ---------------------------------------------------------------------------------
+
+
+def _usage_tokens(usage: Any) -> tuple[int | None, int | None]:
+    if not isinstance(usage, dict):
+        return None, None
+    # `input_tokens` excludes cached tokens; the total (the OTel meaning) is the sum of all three.
+    parts = [
+        as_int(usage.get(k))
+        for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+    ]
+    known = [p for p in parts if p is not None]
+    return (sum(known) if known else None), as_int(usage.get("output_tokens"))
+
+
+def _seed(req: dict[str, Any] | None, resp: dict[str, Any] | None) -> str:
+    if resp is not None and as_str(resp.get("id")):
+        return resp["id"]
+    return stable_hash(
+        NAME,
+        req.get("system") if req else None,
+        req.get("messages") if req else None,
+        resp.get("content") if resp else None,
+    )
 
 
 def translate(
@@ -29,5 +541,70 @@ def translate(
     meta: dict[str, Any] | None = None,
 ) -> InferenceCall | Skip:
     """One exchange to a fact. response is a body or the events of a streamed body; either
-    side may be missing. meta carries what the transport knew (headers, session)."""
-    return Skip("unrecognized_format", NAME + " not implemented")
+    side may be missing. meta carries what the transport knew (session_id, model, provider)."""
+    meta = meta if isinstance(meta, dict) else {}
+    req = request if isinstance(request, dict) else None
+    deg = Degradations()
+    resp: dict[str, Any] | None = None
+    error: Any = None
+    if isinstance(response, list):
+        stream = _read_stream(response, deg)
+        error = stream.error
+        if error is not None and not stream.started():
+            return Skip("error_response", _error_detail(error), NAME)
+        if stream.started():
+            resp = stream.assemble()
+        raw_response: Any = raw_events(response)
+    elif isinstance(response, dict):
+        if response.get("type") == "error" or ("error" in response and "content" not in response):
+            return Skip("error_response", _error_detail(response.get("error")), NAME)
+        resp = response
+        raw_response = response
+    else:
+        raw_response = None
+    if req is None and resp is None:
+        if isinstance(response, list):
+            return Skip("empty", "a stream without any message event", NAME)
+        return Skip("empty", "neither a request nor a response", NAME)
+    if resp is None and req is not None and "messages" not in req and "system" not in req:
+        return Skip("unrecognized_format", "no Anthropic messages or response content", NAME)
+    if (
+        req is None
+        and resp is not None
+        and not isinstance(response, list)
+        and not any(k in resp for k in ("content", "id", "stop_reason"))
+    ):
+        return Skip("unrecognized_format", "no Anthropic response content", NAME)
+
+    ids = _Ids(_seed(req, resp), deg)
+    inputs = _input_messages(req, deg, ids) if req else []
+    outputs: list[Message] = []
+    if resp is not None:
+        msgs = req.get("messages") if req else None
+        turn = len(msgs) if isinstance(msgs, list) else 0
+        parts = _output_parts(resp.get("content"), deg, ids, turn)
+        reason = "error" if error is not None else finish_reason(resp.get("stop_reason"))
+        outputs = [Message("assistant", parts, reason)]
+    input_tokens, output_tokens = _usage_tokens(resp.get("usage") if resp else None)
+    response_id = as_str(resp.get("id")) if resp else None
+    model = (
+        (as_str(resp.get("model")) if resp else None)
+        or (as_str(req.get("model")) if req else None)
+        or as_str(meta.get("model"))
+    )
+    return finish(
+        source=NAME,
+        deg=deg,
+        identity=(NAME, response_id) if response_id else None,
+        raw={"request": request, "response": raw_response},
+        session_id=_session(req, meta),
+        provider=_provider(req, meta),
+        model=model,
+        input_messages=inputs,
+        output_messages=outputs,
+        tools=_tools(req, deg) if req else [],
+        request=_request_params(req) if req else {},
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        model_call_id=response_id,
+    )

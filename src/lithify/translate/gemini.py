@@ -1,25 +1,699 @@
-"""gemini request/response exchanges (plain or streamed) to facts (see docs/canonical.md)."""
+"""Gemini / Vertex AI generateContent exchanges (plain or streamed) to facts.
+
+Mapping rules: docs/canonical.md; the choices made where it is silent: docs/sources/anthropic-gemini.md.
+Field names are accepted in camelCase (the REST wire form) and snake_case (the google-genai SDK's
+own dumps). A streamed body is first reassembled into the response a non-streamed call returns,
+then both go through the same code, so the two give the same fact.
+"""
 
 from __future__ import annotations
 
+import re
+from collections import deque
+from functools import cache
 from typing import Any
 
-from lithify.model import InferenceCall, Skip
+from lithify.model import (
+    InferenceCall,
+    Message,
+    Part,
+    ReasoningPart,
+    Skip,
+    TextPart,
+    ToolCallResponsePart,
+    ToolDefinition,
+)
+from lithify.translate._common import (
+    Degradations,
+    as_int,
+    as_str,
+    finish,
+    finish_reason,
+    parse_arguments,
+    stable_hash,
+    synthesized_id,
+    tool_call,
+)
 from lithify.translate.sse import SSEEvent
 
 NAME = "gemini"
 
+_CAMEL = re.compile(r"(?<!^)(?=[A-Z])")
+
+# Integer finish reasons, as protobuf clients send them (`enum-encoding=int`). The two APIs number
+# them differently from 6 on; Vertex (aiplatform v1 Candidate.FinishReason) is where integer
+# enums are seen, so it is the default.
+_VERTEX_FINISH = (
+    "FINISH_REASON_UNSPECIFIED",
+    "STOP",
+    "MAX_TOKENS",
+    "SAFETY",
+    "RECITATION",
+    "OTHER",
+    "BLOCKLIST",
+    "PROHIBITED_CONTENT",
+    "SPII",
+    "MALFORMED_FUNCTION_CALL",
+    "MODEL_ARMOR",
+    "IMAGE_SAFETY",
+    "IMAGE_PROHIBITED_CONTENT",
+    "IMAGE_RECITATION",
+    "IMAGE_OTHER",
+    "UNEXPECTED_TOOL_CALL",
+    "NO_IMAGE",
+)
+# generativelanguage v1beta Candidate.FinishReason.
+_GEMINI_FINISH = (
+    "FINISH_REASON_UNSPECIFIED",
+    "STOP",
+    "MAX_TOKENS",
+    "SAFETY",
+    "RECITATION",
+    "OTHER",
+    "LANGUAGE",
+    "BLOCKLIST",
+    "PROHIBITED_CONTENT",
+    "SPII",
+    "MALFORMED_FUNCTION_CALL",
+    "IMAGE_SAFETY",
+    "UNEXPECTED_TOOL_CALL",
+    "TOO_MANY_TOOL_CALLS",
+)
+# Gemini names the shared mapping does not know.
+_FINISH_EXTRA = {
+    "model_armor": "content_filter",
+    "image_prohibited_content": "content_filter",
+    "image_recitation": "content_filter",
+    "finish_reason_unspecified": None,
+}
+# Gemini Schema `Type` enum → JSON Schema type (0, TYPE_UNSPECIFIED, means "no type").
+_SCHEMA_TYPES = (None, "string", "number", "integer", "boolean", "array", "object", "null")
+_SCHEMA_INTS = frozenset(
+    {"maxItems", "minItems", "minLength", "maxLength", "minProperties", "maxProperties"}
+)
+_PART_META = frozenset({"thought", "thoughtSignature", "videoMetadata", "partMetadata"})
+
+
+# --- field access -----------------------------------------------------------------------------
+
+
+@cache
+def _snake(name: str) -> str:
+    return _CAMEL.sub("_", name).lower()
+
+
+def _g(doc: Any, key: str) -> Any:
+    """``doc[key]`` under its camelCase or snake_case name; None when absent or not a dict."""
+    if not isinstance(doc, dict):
+        return None
+    value = doc.get(key)
+    return doc.get(_snake(key)) if value is None else value
+
+
+def _has(doc: Any, key: str) -> bool:
+    return isinstance(doc, dict) and (key in doc or _snake(key) in doc)
+
+
+def _dicts(value: Any) -> list[dict[str, Any]]:
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
+
+
+def _indexed(candidates: Any) -> list[tuple[int, dict[str, Any]]]:
+    """Candidates with their index. Protobuf JSON omits index 0, so a lone candidate without
+    one is 0; when several lack it, their list position stands in."""
+    cands = _dicts(candidates)
+    missing = sum(1 for c in cands if as_int(c.get("index")) is None)
+    out = []
+    for pos, c in enumerate(cands):
+        index = as_int(c.get("index"))
+        out.append((index if index is not None else (0 if missing == 1 else pos), c))
+    return out
+
+
+# --- shape detection ------------------------------------------------------------------------
+
 
 def looks_like_request(doc: dict[str, Any]) -> bool:
-    return False
+    contents = _g(doc, "contents")
+    if isinstance(contents, list):
+        return "messages" not in doc and "input" not in doc
+    return _has(doc, "systemInstruction") and "messages" not in doc
 
 
 def looks_like_response(doc: dict[str, Any]) -> bool:
-    return False
+    if isinstance(_g(doc, "candidates"), list):
+        return True
+    return _has(doc, "promptFeedback") or (
+        _has(doc, "usageMetadata") and (_has(doc, "modelVersion") or _has(doc, "responseId"))
+    )
+
+
+def _parsed(ev: Any) -> Any:
+    if isinstance(ev, SSEEvent):
+        return ev.json()
+    return ev if isinstance(ev, dict) else None
 
 
 def looks_like_stream(events: list[SSEEvent]) -> bool:
+    for ev in events[:8]:
+        data = _parsed(ev)
+        if isinstance(data, dict):
+            return looks_like_response(data)
     return False
+
+
+# --- ids --------------------------------------------------------------------------------------
+
+
+class _Ids:
+    """Tool-call ids: the given one, else synthesized from the conversation so far, so that a
+    call's id in one response equals its id when the history is replayed in the next request.
+
+    Results without an id take the id of the oldest unanswered call of the same name from the
+    latest model turn."""
+
+    def __init__(self, system: Any, contents: list[Any], deg: Degradations) -> None:
+        self.contents = contents
+        self.deg = deg
+        self.system = system
+        self._chain: list[str] = []
+        self.pending: dict[str, deque[str]] = {}
+        self.turn = 0
+        self.fixed: str | None = None  # the seed when there is no conversation to digest
+
+    def seed(self, turn: int) -> str:
+        """A digest of the system instruction and the first ``turn`` turns; computed only when
+        an id has to be synthesized."""
+        if not self._chain:
+            self._chain.append(stable_hash(NAME, self.system))
+        while len(self._chain) <= turn:
+            k = len(self._chain) - 1
+            self._chain.append(stable_hash(self._chain[k], self.contents[k]))
+        return self._chain[turn]
+
+    def model_turn(self) -> None:
+        self.pending = {}
+
+    def _seed(self) -> str:
+        return self.fixed if self.fixed is not None else self.seed(self.turn)
+
+    def call(self, value: Any, name: str, *position: Any) -> str:
+        if isinstance(value, str) and value:
+            id_ = value
+        else:
+            self.deg.add("synthesized_id")
+            id_ = synthesized_id(self._seed(), *position)
+        self.pending.setdefault(name, deque()).append(id_)
+        return id_
+
+    def result(self, value: Any, name: str, *position: Any) -> str:
+        queue = self.pending.get(name)
+        if isinstance(value, str) and value:
+            if queue and value in queue:
+                queue.remove(value)
+            return value
+        if queue:
+            return queue.popleft()
+        self.deg.add("orphan_tool_response")
+        return synthesized_id(self._seed(), "result", *position)
+
+
+# --- parts and turns ------------------------------------------------------------------------
+
+
+def _role(role: Any) -> str:
+    if role == "model":
+        return "assistant"
+    if role == "function":
+        return "tool"
+    return role if isinstance(role, str) and role else "user"
+
+
+def _parts_of(content: Any, deg: Degradations) -> list[Any]:
+    parts = _g(content, "parts")
+    if parts is None:
+        return []
+    if isinstance(parts, list):
+        return parts
+    deg.add("malformed_messages")
+    return []
+
+
+def _part(part: Any, deg: Degradations) -> Part | None:
+    """A part that is not a function call or response; counts what it cannot carry."""
+    if not isinstance(part, dict):
+        if isinstance(part, str):  # the SDK accepts bare strings as text parts
+            return TextPart(part) if part else None
+        deg.add("malformed_messages")
+        return None
+    if _g(part, "thoughtSignature"):
+        deg.add("opaque_reasoning")
+    text = part.get("text")
+    if isinstance(text, str):
+        if not text:
+            return None
+        return ReasoningPart(text) if _g(part, "thought") is True else TextPart(text)
+    # inlineData, fileData, executableCode, codeExecutionResult and any newer payload.
+    if any(k != "text" and not _is_meta(k) for k in part):
+        deg.add("unsupported_content")
+    return None
+
+
+def _is_meta(key: str) -> bool:
+    return key in _PART_META or any(_snake(m) == key for m in _PART_META)
+
+
+def _turn(
+    role: str,
+    parts: list[Any],
+    deg: Degradations,
+    ids: _Ids,
+    position: tuple[Any, ...],
+) -> list[Message]:
+    """One turn: function responses become ``tool`` messages, other parts stay in the turn's
+    role; runs are kept in source order."""
+    out: list[Message] = []
+    current: list[Part] = []
+    pending = False
+    calls = results = 0
+    for part in parts:
+        response = _g(part, "functionResponse")
+        if isinstance(response, dict):
+            if pending:
+                out.append(Message(role, current))
+                current, pending = [], False
+            name = response.get("name")
+            name = name if isinstance(name, str) else ""
+            id_ = ids.result(response.get("id"), name, *position, results)
+            results += 1
+            if _g(part, "thoughtSignature"):
+                deg.add("opaque_reasoning")
+            # Multimodal response parts ride beside `response`; they are not canonical.
+            deg.add("unsupported_content", len(_parts_of(response, deg)))
+            result = response.get("response")
+            out.append(
+                Message("tool", [ToolCallResponsePart(id_, {} if result is None else result)])
+            )
+            continue
+        pending = True
+        call = _g(part, "functionCall")
+        if isinstance(call, dict):
+            if _g(part, "thoughtSignature"):
+                deg.add("opaque_reasoning")
+            name = call.get("name")
+            name = name if isinstance(name, str) else ""
+            id_ = ids.call(call.get("id"), name, *position, calls)
+            calls += 1
+            current.append(tool_call(id_, name, parse_arguments(call.get("args"), deg)))
+            continue
+        p = _part(part, deg)
+        if p is not None:
+            current.append(p)
+    if pending or not out:
+        out.append(Message(role, current))
+    return out
+
+
+def _system_messages(system: Any, deg: Degradations) -> list[Message]:
+    """``systemInstruction`` (a Content, its parts, or a string) as one leading system message;
+    an empty one gives none."""
+    if system is None or system == "":
+        return []
+    if isinstance(system, str):
+        return [Message("system", [TextPart(system)])]
+    parts = system if isinstance(system, list) else _parts_of(system, deg)
+    out: list[Part] = []
+    for p in parts:
+        part = _part(p, deg)
+        if part is not None:
+            out.append(TextPart(part.content))
+    return [Message("system", out)] if parts else []
+
+
+def _contents(req: dict[str, Any]) -> list[Any]:
+    contents = _g(req, "contents")
+    if isinstance(contents, list):
+        return contents
+    if contents is None:
+        return []
+    return [contents]  # one Content object, or a bare string the SDK would wrap
+
+
+def _input_messages(req: dict[str, Any], deg: Degradations, ids: _Ids) -> list[Message]:
+    out = _system_messages(_config(req, "systemInstruction"), deg)
+    for k, content in enumerate(ids.contents):
+        if isinstance(content, str):
+            out.append(Message("user", [TextPart(content)] if content else []))
+            continue
+        if not isinstance(content, dict):
+            deg.add("malformed_messages")
+            continue
+        role = _role(content.get("role"))
+        if role == "assistant":
+            ids.model_turn()
+        ids.turn = k
+        out.extend(_turn(role, _parts_of(content, deg), deg, ids, (k,)))
+    return out
+
+
+# --- tools and parameters ---------------------------------------------------------------------
+
+
+def json_schema(schema: Any, depth: int = 0) -> Any:
+    """A Gemini ``Schema`` (OpenAPI subset, enum types as integers or upper-case names) as JSON
+    Schema: lower-case types, ``nullable`` as a ``"null"`` type, camelCase keywords,
+    ``propertyOrdering`` dropped. Unknown keywords are kept."""
+    if not isinstance(schema, dict) or depth > 64:
+        return schema
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        k = _camel(key) if isinstance(key, str) else key
+        if k == "type":
+            t = _schema_type(value)
+            if t is not None:
+                out["type"] = t
+        elif k in ("nullable", "propertyOrdering"):
+            continue
+        elif k == "properties" and isinstance(value, dict):
+            out[k] = {name: json_schema(v, depth + 1) for name, v in value.items()}
+        elif k == "items":
+            out[k] = json_schema(value, depth + 1)
+        elif k == "anyOf" and isinstance(value, list):
+            out[k] = [json_schema(v, depth + 1) for v in value]
+        elif k in _SCHEMA_INTS:
+            n = as_int(value)
+            out[k] = value if n is None else n
+        else:
+            out[k] = value
+    if _g(schema, "nullable") is True and isinstance(out.get("type"), str):
+        out["type"] = [out["type"], "null"]
+    return out
+
+
+@cache
+def _camel(key: str) -> str:
+    head, *rest = key.split("_")
+    return head + "".join(w[:1].upper() + w[1:] for w in rest)
+
+
+def _schema_type(value: Any) -> Any:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return _SCHEMA_TYPES[value] if 0 <= value < len(_SCHEMA_TYPES) else value
+    if isinstance(value, str):
+        t = value.lower()
+        return None if t == "type_unspecified" else t
+    return value
+
+
+def _tools(tools: Any, deg: Degradations) -> list[ToolDefinition]:
+    out: list[ToolDefinition] = []
+    if tools is None:
+        return out
+    for tool in tools if isinstance(tools, list) else [tools]:
+        if not isinstance(tool, dict):
+            deg.add("unsupported_tool")
+            continue
+        for key, value in tool.items():
+            if _camel(key) != "functionDeclarations":
+                # Google Search, code execution, retrieval, URL context, …: built-ins.
+                if value is not None:
+                    deg.add("unsupported_tool")
+                continue
+            for decl in value if isinstance(value, list) else [value]:
+                d = _function_declaration(decl)
+                if d is None:
+                    deg.add("unsupported_tool")
+                else:
+                    out.append(d)
+    return out
+
+
+def _function_declaration(decl: Any) -> ToolDefinition | None:
+    name = _g(decl, "name")
+    if not isinstance(name, str):
+        return None
+    params = _g(decl, "parametersJsonSchema")
+    if not isinstance(params, dict):
+        params = json_schema(_g(decl, "parameters"))
+    desc = _g(decl, "description")
+    return ToolDefinition(
+        name=name,
+        description=desc if isinstance(desc, str) else None,
+        parameters=params if isinstance(params, dict) else {},
+    )
+
+
+def _config(req: dict[str, Any], key: str) -> Any:
+    """A request field, at the top level (wire form) or in the SDK's ``config`` object."""
+    value = _g(req, key)
+    return _g(_g(req, "config"), key) if value is None else value
+
+
+_PARAMS = (
+    ("temperature", "temperature"),
+    ("topP", "top_p"),
+    ("topK", "top_k"),
+    ("maxOutputTokens", "max_tokens"),
+    ("stopSequences", "stop"),
+    ("seed", "seed"),
+    ("candidateCount", "n"),
+    ("presencePenalty", "presence_penalty"),
+    ("frequencyPenalty", "frequency_penalty"),
+)
+
+
+def _request_params(req: dict[str, Any]) -> dict[str, Any]:
+    sources = [_g(req, "generationConfig"), _g(req, "config")]
+    out: dict[str, Any] = {}
+    for src, dst in _PARAMS:
+        for s in sources:
+            if _g(s, src) is not None:
+                out[dst] = _g(s, src)
+                break
+    for s in sources:
+        thinking = _g(s, "thinkingConfig")
+        if isinstance(thinking, dict):
+            budget = as_int(_g(thinking, "thinkingBudget"))
+            if budget is not None:
+                out["reasoning_budget_tokens"] = budget
+            level = _g(thinking, "thinkingLevel")
+            if isinstance(level, str) and level:
+                out["reasoning_effort"] = level.lower()
+            break
+    calling = _g(_config(req, "toolConfig"), "functionCallingConfig")
+    if calling is not None:
+        out["tool_choice"] = calling
+    return dict(sorted(out.items()))
+
+
+# --- provider, model, finish reasons ------------------------------------------------------
+
+
+_PROVIDER_ALIASES = {
+    "vertex": "gcp.vertex_ai",
+    "vertex_ai": "gcp.vertex_ai",
+    "vertexai": "gcp.vertex_ai",
+    "gemini": "gcp.gemini",
+    "google": "gcp.gemini",
+}
+
+
+def _provider(meta: dict[str, Any], resp: dict[str, Any] | None) -> str:
+    given = meta.get("provider")
+    if isinstance(given, str) and given:
+        return _PROVIDER_ALIASES.get(given.lower(), given)
+    url = meta.get("url")
+    if isinstance(url, str):
+        if "aiplatform.googleapis.com" in url:
+            return "gcp.vertex_ai"
+        if "generativelanguage.googleapis.com" in url:
+            return "gcp.gemini"
+    # `trafficType` (on-demand vs provisioned throughput) exists only in Vertex responses.
+    if _has(_g(resp, "usageMetadata"), "trafficType"):
+        return "gcp.vertex_ai"
+    return "gcp.gemini"
+
+
+def _model_name(value: Any) -> str | None:
+    """``models/gemini-2.5-pro`` or a Vertex resource path to the bare model name."""
+    if not isinstance(value, str) or not value:
+        return None
+    return value.rsplit("models/", 1)[-1] or None
+
+
+def _model_from_url(url: Any) -> str | None:
+    if not isinstance(url, str):
+        return None
+    m = re.search(r"models/([^/:?#]+)", url)
+    return m.group(1) if m else None
+
+
+def _finish(value: Any, explicit_gemini: bool) -> str | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        table = _GEMINI_FINISH if explicit_gemini else _VERTEX_FINISH
+        value = table[value] if 0 <= value < len(table) else str(value)
+    if isinstance(value, str) and value.strip().lower() in _FINISH_EXTRA:
+        return _FINISH_EXTRA[value.strip().lower()]
+    return finish_reason(value)
+
+
+# --- streams ----------------------------------------------------------------------------------
+
+
+def _mergeable(prev: dict[str, Any], part: dict[str, Any]) -> bool:
+    """Adjacent text fragments of one kind join; a second signature starts a new part."""
+    if not isinstance(prev.get("text"), str) or not isinstance(part.get("text"), str):
+        return False
+    if set(prev) - {"text", "thought", "thoughtSignature"} or set(part) - {
+        "text",
+        "thought",
+        "thoughtSignature",
+    }:
+        return False
+    if bool(prev.get("thought")) != bool(part.get("thought")):
+        return False
+    return not (prev.get("thoughtSignature") and part.get("thoughtSignature"))
+
+
+def _normal_part(part: Any) -> Any:
+    """A streamed part with its text-merge keys in camelCase (snake_case dumps merge too)."""
+    if not isinstance(part, dict):
+        return part
+    out = dict(part)
+    for key in ("thought_signature",):
+        if key in out:
+            out["thoughtSignature"] = out.pop(key)
+    return out
+
+
+class _Stream:
+    """The response a streamed body describes, rebuilt chunk by chunk."""
+
+    def __init__(self) -> None:
+        self.candidates: dict[int, dict[str, Any]] = {}
+        self.top: dict[str, Any] = {}
+        self.error: Any = None
+        self.chunks = 0
+
+    def feed(self, chunk: dict[str, Any]) -> None:
+        self.chunks += 1
+        if chunk.get("error") is not None and _g(chunk, "candidates") is None:
+            self.error = chunk["error"]
+            return
+        for key in ("usageMetadata", "modelVersion", "responseId", "promptFeedback", "createTime"):
+            value = _g(chunk, key)
+            if value is not None:
+                self.top[key] = value
+        for index, cand in _indexed(_g(chunk, "candidates")):
+            acc = self.candidates.setdefault(index, {"index": index, "parts": [], "role": None})
+            content = cand.get("content")
+            if isinstance(content, dict):
+                if isinstance(content.get("role"), str):
+                    acc["role"] = content["role"]
+                parts = content.get("parts")
+                for part in parts if isinstance(parts, list) else []:
+                    self._add(acc["parts"], _normal_part(part))
+            reason = _g(cand, "finishReason")
+            if reason is not None:
+                acc["finishReason"] = reason
+
+    @staticmethod
+    def _add(parts: list[Any], part: Any) -> None:
+        if parts and isinstance(part, dict) and isinstance(parts[-1], dict):
+            prev = parts[-1]
+            if _mergeable(prev, part):
+                merged = {**prev, "text": prev["text"] + part["text"]}
+                if part.get("thoughtSignature"):
+                    merged["thoughtSignature"] = part["thoughtSignature"]
+                parts[-1] = merged
+                return
+        parts.append(part)
+
+    def complete(self) -> bool:
+        if not self.candidates:
+            # A prompt blocked before any candidate is a complete answer.
+            return _g(self.top.get("promptFeedback"), "blockReason") is not None
+        return all("finishReason" in c for c in self.candidates.values())
+
+    def assemble(self) -> dict[str, Any]:
+        cands = []
+        for index in sorted(self.candidates):
+            c = self.candidates[index]
+            cand: dict[str, Any] = {
+                "index": index,
+                "content": {"role": c["role"] or "model", "parts": c["parts"]},
+            }
+            if "finishReason" in c:
+                cand["finishReason"] = c["finishReason"]
+            cands.append(cand)
+        return {"candidates": cands, **self.top}
+
+
+def _read_stream(events: list[Any], deg: Degradations) -> _Stream:
+    stream = _Stream()
+    last = len(events) - 1
+    for i, ev in enumerate(events):
+        data = _parsed(ev)
+        if isinstance(data, dict):
+            stream.feed(data)
+        elif isinstance(data, list):  # a JSON-array stream (no `alt=sse`) arrives as lists
+            for d in data:
+                if isinstance(d, dict):
+                    stream.feed(d)
+        elif i != last and not (isinstance(ev, SSEEvent) and ev.data.strip() == "[DONE]"):
+            deg.add("malformed_messages")
+    if not stream.complete():
+        deg.add("truncated_stream")
+    return stream
+
+
+def _raw_events(events: list[Any]) -> list[Any]:
+    return [{"event": e.event, "data": e.data} if isinstance(e, SSEEvent) else e for e in events]
+
+
+# --- the fact ---------------------------------------------------------------------------------
+
+
+def _usage(usage: Any) -> tuple[int | None, int | None]:
+    if not isinstance(usage, dict):
+        return None, None
+    # Thinking tokens are billed as output but reported apart from the candidates' tokens.
+    out = [as_int(_g(usage, k)) for k in ("candidatesTokenCount", "thoughtsTokenCount")]
+    known = [n for n in out if n is not None]
+    return as_int(_g(usage, "promptTokenCount")), (sum(known) if known else None)
+
+
+def _output_messages(
+    resp: dict[str, Any],
+    deg: Degradations,
+    ids: _Ids,
+    turn: int,
+    explicit_gemini: bool,
+    error: bool,
+) -> list[Message]:
+    out: list[Message] = []
+    ordered = sorted(_indexed(_g(resp, "candidates")), key=lambda ic: ic[0])
+    for ordinal, (_, cand) in enumerate(ordered):
+        ids.model_turn()
+        # The first candidate's ids match its replay as turn `turn` of the next request.
+        position = (turn,) if ordinal == 0 else (turn, "candidate", ordinal)
+        content = cand.get("content")
+        msgs = _turn("assistant", _parts_of(content, deg), deg, ids, position)
+        parts = [p for m in msgs for p in m.parts]
+        reason = _finish(_g(cand, "finishReason"), explicit_gemini)
+        if reason is None and error:
+            reason = "error"
+        out.append(Message("assistant", parts, reason))
+    return out
+
+
+def _explicit_gemini(meta: dict[str, Any], provider: str) -> bool:
+    url = meta.get("url")
+    return (isinstance(url, str) and "generativelanguage.googleapis.com" in url) or (
+        provider == "gcp.gemini" and isinstance(meta.get("provider"), str)
+    )
 
 
 def translate(
@@ -29,5 +703,80 @@ def translate(
     meta: dict[str, Any] | None = None,
 ) -> InferenceCall | Skip:
     """One exchange to a fact. response is a body or the events of a streamed body; either
-    side may be missing. meta carries what the transport knew (headers, session)."""
-    return Skip("unrecognized_format", NAME + " not implemented")
+    side may be missing. meta carries what the transport knew (session_id, model, provider,
+    url)."""
+    meta = meta if isinstance(meta, dict) else {}
+    req = request if isinstance(request, dict) else None
+    deg = Degradations()
+    resp: dict[str, Any] | None = None
+    error = False
+    if isinstance(response, list):
+        stream = _read_stream(response, deg)
+        if stream.error is not None and not stream.candidates:
+            return Skip("error_response", _detail(stream.error), NAME)
+        error = stream.error is not None
+        if stream.chunks:
+            resp = stream.assemble()
+        raw_response: Any = _raw_events(response)
+    elif isinstance(response, dict):
+        if response.get("error") is not None and _g(response, "candidates") is None:
+            return Skip("error_response", _detail(response["error"]), NAME)
+        resp = response
+        raw_response = response
+    else:
+        raw_response = None
+    if req is None and resp is None:
+        return Skip("empty", "neither a request nor a response", NAME)
+    if (
+        resp is None
+        and req is not None
+        and not (_has(req, "contents") or _config(req, "systemInstruction") is not None)
+    ):
+        return Skip("unrecognized_format", "no Gemini contents", NAME)
+    if req is None and resp is not None and not looks_like_response(resp):
+        return Skip("unrecognized_format", "no Gemini candidates", NAME)
+
+    contents = _contents(req) if req else []
+    ids = _Ids(_config(req, "systemInstruction") if req else None, contents, deg)
+    inputs = _input_messages(req, deg, ids) if req else []
+    provider = _provider(meta, resp)
+    outputs: list[Message] = []
+    if resp is not None:
+        ids.turn = len(contents)
+        if req is None:
+            # Without the conversation, the response itself is the call's identity.
+            ids.fixed = stable_hash(NAME, as_str(_g(resp, "responseId")) or _g(resp, "candidates"))
+        outputs = _output_messages(
+            resp, deg, ids, len(contents), _explicit_gemini(meta, provider), error
+        )
+    input_tokens, output_tokens = _usage(_g(resp, "usageMetadata"))
+    response_id = as_str(_g(resp, "responseId"))
+    model = (
+        as_str(_g(resp, "modelVersion"))
+        or _model_name(_g(req, "model"))
+        or _model_name(meta.get("model"))
+        or _model_from_url(meta.get("url"))
+    )
+    session = meta.get("session_id")
+    return finish(
+        source=NAME,
+        deg=deg,
+        identity=(NAME, response_id) if response_id else None,
+        raw={"request": request, "response": raw_response},
+        session_id=session if isinstance(session, str) and session else None,
+        provider=provider,
+        model=model,
+        input_messages=inputs,
+        output_messages=outputs,
+        tools=_tools(_config(req, "tools"), deg) if req else [],
+        request=_request_params(req) if req else {},
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        model_call_id=response_id,
+    )
+
+
+def _detail(error: Any) -> str:
+    if isinstance(error, dict):
+        return str(error.get("message") or error.get("status") or error)[:200]
+    return str(error)[:200]

@@ -81,7 +81,7 @@ _BAD = object()  # an attribute that could not be decoded (already counted)
 
 
 def _present(attrs: dict[str, Any], key: str) -> bool:
-    return attrs.get(key) not in (None, "", [])
+    return attrs.get(key) not in (None, "")
 
 
 def _strict(value: Any, deg: Degradations) -> Any:
@@ -196,6 +196,8 @@ class _Builder:
                 self.deg.add("unsupported_content")
             return None
         kind = p.get("type")
+        if not isinstance(kind, str | None):
+            kind = "?"
         if kind in _TEXT_TYPES or (kind is None and isinstance(p.get("text"), str)):
             return self._text(p, "content", "text")
         if kind == "refusal":
@@ -527,6 +529,8 @@ def _event_content(
     completion: list[Message] = []
     for e in events:
         name = e.get("name") if isinstance(e, dict) else None
+        if not isinstance(name, str):
+            continue
         ea = e.get("attributes") if isinstance(e, dict) else None
         if not isinstance(ea, dict):
             continue

@@ -1,25 +1,613 @@
-"""openai_chat request/response exchanges (plain or streamed) to facts (see docs/canonical.md)."""
+"""OpenAI Chat Completions exchanges (plain or streamed) to facts.
+
+The mapping follows CANONICAL.md; the choices it leaves open are in docs/sources/openai.md. The
+helpers shared with the Responses translator (request parameters, transport metadata, the raw
+form of a stream) live here too.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from lithify.model import InferenceCall, Skip
-from lithify.translate.sse import SSEEvent
+from lithify.model import (
+    InferenceCall,
+    Message,
+    Part,
+    ReasoningPart,
+    Skip,
+    TextPart,
+    ToolCallResponsePart,
+)
+from lithify.translate._common import (
+    Degradations,
+    as_float,
+    as_int,
+    as_str,
+    dumps_canonical,
+    finish,
+    finish_reason,
+    parse_arguments,
+    seconds_to_rfc3339,
+    synthesized_id,
+    text_parts,
+    tool_call,
+    tool_definition,
+)
+from lithify.translate.sse import SSEEvent, iter_events
 
 NAME = "openai-chat"
 
+# ---------------------------------------------------------------------------------------------
+# Shared with openai_responses
+# ---------------------------------------------------------------------------------------------
+
+# Later keys win: the newer spelling of the max-tokens parameter over the older one.
+_PARAM_KEYS = (
+    ("temperature", "temperature"),
+    ("top_p", "top_p"),
+    ("max_tokens", "max_tokens"),
+    ("max_completion_tokens", "max_tokens"),
+    ("max_output_tokens", "max_tokens"),
+    ("stop", "stop"),
+    ("seed", "seed"),
+    ("n", "n"),
+    ("frequency_penalty", "frequency_penalty"),
+    ("presence_penalty", "presence_penalty"),
+    ("tool_choice", "tool_choice"),
+    ("reasoning_effort", "reasoning_effort"),
+)
+
+_SESSION_HEADERS = ("lithify-session-id", "x-lithify-session-id")
+
+
+def request_params(request: dict[str, Any] | None) -> dict[str, Any]:
+    """The sampling parameters the request set (null means not set), keys sorted."""
+    if request is None:
+        return {}
+    out: dict[str, Any] = {}
+    for key, name in _PARAM_KEYS:
+        if request.get(key) is not None:
+            out[name] = request[key]
+    reasoning = request.get("reasoning")
+    if (
+        "reasoning_effort" not in out
+        and isinstance(reasoning, dict)
+        and reasoning.get("effort") is not None
+    ):
+        out["reasoning_effort"] = reasoning["effort"]
+    # The pre-tools API spelled tool_choice as function_call.
+    if "tool_choice" not in out and request.get("function_call") is not None:
+        out["tool_choice"] = request["function_call"]
+    return dict(sorted(out.items()))
+
+
+def _session_from_meta(meta: dict[str, Any]) -> str | None:
+    sid = as_str(meta.get("session_id"))
+    if sid:
+        return sid
+    headers = meta.get("headers")
+    if isinstance(headers, dict):
+        for k, v in headers.items():
+            if isinstance(k, str) and k.lower() in _SESSION_HEADERS and as_str(v):
+                return str(v)
+    return None
+
+
+def _metadata_session(body: dict[str, Any] | None) -> str | None:
+    md = body.get("metadata") if body is not None else None
+    return as_str(md.get("session_id")) if isinstance(md, dict) else None
+
+
+def transport_fields(meta: dict[str, Any] | None, *bodies: dict[str, Any] | None) -> dict[str, Any]:
+    """Provider, session and timing the transport knew, then what the bodies carry."""
+    meta = meta if isinstance(meta, dict) else {}
+    session = _session_from_meta(meta)
+    for body in bodies:
+        session = session or _metadata_session(body)
+    duration = as_float(meta.get("duration_ms"))
+    return {
+        "provider": as_str(meta.get("provider")) or "openai",
+        "session_id": session,
+        "observed_at": as_str(meta.get("observed_at")),
+        "duration_ms": duration if duration is not None and duration >= 0 else None,
+    }
+
+
+def sse_text(events: list[SSEEvent]) -> str:
+    """A stream's raw form: its events written back as SSE text, which re-parses to the same
+    events (so a stored fact can be translated again) and keeps event names and data as sent."""
+    out: list[str] = []
+    for e in events:
+        lines = [] if e.event is None else [f"event: {e.event}"]
+        lines.extend(f"data: {line}" for line in e.data.split("\n"))
+        out.append("\n".join(lines) + "\n\n")
+    return "".join(out)
+
+
+def build(**fields: Any) -> InferenceCall | Skip:
+    """``finish``, except that a payload the encoders refuse (nesting deeper than orjson's 254
+    levels, integers beyond 64 bits) is a skip rather than an exception."""
+    try:
+        return finish(**fields)
+    except (TypeError, RecursionError) as e:
+        return Skip("undecodable", f"the payload cannot be encoded: {e}"[:200], fields["source"])
+
+
+def field(doc: Any, key: str = "type") -> str | None:
+    """A string field of an object (a type or role tag), else None: tags of other types are
+    unhashable or meaningless."""
+    value = doc.get(key) if isinstance(doc, dict) else None
+    return value if isinstance(value, str) else None
+
+
+def call_seed(args: Any) -> Any:
+    """Arguments as a hashable seed for a synthesized id; the encoders refuse a few values."""
+    if isinstance(args, str) or args is None:
+        return args
+    try:
+        return dumps_canonical(args).decode()
+    except (TypeError, RecursionError):
+        return "unencodable"
+
+
+def as_events(response: Any) -> list[SSEEvent] | None:
+    """The events of a streamed body (given as events or as SSE text), else None."""
+    if isinstance(response, str):
+        return list(iter_events(response))
+    if isinstance(response, list):
+        return [e for e in response if isinstance(e, SSEEvent)]
+    return None
+
+
+def json_events(events: list[SSEEvent]) -> list[tuple[SSEEvent, Any]]:
+    return [(e, e.json()) for e in events]
+
+
+# ---------------------------------------------------------------------------------------------
+# Shape detection
+# ---------------------------------------------------------------------------------------------
+
+_CHAT_ONLY_ROLES = frozenset({"system", "developer", "tool", "function"})
+_CHAT_ONLY_KEYS = frozenset(
+    {
+        "functions",
+        "function_call",
+        "max_completion_tokens",
+        "n",
+        "response_format",
+        "stream_options",
+        "logprobs",
+        "top_logprobs",
+        "logit_bias",
+        "frequency_penalty",
+        "presence_penalty",
+        "seed",
+        "reasoning_effort",
+        "parallel_tool_calls",
+        "modalities",
+        "prediction",
+    }
+)
+_ANTHROPIC_KEYS = frozenset({"system", "anthropic_version", "anthropic_beta", "stop_sequences"})
+_ANTHROPIC_BLOCKS = frozenset(
+    {
+        "tool_use",
+        "tool_result",
+        "thinking",
+        "redacted_thinking",
+        "document",
+        "image",
+        "search_result",
+        "server_tool_use",
+        "web_search_tool_result",
+        "container_upload",
+    }
+)
+_CHAT_PARTS = frozenset({"image_url", "input_audio", "file", "refusal"})
+
+
+def _message_signals(messages: list[Any]) -> tuple[bool, bool]:
+    chat = anthropic = False
+    for m in messages:
+        if not isinstance(m, dict):
+            continue
+        if field(m, "role") in _CHAT_ONLY_ROLES or any(
+            k in m for k in ("tool_calls", "function_call", "tool_call_id", "reasoning_content")
+        ):
+            chat = True
+        content = m.get("content")
+        if isinstance(content, list):
+            for p in content:
+                kind = field(p)
+                if kind in _ANTHROPIC_BLOCKS:
+                    anthropic = True
+                elif kind in _CHAT_PARTS:
+                    chat = True
+    return chat, anthropic
+
 
 def looks_like_request(doc: dict[str, Any]) -> bool:
-    return False
+    """A Chat Completions request: ``messages``, and nothing that only Anthropic sends."""
+    if not isinstance(doc, dict) or not isinstance(doc.get("messages"), list):
+        return False
+    if "contents" in doc or "input" in doc:
+        return False
+    chat, anthropic = _message_signals(doc["messages"])
+    chat = chat or any(k in doc for k in _CHAT_ONLY_KEYS)
+    tools = doc.get("tools")
+    if isinstance(tools, list):
+        for t in tools:
+            if isinstance(t, dict) and isinstance(t.get("function"), dict):
+                chat = True
+            elif isinstance(t, dict) and "input_schema" in t:
+                anthropic = True
+    anthropic = anthropic or any(k in doc for k in _ANTHROPIC_KEYS)
+    return chat or not anthropic
+
+
+def _is_chat_choices(choices: Any, key: str) -> bool:
+    return isinstance(choices, list) and any(isinstance(c, dict) and key in c for c in choices)
 
 
 def looks_like_response(doc: dict[str, Any]) -> bool:
-    return False
+    if not isinstance(doc, dict):
+        return False
+    if doc.get("object") in ("chat.completion", "chat.completion.chunk"):
+        return True
+    return _is_chat_choices(doc.get("choices"), "message")
+
+
+def _is_chunk(data: Any) -> bool:
+    return isinstance(data, dict) and (
+        data.get("object") == "chat.completion.chunk"
+        or _is_chat_choices(data.get("choices"), "delta")
+    )
 
 
 def looks_like_stream(events: list[SSEEvent]) -> bool:
+    for e in events:
+        if not isinstance(e, SSEEvent) or e.event not in (None, "", "message"):
+            continue
+        if _is_chunk(e.json()):
+            return True
     return False
+
+
+# ---------------------------------------------------------------------------------------------
+# Messages
+# ---------------------------------------------------------------------------------------------
+
+
+class _Context:
+    """Per-fact state: degradation counts and the tool calls still waiting for a result."""
+
+    def __init__(self) -> None:
+        self.deg = Degradations()
+        # (name, id) of calls in order, so results without an id pair by name and order.
+        self.pending: list[tuple[str, str]] = []
+
+    def answer(self, call_id: str | None, name: str | None) -> str:
+        """The id a tool result answers: its own, else the oldest open call of that name."""
+        if call_id is not None:
+            self.pending = [p for p in self.pending if p[1] != call_id]
+            return call_id
+        for i, (pending_name, pid) in enumerate(self.pending):
+            if name is None or pending_name == name:
+                del self.pending[i]
+                return pid
+        self.deg.add("orphan_tool_response")
+        return synthesized_id(NAME, "orphan", name, len(self.pending))
+
+
+def _content_parts(content: Any, deg: Degradations) -> list[Part]:
+    """Text from a string or a list of content parts; media and unknown parts are counted."""
+    if content is None:
+        return []
+    if isinstance(content, str):
+        return text_parts(content)
+    if isinstance(content, dict):
+        content = [content]
+    if not isinstance(content, list):
+        deg.add("unsupported_content")
+        return []
+    parts: list[Part] = []
+    for p in content:
+        if isinstance(p, str):
+            parts += text_parts(p)
+            continue
+        kind = p.get("type") if isinstance(p, dict) else None
+        if isinstance(p, dict) and kind == "text" and isinstance(p.get("text"), str | None):
+            parts += text_parts(p.get("text"))
+        elif isinstance(p, dict) and kind == "refusal" and isinstance(p.get("refusal"), str | None):
+            parts += text_parts(p.get("refusal"))
+        else:
+            deg.add("unsupported_content")
+    return parts
+
+
+def _reasoning_parts(msg: dict[str, Any], deg: Degradations) -> list[Part]:
+    texts: list[str] = []
+    for key in ("reasoning_content", "reasoning"):
+        v = msg.get(key)
+        if isinstance(v, str) and v and v not in texts:
+            texts.append(v)
+    details = msg.get("reasoning_details")
+    if isinstance(details, list):
+        for d in details:
+            if not isinstance(d, dict):
+                continue
+            if d.get("type") == "reasoning.encrypted" or d.get("signature"):
+                deg.add("opaque_reasoning")
+            # The detail list repeats the reasoning string; it adds text only when that is absent.
+            text = d.get("text") if d.get("type") == "reasoning.text" else d.get("summary")
+            if not texts and isinstance(text, str) and text:
+                texts.append(text)
+    return [ReasoningPart(t) for t in texts]
+
+
+def _call_part(tc: Any, ordinal: int, ctx: _Context) -> Part | None:
+    """One entry of ``tool_calls`` (function or custom tool) as a tool-call part."""
+    if not isinstance(tc, dict):
+        ctx.deg.add("malformed_messages")
+        return None
+    fn = tc.get("function")
+    custom = tc.get("custom")
+    if tc.get("type") == "custom" and isinstance(custom, dict):
+        name, args = custom.get("name"), custom.get("input")
+    elif isinstance(fn, dict):
+        name, args = fn.get("name"), fn.get("arguments")
+    else:
+        ctx.deg.add("unsupported_content")
+        return None
+    return _make_call(as_str(tc.get("id")), name, args, ordinal, ctx)
+
+
+def _make_call(call_id: str | None, name: Any, args: Any, ordinal: int, ctx: _Context) -> Part:
+    name = name if isinstance(name, str) else ""
+    if call_id is None:
+        # Seeded by what the call says, not by the fact, so a response and its replay in the next
+        # request's history get the same id.
+        call_id = synthesized_id(NAME, name, call_seed(args), ordinal)
+        ctx.deg.add("synthesized_id")
+    ctx.pending.append((name, call_id))
+    return tool_call(call_id, name, parse_arguments(args, ctx.deg))
+
+
+def _has_audio(audio: Any) -> bool:
+    # Some compatible servers send a zero-valued audio object on text answers.
+    return isinstance(audio, dict) and any(audio.get(k) for k in ("id", "data", "transcript"))
+
+
+def _assistant_parts(msg: dict[str, Any], ctx: _Context) -> list[Part]:
+    parts = _reasoning_parts(msg, ctx.deg)
+    parts += _content_parts(msg.get("content"), ctx.deg)
+    refusal = msg.get("refusal")
+    if isinstance(refusal, str) and refusal:
+        parts.append(TextPart(refusal))
+    if _has_audio(msg.get("audio")):
+        ctx.deg.add("unsupported_content")
+    ordinal = 0
+    calls = msg.get("tool_calls")
+    if isinstance(calls, list):
+        for tc in calls:
+            part = _call_part(tc, ordinal, ctx)
+            if part is not None:
+                parts.append(part)
+                ordinal += 1
+    elif calls is not None:
+        ctx.deg.add("malformed_messages")
+    fc = msg.get("function_call")
+    # A zero-valued function_call ({name: "", arguments: ""}) is no call at all.
+    if isinstance(fc, dict) and (as_str(fc.get("name")) or as_str(fc.get("arguments"))):
+        parts.append(_make_call(None, fc.get("name"), fc.get("arguments"), ordinal, ctx))
+    return parts
+
+
+def _input_message(msg: Any, ctx: _Context) -> Message | None:
+    if not isinstance(msg, dict):
+        ctx.deg.add("malformed_messages")
+        return None
+    role = as_str(msg.get("role")) or "user"
+    if role in ("tool", "function"):
+        call_id = as_str(msg.get("tool_call_id"))
+        name = as_str(msg.get("name"))
+        # A legacy function result names its function; pairing by name needs no id.
+        the_id = ctx.answer(call_id, name if call_id is None else None)
+        return Message("tool", [ToolCallResponsePart(id=the_id, result=msg.get("content"))])
+    if role == "assistant":
+        return Message(role, _assistant_parts(msg, ctx))
+    return Message(role, _content_parts(msg.get("content"), ctx.deg))
+
+
+def _choice_index(pos: int, choice: dict[str, Any]) -> tuple[int, int]:
+    idx = choice.get("index")
+    if isinstance(idx, int) and not isinstance(idx, bool):
+        return (idx, pos)
+    return (pos, pos)
+
+
+def _output_messages(body: dict[str, Any], ctx: _Context) -> list[Message]:
+    choices = body.get("choices")
+    if not isinstance(choices, list):
+        return []
+    ordered = sorted(
+        ((c, _choice_index(i, c)) for i, c in enumerate(choices) if isinstance(c, dict)),
+        key=lambda t: t[1],
+    )
+    out: list[Message] = []
+    for choice, _ in ordered:
+        msg = choice.get("message")
+        if not isinstance(msg, dict):
+            msg = choice.get("delta") if isinstance(choice.get("delta"), dict) else {}
+        out.append(
+            Message(
+                as_str(msg.get("role")) or "assistant",
+                _assistant_parts(msg, ctx),
+                finish_reason(choice.get("finish_reason")),
+            )
+        )
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Streams
+# ---------------------------------------------------------------------------------------------
+
+
+class _StreamChoice:
+    def __init__(self) -> None:
+        self.role: str | None = None
+        self.text: dict[str, list[str]] = {}
+        self.calls: dict[int, dict[str, Any]] = {}
+        self.function_call: dict[str, list[str]] | None = None
+        self.audio: dict[str, Any] | None = None
+        self.finish: Any = None
+
+    def add(self, delta: dict[str, Any]) -> None:
+        if isinstance(delta.get("role"), str):
+            self.role = self.role or delta["role"]
+        for key in ("content", "reasoning_content", "reasoning", "refusal"):
+            v = delta.get(key)
+            if isinstance(v, str):
+                self.text.setdefault(key, []).append(v)
+        if _has_audio(delta.get("audio")):
+            self.audio = delta["audio"]
+        calls = delta.get("tool_calls")
+        if isinstance(calls, list):
+            for frag in calls:
+                if isinstance(frag, dict):
+                    self._call_fragment(frag)
+        fc = delta.get("function_call")
+        if isinstance(fc, dict):
+            acc = self.function_call or {"name": [], "arguments": []}
+            for key in ("name", "arguments"):
+                if isinstance(fc.get(key), str):
+                    acc[key].append(fc[key])
+            self.function_call = acc
+
+    def _call_fragment(self, frag: dict[str, Any]) -> None:
+        idx = frag.get("index")
+        fid = as_str(frag.get("id"))
+        if not isinstance(idx, int) or isinstance(idx, bool):
+            # Without an index, a new id starts a new call; anything else continues the last one.
+            known = {c["id"]: i for i, c in self.calls.items() if c["id"] is not None}
+            if fid is not None and fid in known:
+                idx = known[fid]
+            elif fid is not None or not self.calls:
+                idx = max(self.calls, default=-1) + 1
+            else:
+                idx = max(self.calls)
+        call = self.calls.setdefault(idx, {"id": None, "type": None, "name": None, "args": []})
+        call["id"] = call["id"] or fid
+        if isinstance(frag.get("type"), str):
+            call["type"] = call["type"] or frag["type"]
+        fn = frag.get("custom") if isinstance(frag.get("custom"), dict) else frag.get("function")
+        if isinstance(fn, dict):
+            if as_str(fn.get("name")):
+                call["name"] = call["name"] or fn["name"]
+            args = fn.get("input") if "input" in fn else fn.get("arguments")
+            if isinstance(args, str):
+                call["args"].append(args)
+
+    def message(self) -> dict[str, Any]:
+        msg: dict[str, Any] = {"role": self.role or "assistant"}
+        for key, pieces in self.text.items():
+            msg[key] = "".join(pieces)
+        if self.audio is not None:
+            msg["audio"] = self.audio
+        if self.calls:
+            calls = []
+            for _, c in sorted(self.calls.items()):
+                args = "".join(c["args"])
+                if c["type"] == "custom":
+                    calls.append(
+                        {
+                            "id": c["id"],
+                            "type": "custom",
+                            "custom": {"name": c["name"], "input": args},
+                        }
+                    )
+                else:
+                    fn = {"name": c["name"], "arguments": args}
+                    calls.append({"id": c["id"], "type": "function", "function": fn})
+            msg["tool_calls"] = calls
+        if self.function_call is not None:
+            msg["function_call"] = {k: "".join(v) for k, v in self.function_call.items()}
+        return msg
+
+
+class _Stream:
+    """A streamed response folded back into the body the plain response would have been."""
+
+    def __init__(self, events: list[SSEEvent]) -> None:
+        self.head: dict[str, Any] = {}
+        self.usage: Any = None
+        self.choices: dict[int, _StreamChoice] = {}
+        self.done = False
+        self.chunks = 0
+        self.error: Any = None
+        for e in events:
+            if e.data.strip() == "[DONE]":
+                self.done = True
+                continue
+            data = e.json()
+            if isinstance(data, dict):
+                self._chunk(data)
+
+    def _chunk(self, data: dict[str, Any]) -> None:
+        if data.get("error") is not None and "choices" not in data:
+            self.error = data["error"]
+            return
+        self.chunks += 1
+        for key in ("id", "model", "created", "system_fingerprint"):
+            if key not in self.head and data.get(key) not in (None, ""):
+                self.head[key] = data[key]
+        if isinstance(data.get("usage"), dict):
+            self.usage = data["usage"]
+        choices = data.get("choices")
+        if not isinstance(choices, list):
+            return
+        for pos, c in enumerate(choices):
+            if not isinstance(c, dict):
+                continue
+            idx = _choice_index(pos, c)[0]
+            choice = self.choices.setdefault(idx, _StreamChoice())
+            delta = c.get("delta") if isinstance(c.get("delta"), dict) else c.get("message")
+            if isinstance(delta, dict):
+                choice.add(delta)
+            if c.get("finish_reason") not in (None, ""):
+                choice.finish = c["finish_reason"]
+
+    @property
+    def complete(self) -> bool:
+        return self.done and all(c.finish is not None for c in self.choices.values())
+
+    def body(self) -> dict[str, Any]:
+        body = dict(self.head)
+        body["choices"] = [
+            {
+                "index": idx,
+                "message": c.message(),
+                # A stream cut by an error event ends its open choices with that error.
+                "finish_reason": c.finish
+                if c.finish is not None or self.error is None
+                else "error",
+            }
+            for idx, c in sorted(self.choices.items())
+        ]
+        if self.usage is not None:
+            body["usage"] = self.usage
+        return body
+
+
+def _error_text(err: Any) -> str:
+    msg = err.get("message") if isinstance(err, dict) else err
+    return str(msg)[:200]
+
+
+# ---------------------------------------------------------------------------------------------
+# Translate
+# ---------------------------------------------------------------------------------------------
 
 
 def translate(
@@ -30,4 +618,56 @@ def translate(
 ) -> InferenceCall | Skip:
     """One exchange to a fact. response is a body or the events of a streamed body; either
     side may be missing. meta carries what the transport knew (headers, session)."""
-    return Skip("unrecognized_format", NAME + " not implemented")
+    req = request if isinstance(request, dict) else None
+    ctx = _Context()
+    events = as_events(response)
+    body: dict[str, Any] | None = response if isinstance(response, dict) else None
+    raw_response: Any = body
+    if events is not None:
+        raw_response = sse_text(events)
+        stream = _Stream(events)
+        if stream.error is not None and not stream.chunks:
+            return Skip("error_response", _error_text(stream.error), NAME)
+        if not stream.chunks and req is None:
+            return Skip("empty", "a stream without one complete chunk", NAME)
+        body = stream.body()
+        if not stream.complete and stream.error is None:
+            ctx.deg.add("truncated_stream")
+    messages = req.get("messages") if req is not None else None
+    if not isinstance(messages, list) and (
+        body is None or not isinstance(body.get("choices"), list)
+    ):
+        return Skip("unrecognized_format", "neither chat messages nor choices", NAME)
+
+    if not isinstance(messages, list):
+        if messages is not None:
+            ctx.deg.add("malformed_messages")
+        messages = []
+    inputs = [m for m in (_input_message(m, ctx) for m in messages) if m is not None]
+    ctx.pending.clear()
+    outputs = _output_messages(body, ctx) if body is not None else []
+    tools = []
+    for key in ("tools", "functions"):
+        defs = req.get(key) if req is not None else None
+        if isinstance(defs, list):
+            tools += [t for t in (tool_definition(d, ctx.deg) for d in defs) if t is not None]
+    body = body or {}
+    usage = body.get("usage") if isinstance(body.get("usage"), dict) else {}
+    call_id = as_str(body.get("id"))
+    model = as_str(body.get("model")) or (as_str(req.get("model")) if req is not None else None)
+    return build(
+        source=NAME,
+        deg=ctx.deg,
+        identity=(NAME, call_id) if call_id else None,
+        raw={"request": request, "response": raw_response},
+        model=model,
+        input_messages=inputs,
+        output_messages=outputs,
+        tools=tools,
+        request=request_params(req),
+        input_tokens=as_int(usage.get("prompt_tokens", usage.get("input_tokens"))),
+        output_tokens=as_int(usage.get("completion_tokens", usage.get("output_tokens"))),
+        started_at=seconds_to_rfc3339(body.get("created")),
+        model_call_id=call_id,
+        **transport_fields(meta, req),
+    )

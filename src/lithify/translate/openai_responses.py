@@ -1,25 +1,431 @@
-"""openai_responses request/response exchanges (plain or streamed) to facts (see docs/canonical.md)."""
+"""OpenAI Responses API exchanges (plain or streamed) to facts.
+
+The mapping follows CANONICAL.md; the choices it leaves open are in docs/sources/openai.md.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from lithify.model import InferenceCall, Skip
+from lithify.model import (
+    InferenceCall,
+    Message,
+    Part,
+    ReasoningPart,
+    Skip,
+    ToolCallPart,
+    ToolCallResponsePart,
+)
+from lithify.translate._common import (
+    Degradations,
+    as_int,
+    as_str,
+    finish_reason,
+    parse_arguments,
+    seconds_to_rfc3339,
+    synthesized_id,
+    text_parts,
+    tool_call,
+    tool_definition,
+)
+from lithify.translate.openai_chat import (
+    as_events,
+    build,
+    call_seed,
+    field,
+    request_params,
+    sse_text,
+    transport_fields,
+)
 from lithify.translate.sse import SSEEvent
 
 NAME = "openai-responses"
 
+_FINAL_EVENTS = frozenset({"response.completed", "response.incomplete", "response.failed"})
+_START_EVENTS = frozenset({"response.created", "response.in_progress", "response.queued"})
+_CALL_ITEMS = frozenset({"function_call", "custom_tool_call"})
+_RESULT_ITEMS = frozenset({"function_call_output", "custom_tool_call_output"})
+_TEXT_PARTS = frozenset({"input_text", "output_text", "text"})
+# Request fields that point at content stored on the provider's side instead of carrying it.
+_REFERENCES = ("previous_response_id", "conversation", "prompt")
+
+
+# ---------------------------------------------------------------------------------------------
+# Shape detection
+# ---------------------------------------------------------------------------------------------
+
 
 def looks_like_request(doc: dict[str, Any]) -> bool:
-    return False
+    """A Responses request: ``input`` as text or items, and not an embeddings/moderation call."""
+    if not isinstance(doc, dict) or any(k in doc for k in ("messages", "contents", "output")):
+        return False
+    # Span attribute maps carry `input` too, under dotted keys a request never has.
+    if any(isinstance(k, str) and "." in k for k in doc):
+        return False
+    inp = doc.get("input")
+    if isinstance(inp, list):
+        if inp and not all(isinstance(i, dict) for i in inp):
+            return False
+    elif not isinstance(inp, str):
+        return isinstance(doc.get("instructions"), str) and "model" in doc
+    if any(k in doc for k in ("encoding_format", "dimensions")):
+        return False
+    model = doc.get("model")
+    return not (isinstance(model, str) and ("embed" in model or "moderation" in model))
 
 
 def looks_like_response(doc: dict[str, Any]) -> bool:
-    return False
+    if not isinstance(doc, dict):
+        return False
+    if doc.get("object") == "response":
+        return True
+    return isinstance(doc.get("output"), list) and "status" in doc and "choices" not in doc
+
+
+def _event_type(e: SSEEvent, data: Any) -> str | None:
+    if isinstance(data, dict) and isinstance(data.get("type"), str):
+        return data["type"]
+    return e.event
 
 
 def looks_like_stream(events: list[SSEEvent]) -> bool:
+    for e in events:
+        if not isinstance(e, SSEEvent):
+            continue
+        if isinstance(e.event, str) and e.event.startswith("response."):
+            return True
+        kind = _event_type(e, e.json())
+        if isinstance(kind, str) and kind.startswith("response."):
+            return True
     return False
+
+
+# ---------------------------------------------------------------------------------------------
+# Items to messages
+# ---------------------------------------------------------------------------------------------
+
+
+class _Walker:
+    """Folds a list of items into messages: assistant-side items that follow each other become
+    one assistant message, parts in item order."""
+
+    def __init__(self, deg: Degradations, pending: list[tuple[str, str]], output: bool) -> None:
+        self.deg = deg
+        # Everything in a response's output is the model's one turn: nothing there ends it.
+        self.output = output
+        self.pending = pending
+        self.messages: list[Message] = []
+        self.assistant: list[Part] | None = None
+
+    def flush(self) -> None:
+        if self.assistant is not None:
+            self.messages.append(Message("assistant", self.assistant))
+            self.assistant = None
+
+    def add_assistant(self, parts: list[Part]) -> None:
+        if self.assistant is None:
+            self.assistant = []
+        self.assistant.extend(parts)
+
+    def add(self, m: Message) -> None:
+        self.flush()
+        self.messages.append(m)
+
+    def item(self, item: Any) -> None:
+        if not isinstance(item, dict):
+            self.deg.add("malformed_messages")
+            return
+        kind = field(item)
+        if kind == "message" or (kind is None and "role" in item):
+            role = as_str(item.get("role")) or "user"
+            parts = _content(item.get("content"), self.deg)
+            if role == "assistant":
+                self.add_assistant(parts)
+            else:
+                self.add(Message(role, parts))
+        elif kind == "reasoning":
+            self.add_assistant(_reasoning(item, self.deg))
+        elif kind in _CALL_ITEMS:
+            self.add_assistant([self._call(item)])
+        elif kind in _RESULT_ITEMS:
+            call_id = self._answer(as_str(item.get("call_id")))
+            self.add(Message("tool", [ToolCallResponsePart(id=call_id, result=item.get("output"))]))
+        elif kind == "item_reference":
+            self.deg.add("content_reference")
+            self.flush()
+        else:
+            self.deg.add("unsupported_content")
+            # Calls the model made (server tools, computer use, …) sit inside its turn; their
+            # outputs and anything else come from the other side and end the turn.
+            if not self.output and not (
+                isinstance(kind, str) and kind.endswith(("_call", "_request", "_tools"))
+            ):
+                self.flush()
+
+    def _call(self, item: dict[str, Any]) -> Part:
+        name = item.get("name") if isinstance(item.get("name"), str) else ""
+        args = (
+            item.get("input") if item.get("type") == "custom_tool_call" else item.get("arguments")
+        )
+        call_id = as_str(item.get("call_id"))
+        if call_id is None:
+            # Seeded by the call itself and its place in the turn, so a response and its replay in
+            # the next request's input get the same id.
+            ordinal = sum(1 for p in self.assistant or [] if isinstance(p, ToolCallPart))
+            call_id = synthesized_id(NAME, name, call_seed(args), ordinal)
+            self.deg.add("synthesized_id")
+        self.pending.append((name, call_id))
+        return tool_call(call_id, name, parse_arguments(args, self.deg))
+
+    def _answer(self, call_id: str | None) -> str:
+        if call_id is not None:
+            self.pending[:] = [p for p in self.pending if p[1] != call_id]
+            return call_id
+        if self.pending:
+            return self.pending.pop(0)[1]
+        self.deg.add("orphan_tool_response")
+        return synthesized_id(NAME, "orphan", len(self.messages))
+
+    def done(self) -> list[Message]:
+        self.flush()
+        return self.messages
+
+
+def _content(content: Any, deg: Degradations) -> list[Part]:
+    if content is None:
+        return []
+    if isinstance(content, str):
+        return text_parts(content)
+    if isinstance(content, dict):
+        content = [content]
+    if not isinstance(content, list):
+        deg.add("unsupported_content")
+        return []
+    parts: list[Part] = []
+    for p in content:
+        kind = field(p)
+        if isinstance(p, dict) and kind in _TEXT_PARTS and isinstance(p.get("text"), str | None):
+            parts += text_parts(p.get("text"))
+        elif isinstance(p, dict) and kind == "refusal" and isinstance(p.get("refusal"), str | None):
+            parts += text_parts(p.get("refusal"))
+        else:
+            deg.add("unsupported_content")
+    return parts
+
+
+def _reasoning(item: dict[str, Any], deg: Degradations) -> list[Part]:
+    parts: list[Part] = []
+    for key, kind in (("summary", "summary_text"), ("content", "reasoning_text")):
+        entries = item.get(key)
+        if not isinstance(entries, list):
+            continue
+        for s in entries:
+            if isinstance(s, dict) and s.get("type") == kind and isinstance(s.get("text"), str):
+                if s["text"]:
+                    parts.append(ReasoningPart(s["text"]))
+            else:
+                deg.add("unsupported_content")
+    if item.get("encrypted_content"):
+        deg.add("opaque_reasoning")
+    return parts
+
+
+def _items(
+    value: Any, deg: Degradations, pending: list[tuple[str, str]], *, output: bool = False
+) -> list[Message]:
+    w = _Walker(deg, pending, output)
+    if isinstance(value, str):
+        w.add(Message("user", text_parts(value)))
+    elif isinstance(value, list):
+        for item in value:
+            w.item(item)
+    elif value is not None:
+        deg.add("malformed_messages")
+    return w.done()
+
+
+def _instructions(value: Any, deg: Degradations) -> list[Message]:
+    if isinstance(value, str):
+        return [Message("system", text_parts(value))] if value else []
+    # A response built from a stored prompt echoes its instructions as input items.
+    return _items(value, deg, []) if isinstance(value, list) else []
+
+
+def _has_call(output: Any) -> bool:
+    return isinstance(output, list) and any(field(i) in _CALL_ITEMS for i in output)
+
+
+def status_finish(body: dict[str, Any]) -> str | None:
+    """The Responses status as an OTel finish reason."""
+    status = body.get("status")
+    if status == "completed":
+        return "tool_call" if _has_call(body.get("output")) else "stop"
+    if status == "incomplete":
+        details = body.get("incomplete_details")
+        reason = details.get("reason") if isinstance(details, dict) else None
+        if reason in (None, "", "max_output_tokens"):
+            return "length"
+        return finish_reason(reason)
+    if status == "failed":
+        return "error"
+    if status in (None, "", "in_progress", "queued"):
+        return None
+    return finish_reason(status)
+
+
+# ---------------------------------------------------------------------------------------------
+# Streams
+# ---------------------------------------------------------------------------------------------
+
+
+def _slot(items: list[Any], index: Any, default: dict[str, Any]) -> dict[str, Any]:
+    """items[index], grown and filled with ``default`` as needed (indices are small ints)."""
+    if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < 1024:
+        index = 0
+    while len(items) <= index:
+        items.append(None)
+    if not isinstance(items[index], dict):
+        items[index] = dict(default)
+    return items[index]
+
+
+def _write(target: dict[str, Any], attr: str, delta: Any, whole: Any) -> None:
+    """Append a delta to a text field, or set the whole text a ``.done`` event carries."""
+    if isinstance(whole, str):
+        target[attr] = whole
+    elif isinstance(delta, str):
+        current = target.get(attr)
+        target[attr] = (current if isinstance(current, str) else "") + delta
+
+
+class _Stream:
+    """A streamed response: the final response object when it came, else one rebuilt from the
+    items and deltas that did."""
+
+    def __init__(self, events: list[SSEEvent]) -> None:
+        self.snapshot: dict[str, Any] | None = None
+        self.final: dict[str, Any] | None = None
+        self.error: Any = None
+        self.items: dict[Any, dict[str, Any]] = {}
+        self.by_id: dict[str, Any] = {}
+        for e in events:
+            data = e.json()
+            if isinstance(data, dict):
+                self._event(_event_type(e, data), data)
+
+    def _item(self, data: dict[str, Any], kind: str) -> dict[str, Any]:
+        key = data.get("output_index")
+        item_id = as_str(data.get("item_id"))
+        if not isinstance(key, int) or isinstance(key, bool):
+            key = self.by_id.get(item_id, item_id) if item_id else len(self.items)
+        if key not in self.items:
+            self.items[key] = {"type": kind, "id": item_id}
+        if item_id:
+            self.by_id.setdefault(item_id, key)
+        return self.items[key]
+
+    def _event(self, kind: str | None, data: dict[str, Any]) -> None:
+        response = data.get("response")
+        if kind in _START_EVENTS and isinstance(response, dict):
+            self.snapshot = response
+        elif kind in _FINAL_EVENTS and isinstance(response, dict):
+            self.final = response
+        elif kind == "error":
+            self.error = data.get("error") if isinstance(data.get("error"), dict) else data
+        elif kind in ("response.output_item.added", "response.output_item.done"):
+            item = data.get("item")
+            if isinstance(item, dict):
+                key = data.get("output_index")
+                if not isinstance(key, int) or isinstance(key, bool):
+                    key = self.by_id.get(as_str(item.get("id")) or "", len(self.items))
+                self.items[key] = dict(item)
+                if as_str(item.get("id")):
+                    self.by_id.setdefault(item["id"], key)
+        elif isinstance(kind, str):
+            self._delta(kind, data)
+
+    def _delta(self, kind: str, data: dict[str, Any]) -> None:
+        text = data.get("delta") if kind.endswith(".delta") else None
+        if kind.startswith(("response.output_text.", "response.refusal.")):
+            attr = "refusal" if kind.startswith("response.refusal.") else "text"
+            part = self._part(data, "content", "refusal" if attr == "refusal" else "output_text")
+            _write(part, attr, text, data.get(attr) if kind.endswith(".done") else None)
+        elif kind.startswith("response.content_part."):
+            if isinstance(data.get("part"), dict):
+                self._part(data, "content", "output_text").update(data["part"])
+        elif kind.startswith(
+            ("response.function_call_arguments.", "response.custom_tool_call_input.")
+        ):
+            custom = kind.startswith("response.custom_tool_call_input.")
+            attr = "input" if custom else "arguments"
+            item = self._item(data, "custom_tool_call" if custom else "function_call")
+            _write(item, attr, text, data.get(attr) if kind.endswith(".done") else None)
+        elif kind.startswith(("response.reasoning_summary_", "response.reasoning_text.")):
+            summary = kind.startswith("response.reasoning_summary_")
+            part = self._part(
+                data,
+                "summary" if summary else "content",
+                "summary_text" if summary else "reasoning_text",
+            )
+            if isinstance(data.get("part"), dict):
+                part.update(data["part"])
+            _write(part, "text", text, data.get("text") if kind.endswith(".done") else None)
+
+    def _part(self, data: dict[str, Any], where: str, kind: str) -> dict[str, Any]:
+        item = self._item(
+            data, "reasoning" if where == "summary" or kind == "reasoning_text" else "message"
+        )
+        parts = item.get(where)
+        if not isinstance(parts, list):
+            parts = item[where] = []
+        index = data.get("summary_index" if where == "summary" else "content_index")
+        return _slot(parts, index, {"type": kind})
+
+    def output(self) -> list[dict[str, Any]]:
+        def order(key: Any) -> tuple[int, str]:
+            return (key, "") if isinstance(key, int) else (1 << 30, str(key))
+
+        out = []
+        for key in sorted(self.items, key=order):
+            item = self.items[key]
+            for where in ("content", "summary"):
+                if isinstance(item.get(where), list):
+                    item[where] = [p for p in item[where] if p is not None]
+            out.append(item)
+        return out
+
+    def body(self) -> dict[str, Any] | None:
+        """The response object, and whether the stream reached its final event."""
+        if self.final is not None:
+            body = self.final
+            # Some compatible servers send a final response without its output items.
+            if not body.get("output") and self.items:
+                body = {**body, "output": self.output()}
+            return body
+        if self.snapshot is None and not self.items and self.error is None:
+            return None
+        body = {**(self.snapshot or {}), "output": self.output()}
+        body["status"] = "failed" if self.error is not None else None
+        return body
+
+    @property
+    def started(self) -> bool:
+        return self.snapshot is not None or bool(self.items)
+
+
+# ---------------------------------------------------------------------------------------------
+# Translate
+# ---------------------------------------------------------------------------------------------
+
+
+def _tools(req: dict[str, Any] | None, body: dict[str, Any] | None, deg: Degradations) -> list[Any]:
+    # The response echoes the tools it was offered; the request's own list wins when present.
+    defs = req.get("tools") if req is not None and "tools" in req else None
+    if defs is None and body is not None:
+        defs = body.get("tools")
+    if not isinstance(defs, list):
+        return []
+    return [t for t in (tool_definition(d, deg) for d in defs) if t is not None]
 
 
 def translate(
@@ -30,4 +436,62 @@ def translate(
 ) -> InferenceCall | Skip:
     """One exchange to a fact. response is a body or the events of a streamed body; either
     side may be missing. meta carries what the transport knew (headers, session)."""
-    return Skip("unrecognized_format", NAME + " not implemented")
+    req = request if isinstance(request, dict) else None
+    deg = Degradations()
+    events = as_events(response)
+    body: dict[str, Any] | None = response if isinstance(response, dict) else None
+    raw_response: Any = body
+    if events is not None:
+        raw_response = sse_text(events)
+        stream = _Stream(events)
+        if stream.error is not None and not stream.started and stream.final is None:
+            err = stream.error
+            msg = err.get("message") if isinstance(err, dict) else err
+            return Skip("error_response", str(msg)[:200], NAME)
+        body = stream.body()
+        if body is None and req is None:
+            return Skip("empty", "a stream without one complete event", NAME)
+        if stream.final is None and stream.error is None:
+            deg.add("truncated_stream")
+    if req is None and body is None:
+        return Skip("empty", "neither a request nor a response", NAME)
+
+    pending: list[tuple[str, str]] = []
+    inputs: list[Message] = []
+    if req is not None:
+        instructions = req.get("instructions")
+        if instructions is None and body is not None:
+            instructions = body.get("instructions")
+        inputs = _instructions(instructions, deg) + _items(req.get("input"), deg, pending)
+        deg.add("content_reference", sum(1 for k in _REFERENCES if req.get(k)))
+    elif body is not None:
+        inputs = _instructions(body.get("instructions"), deg)
+
+    outputs: list[Message] = []
+    if body is not None:
+        reason = status_finish(body)
+        produced = _items(body.get("output"), deg, [], output=True)
+        if not produced and (reason is not None or events is None):
+            produced = [Message("assistant", [])]
+        outputs = [Message(m.role, m.parts, reason) for m in produced]
+
+    body = body or {}
+    usage = body.get("usage") if isinstance(body.get("usage"), dict) else {}
+    call_id = as_str(body.get("id"))
+    model = as_str(body.get("model")) or (as_str(req.get("model")) if req is not None else None)
+    return build(
+        source=NAME,
+        deg=deg,
+        identity=(NAME, call_id) if call_id else None,
+        raw={"request": request, "response": raw_response},
+        model=model,
+        input_messages=inputs,
+        output_messages=outputs,
+        tools=_tools(req, body, deg),
+        request=request_params(req),
+        input_tokens=as_int(usage.get("input_tokens", usage.get("prompt_tokens"))),
+        output_tokens=as_int(usage.get("output_tokens", usage.get("completion_tokens"))),
+        started_at=seconds_to_rfc3339(body.get("created_at")),
+        model_call_id=call_id,
+        **transport_fields(meta, req, body),
+    )

@@ -106,6 +106,10 @@ def _get(obj: dict[str, Any], camel: str, snake: str) -> Any:
     return obj.get(snake) if v is None else v
 
 
+def _list(v: Any) -> list[Any]:
+    return v if isinstance(v, list) else []
+
+
 def _json_int(v: Any) -> int | None:
     if isinstance(v, bool):
         return None
@@ -219,7 +223,7 @@ def json_span(s: dict[str, Any], resource: dict[str, Any], scope: dict[str, Any]
     if status_in.get("message"):
         status["message"] = status_in["message"]
     events = []
-    for e in s.get("events") or []:
+    for e in _list(s.get("events")):
         if isinstance(e, dict):
             events.append(
                 {
@@ -266,15 +270,12 @@ def iter_json_spans(doc: Any) -> Iterator[Span]:
             continue
         res = rs.get("resource")
         resource = json_attributes(res.get("attributes")) if isinstance(res, dict) else {}
-        for ss in (
-            _get(rs, "scopeSpans", "scope_spans")
-            or _get(rs, "instrumentationLibrarySpans", "")
-            or []
-        ):
+        groups_of = _get(rs, "scopeSpans", "scope_spans") or rs.get("instrumentationLibrarySpans")
+        for ss in _list(groups_of):
             if not isinstance(ss, dict):
                 continue
             scope = _json_scope(ss.get("scope") or ss.get("instrumentationLibrary"))
-            for s in ss.get("spans") or []:
+            for s in _list(ss.get("spans")):
                 if isinstance(s, dict):
                     yield json_span(s, resource, scope)
 
@@ -309,11 +310,11 @@ def iter_json_logs(doc: Any) -> Iterator[LogRecord]:
             continue
         res = rl.get("resource")
         resource = json_attributes(res.get("attributes")) if isinstance(res, dict) else {}
-        for sl in _get(rl, "scopeLogs", "scope_logs") or []:
+        for sl in _list(_get(rl, "scopeLogs", "scope_logs")):
             if not isinstance(sl, dict):
                 continue
             scope = _json_scope(sl.get("scope"))
-            for r in _get(sl, "logRecords", "log_records") or []:
+            for r in _list(_get(sl, "logRecords", "log_records")):
                 if isinstance(r, dict):
                     yield json_log(r, resource, scope)
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from lithify.model import InferenceCall, Skip
 from lithify.translate import genai, openinference, openllmetry
-from lithify.translate._common import Degradations
+from lithify.translate._common import Degradations, stable_hash
 from lithify.translate._telemetry import build, session_of, timing
 from lithify.translate.otlp import LogRecord, Span
 
@@ -57,7 +57,12 @@ def translate_span(
 ) -> InferenceCall | Skip:
     """One span to a fact; ``raw`` overrides what is kept (a flat attribute map keeps itself)."""
     attrs = span.attributes
-    seed = f"{span.trace_id}:{span.span_id}"
+    # Synthesized tool-call ids hang off the call's identity: the span, else the document itself.
+    seed = (
+        f"{span.trace_id}:{span.span_id}"
+        if span.trace_id and span.span_id
+        else stable_hash(span.to_raw() if raw is None else raw)
+    )
     for extract in _EXTRACTORS:
         deg = Degradations()
         content = extract(attrs, span.events, deg, seed)

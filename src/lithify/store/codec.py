@@ -1,0 +1,129 @@
+"""Lossless bytes for facts, and the escaping of values into query columns.
+
+A stored fact is one tag byte and a msgpack body. msgpack holds NUL, NaN, ±Infinity, ``-0.0``,
+bytes and 64-bit integers as they are; what it cannot hold (strings with lone surrogates, as
+text or as map keys, and integers beyond 64 bits) takes the rare escaped path, where such
+values become msgpack extension values. Facts without them — nearly all — pay for one plain
+msgspec encode and decode.
+"""
+
+from __future__ import annotations
+
+from datetime import date, datetime, time, timedelta
+from typing import Any, Generic, TypeVar
+
+import msgspec
+from msgspec.msgpack import Ext
+
+_PLAIN = 1  # msgpack of the struct, decoded straight into its type
+_ESCAPED = 2  # msgpack of the struct's builtins with extension values, then converted
+
+_EXT_STR = 1  # a string with lone surrogates: its UTF-8 with surrogatepass
+_EXT_INT = 2  # an integer outside msgpack's range: its decimal text
+_EXT_MAP = 3  # a map with a key of the above: msgpack of its [key, value] pairs
+
+_MSGPACK_MIN = -(2**63)
+_MSGPACK_MAX = 2**64 - 1
+
+_encoder = msgspec.msgpack.Encoder()
+T = TypeVar("T")
+# Types msgpack holds natively: keep them out of to_builtins' lossy string forms.
+_NATIVE = (bytes, bytearray, memoryview, datetime, date, time, timedelta)
+
+
+class CorruptFact(ValueError):
+    """Stored bytes that are not a fact this codec wrote."""
+
+
+def _escape(value: Any) -> Any:
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return Ext(_EXT_STR, value.encode("utf-8", "surrogatepass"))
+        return value
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        if _MSGPACK_MIN <= value <= _MSGPACK_MAX:
+            return value
+        return Ext(_EXT_INT, str(value).encode())
+    if isinstance(value, list | tuple):
+        return [_escape(v) for v in value]
+    if isinstance(value, dict):
+        items = [(_escape(k), _escape(v)) for k, v in value.items()]
+        if any(isinstance(k, Ext) for k, _ in items):
+            # Ext values are not hashable, so such keys cannot stay map keys.
+            return Ext(_EXT_MAP, _encoder.encode([[k, v] for k, v in items]))
+        return dict(items)
+    return value
+
+
+def _ext_hook(code: int, data: memoryview) -> Any:
+    if code == _EXT_STR:
+        return bytes(data).decode("utf-8", "surrogatepass")
+    if code == _EXT_INT:
+        return int(bytes(data))
+    if code == _EXT_MAP:
+        pairs = msgspec.msgpack.decode(data, ext_hook=_ext_hook)
+        return {k: v for k, v in pairs}
+    raise CorruptFact(f"unknown extension type {code}")
+
+
+def encode(obj: msgspec.Struct) -> bytes:
+    """Bytes that decode to a value equal to ``obj`` in every leaf (NaN, -0.0, bool vs int)."""
+    try:
+        return bytes((_PLAIN,)) + _encoder.encode(obj)
+    except (UnicodeEncodeError, OverflowError):
+        builtins = msgspec.to_builtins(obj, builtin_types=_NATIVE)
+        return bytes((_ESCAPED,)) + _encoder.encode(_escape(builtins))
+
+
+class Decoder(Generic[T]):
+    """Decodes what ``encode`` wrote for one struct type."""
+
+    def __init__(self, type_: type[T]) -> None:
+        self._type = type_
+        self._plain = msgspec.msgpack.Decoder(type_)
+        self._any = msgspec.msgpack.Decoder(ext_hook=_ext_hook)
+
+    def decode(self, data: bytes | memoryview) -> T:
+        view = memoryview(data)
+        if not view:
+            raise CorruptFact("empty fact body")
+        try:
+            if view[0] == _PLAIN:
+                return self._plain.decode(view[1:])
+            if view[0] == _ESCAPED:
+                return msgspec.convert(self._any.decode(view[1:]), self._type)
+        except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError) as e:
+            raise CorruptFact(str(e)) from e
+        raise CorruptFact(f"unknown codec tag {view[0]}")
+
+
+# Query columns are plain text for indexes and filters. PostgreSQL text holds neither NUL nor
+# (as psycopg encodes it) lone surrogates, and JSONB no \u0000: such values, and clean values
+# that happen to start with the marker, are stored escaped. The mapping is injective, so
+# uniqueness and equality filters mean the same on the column as on the fact.
+_MARK = "lithify:esc:"
+
+
+def col(value: str | None) -> str | None:
+    """The column form of a string: itself, unless it cannot be stored as text."""
+    if value is None:
+        return None
+    if "\x00" not in value and not value.startswith(_MARK):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            pass
+        else:
+            return value
+    return _MARK + value.encode("utf-8", "surrogatepass").hex()
+
+
+def uncol(value: str | None) -> str | None:
+    """The string a column value stands for."""
+    if value is None or not value.startswith(_MARK):
+        return value
+    return bytes.fromhex(value[len(_MARK) :]).decode("utf-8", "surrogatepass")

@@ -1,0 +1,124 @@
+"""Forward-only schema migrations, one list per dialect, applied in order when a store opens.
+
+A migration is never edited once released: a change to the schema is a new version. Each open
+applies the missing versions in one transaction and records them in ``schema_version``; a
+database whose version is above the code's is refused (``SchemaTooNew``) rather than guessed at.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    description: str
+    sqlite: tuple[str, ...]
+    postgres: tuple[str, ...]
+
+    def statements(self, dialect: str) -> tuple[str, ...]:
+        return self.sqlite if dialect == "sqlite" else self.postgres
+
+
+SCHEMA_VERSION_TABLE = {
+    "sqlite": """CREATE TABLE IF NOT EXISTS schema_version (
+        version INTEGER PRIMARY KEY,
+        description TEXT NOT NULL,
+        applied_at TEXT NOT NULL)""",
+    "postgres": """CREATE TABLE IF NOT EXISTS schema_version (
+        version INTEGER PRIMARY KEY,
+        description TEXT NOT NULL,
+        applied_at TEXT NOT NULL)""",
+}
+
+# Query columns hold the escaped column form of strings (codec.col); `body` holds the whole fact
+# (codec.encode) and is the only source of truth when reading facts back. `sort_at` is
+# started_at, else observed_at, else '' — the session order of EXPORTS.md — NOT NULL so that
+# both databases order facts without timestamps first. PostgreSQL columns use the "C"
+# collation so that both backends order text by code point, as SQLite's BINARY does.
+_V1_SQLITE = (
+    """CREATE TABLE facts (
+        inference_call_id TEXT PRIMARY KEY,
+        model_call_id TEXT,
+        session_id TEXT,
+        trace_id TEXT,
+        span_id TEXT,
+        provider TEXT,
+        model TEXT,
+        source TEXT NOT NULL,
+        started_at TEXT,
+        observed_at TEXT,
+        sort_at TEXT NOT NULL,
+        input_tokens INTEGER,
+        output_tokens INTEGER,
+        degradations TEXT NOT NULL,
+        ingested_at TEXT NOT NULL,
+        body BLOB NOT NULL)""",
+    "CREATE UNIQUE INDEX facts_model_call_id ON facts (model_call_id) "
+    "WHERE model_call_id IS NOT NULL",
+    "CREATE INDEX facts_order ON facts (sort_at, inference_call_id)",
+    "CREATE INDEX facts_session ON facts (session_id, sort_at, inference_call_id)",
+    "CREATE INDEX facts_trace ON facts (trace_id)",
+    "CREATE INDEX facts_model ON facts (model)",
+    """CREATE TABLE feedback (
+        feedback_id TEXT PRIMARY KEY,
+        target_kind TEXT NOT NULL,
+        target_id TEXT NOT NULL,
+        name TEXT NOT NULL,
+        value_kind TEXT NOT NULL,
+        value_number REAL,
+        value_text TEXT,
+        source TEXT NOT NULL,
+        observed_at TEXT,
+        sort_at TEXT NOT NULL,
+        ingested_at TEXT NOT NULL,
+        body BLOB NOT NULL)""",
+    "CREATE INDEX feedback_target ON feedback (target_kind, target_id)",
+    "CREATE INDEX feedback_order ON feedback (sort_at, feedback_id)",
+)
+
+_V1_POSTGRES = (
+    """CREATE TABLE facts (
+        inference_call_id TEXT COLLATE "C" PRIMARY KEY,
+        model_call_id TEXT COLLATE "C",
+        session_id TEXT COLLATE "C",
+        trace_id TEXT COLLATE "C",
+        span_id TEXT COLLATE "C",
+        provider TEXT COLLATE "C",
+        model TEXT COLLATE "C",
+        source TEXT COLLATE "C" NOT NULL,
+        started_at TEXT COLLATE "C",
+        observed_at TEXT COLLATE "C",
+        sort_at TEXT COLLATE "C" NOT NULL,
+        input_tokens BIGINT,
+        output_tokens BIGINT,
+        degradations JSONB NOT NULL,
+        ingested_at TEXT COLLATE "C" NOT NULL,
+        body BYTEA NOT NULL)""",
+    "CREATE UNIQUE INDEX facts_model_call_id ON facts (model_call_id) "
+    "WHERE model_call_id IS NOT NULL",
+    "CREATE INDEX facts_order ON facts (sort_at, inference_call_id)",
+    "CREATE INDEX facts_session ON facts (session_id, sort_at, inference_call_id)",
+    "CREATE INDEX facts_trace ON facts (trace_id)",
+    "CREATE INDEX facts_model ON facts (model)",
+    """CREATE TABLE feedback (
+        feedback_id TEXT COLLATE "C" PRIMARY KEY,
+        target_kind TEXT COLLATE "C" NOT NULL,
+        target_id TEXT COLLATE "C" NOT NULL,
+        name TEXT COLLATE "C" NOT NULL,
+        value_kind TEXT COLLATE "C" NOT NULL,
+        value_number DOUBLE PRECISION,
+        value_text TEXT COLLATE "C",
+        source TEXT COLLATE "C" NOT NULL,
+        observed_at TEXT COLLATE "C",
+        sort_at TEXT COLLATE "C" NOT NULL,
+        ingested_at TEXT COLLATE "C" NOT NULL,
+        body BYTEA NOT NULL)""",
+    "CREATE INDEX feedback_target ON feedback (target_kind, target_id)",
+    "CREATE INDEX feedback_order ON feedback (sort_at, feedback_id)",
+)
+
+MIGRATIONS: tuple[Migration, ...] = (Migration(1, "facts and feedback", _V1_SQLITE, _V1_POSTGRES),)
+
+LATEST = MIGRATIONS[-1].version

@@ -1,0 +1,172 @@
+"""PostgreSQL through psycopg 3: one connection for calls, one more per stream of reads.
+
+A lost server surfaces as ``StoreUnavailable`` and drops the connection; the next call opens a
+new one, so the store recovers by itself once the server is back. A call that finds its
+connection stale (the server restarted since the last call) retries once on a fresh one: every
+operation is idempotent, inserts included, because the database deduplicates.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import psycopg
+from psycopg import errors as pg_errors
+from psycopg.conninfo import conninfo_to_dict
+
+from lithify.store._base import (
+    Cursor,
+    R,
+    SqlStore,
+    StoreError,
+    StoreUnavailable,
+)
+from lithify.store.migrations import MIGRATIONS, Migration
+
+_SCHEMA_LOCK = 0x6C69746869667921  # any constant: serializes migrations of one database
+_RETRIES = 5  # deadlock / serialization failures: retried, then reported as unavailable
+_ARRAY_TYPES = {
+    "input_tokens": "bigint",
+    "output_tokens": "bigint",
+    "value_number": "float8",
+    "body": "bytea",
+}
+
+
+class _PgCursor:
+    """A psycopg cursor that takes the shared SQL's ``?`` placeholders."""
+
+    def __init__(self, cur: psycopg.Cursor[Any]) -> None:
+        self.raw = cur
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        return self.raw.execute(sql.replace("?", "%s"), params)  # type: ignore[arg-type]
+
+    def fetchone(self) -> Any:
+        return self.raw.fetchone()
+
+    def fetchall(self) -> list[Any]:
+        return self.raw.fetchall()
+
+
+def _insert_sql(table: str, columns: tuple[str, ...]) -> str:
+    # One statement per batch whatever its size: each column goes as one array and unnest()
+    # turns the arrays back into rows (bytea in binary, so blobs are not hex-escaped).
+    arrays = ", ".join(
+        f"{'%b' if c == 'body' else '%s'}::{_ARRAY_TYPES.get(c, 'text')}[]" for c in columns
+    )
+    exprs = ", ".join(f"{c}::jsonb" if c == "degradations" else c for c in columns)
+    names = ", ".join(columns)
+    return (
+        f"INSERT INTO {table} ({names}) SELECT {exprs} FROM unnest({arrays}) AS u({names}) "
+        f"ON CONFLICT DO NOTHING RETURNING {columns[0]}"
+    )
+
+
+class PostgresStore(SqlStore):
+    dialect = "postgres"
+    _degradations_sql = (
+        "SELECT j.key, COUNT(*), SUM(j.value::bigint) FROM facts, "
+        "jsonb_each_text(facts.degradations) AS j{where} GROUP BY j.key"
+    )
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        display_url: str | None = None,
+        connect_timeout: int = 5,
+        migrations: tuple[Migration, ...] = MIGRATIONS,
+    ) -> None:
+        self._conninfo = url
+        self.url = display_url or url
+        self.migrations = migrations
+        self._kwargs: dict[str, Any] = {"application_name": "lithify"}
+        try:
+            given = conninfo_to_dict(url)
+        except psycopg.ProgrammingError as e:
+            raise StoreError(f"not a PostgreSQL URL: {self.url}: {e}") from e
+        if "connect_timeout" not in given:
+            self._kwargs["connect_timeout"] = connect_timeout
+        self._lock = threading.RLock()
+        self._conn: psycopg.Connection[Any] | None = None
+        self._closed = False
+        self._migrate()
+
+    def _connect(self, *, autocommit: bool) -> psycopg.Connection[Any]:
+        try:
+            return psycopg.connect(self._conninfo, autocommit=autocommit, **self._kwargs)
+        except psycopg.OperationalError as e:
+            raise StoreUnavailable(f"PostgreSQL store {self.url} is unreachable: {e}") from e
+
+    def _drop(self) -> None:
+        if self._conn is not None:
+            with contextlib.suppress(psycopg.Error):
+                self._conn.close()
+            self._conn = None
+
+    def _run(self, fn: Callable[[Cursor], R], *, write: bool) -> R:
+        with self._lock:
+            if self._closed:
+                raise StoreError(f"{self.url} is closed")
+            attempt = 0
+            while True:
+                attempt += 1
+                stale = self._conn is not None and (self._conn.closed or self._conn.broken)
+                if stale:
+                    self._drop()
+                fresh = self._conn is None
+                if self._conn is None:
+                    self._conn = self._connect(autocommit=True)
+                conn = self._conn
+                try:
+                    with conn.transaction(), conn.cursor() as cur:
+                        return fn(_PgCursor(cur))
+                except pg_errors.TransactionRollbackError as e:
+                    if attempt < _RETRIES:
+                        continue
+                    raise StoreUnavailable(f"PostgreSQL store {self.url}: {e}") from e
+                except (psycopg.OperationalError, psycopg.InterfaceError) as e:
+                    if conn.closed or conn.broken:
+                        self._drop()
+                        if not fresh and attempt == 1:
+                            continue  # the server went away since the last call: try anew
+                        raise StoreUnavailable(
+                            f"PostgreSQL store {self.url} lost its connection: {e}"
+                        ) from e
+                    raise StoreUnavailable(f"PostgreSQL store {self.url}: {e}") from e
+
+    def _stream(self, sql: str, params: list[Any], batch_size: int) -> Iterator[tuple[Any, ...]]:
+        if self._closed:
+            raise StoreError(f"{self.url} is closed")
+        conn = self._connect(autocommit=False)
+        try:
+            # A named (server-side) cursor: rows arrive batch_size at a time.
+            with conn.cursor(name="lithify_stream") as cur:
+                cur.itersize = batch_size
+                cur.execute(sql.replace("?", "%s"), params)  # type: ignore[arg-type]
+                yield from cur
+        except (psycopg.OperationalError, psycopg.InterfaceError) as e:
+            raise StoreUnavailable(f"PostgreSQL store {self.url}: {e}") from e
+        finally:
+            with contextlib.suppress(psycopg.Error):
+                conn.close()
+
+    def _lock_schema(self, cur: Cursor) -> None:
+        cur.execute("SELECT pg_advisory_xact_lock(?)", (_SCHEMA_LOCK,))
+
+    def _insert(
+        self, cur: Cursor, table: str, columns: tuple[str, ...], rows: list[tuple[Any, ...]]
+    ) -> list[str]:
+        assert isinstance(cur, _PgCursor)
+        arrays = [list(col) for col in zip(*rows, strict=True)]
+        cur.raw.execute(_insert_sql(table, columns), arrays)  # type: ignore[arg-type]
+        return [r[0] for r in cur.raw.fetchall()]
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            self._drop()

@@ -1,0 +1,158 @@
+"""The embedded default: one SQLite file in WAL mode, ``synchronous=FULL``.
+
+One connection writes (a lock serializes threads; ``BEGIN IMMEDIATE`` and the busy timeout
+serialize processes); each stream of reads opens its own read-only connection, which WAL lets
+run beside the writer on a consistent snapshot.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from lithify.store._base import (
+    Cursor,
+    R,
+    SqlStore,
+    StoreError,
+    StoreUnavailable,
+)
+from lithify.store.migrations import MIGRATIONS, Migration
+
+# Primary result codes that mean "not now" rather than "never": busy or locked past the
+# timeout, I/O errors, a full disk, a file that cannot be opened.
+_UNAVAILABLE = {
+    sqlite3.SQLITE_BUSY,
+    sqlite3.SQLITE_LOCKED,
+    sqlite3.SQLITE_IOERR,
+    sqlite3.SQLITE_FULL,
+    sqlite3.SQLITE_CANTOPEN,
+    sqlite3.SQLITE_READONLY,
+    sqlite3.SQLITE_PROTOCOL,
+}
+_BROKEN = {sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB}
+
+# Multi-row VALUES: 500 rows of 16 columns stay far below SQLite's 32766 bound parameters.
+_CHUNK = 500
+
+
+def _translate(e: sqlite3.Error, path: Path) -> Exception:
+    code = getattr(e, "sqlite_errorcode", None)
+    primary = code & 0xFF if isinstance(code, int) else None
+    if primary in _UNAVAILABLE:
+        return StoreUnavailable(f"SQLite store {path}: {e}")
+    if primary in _BROKEN:
+        return StoreError(f"SQLite store {path} is not a usable database: {e}")
+    return e
+
+
+class SQLiteStore(SqlStore):
+    dialect = "sqlite"
+    _degradations_sql = (
+        "SELECT j.key, COUNT(*), SUM(j.value) FROM facts, json_each(facts.degradations) AS j"
+        "{where} GROUP BY j.key"
+    )
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        timeout: float = 30.0,
+        migrations: tuple[Migration, ...] = MIGRATIONS,
+    ) -> None:
+        if sqlite3.sqlite_version_info < (3, 35):
+            raise StoreError(f"SQLite {sqlite3.sqlite_version} is too old: lithify needs 3.35+")
+        self.path = Path(path).expanduser().absolute()
+        self.url = f"sqlite://{self.path}"
+        self.migrations = migrations
+        self._timeout = timeout
+        self._lock = threading.RLock()
+        self._conn: sqlite3.Connection | None = None
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            self._conn = self._connect()
+            self._migrate()
+        except sqlite3.Error as e:
+            self.close()
+            raise _translate(e, self.path) from e
+        except BaseException:
+            self.close()
+            raise
+
+    def _connect(self) -> sqlite3.Connection:
+        new = not self.path.exists()
+        # isolation_level=None: transactions are explicit (BEGIN IMMEDIATE … COMMIT).
+        conn = sqlite3.connect(
+            self.path, timeout=self._timeout, isolation_level=None, check_same_thread=False
+        )
+        if new:
+            self.path.chmod(0o600)  # facts hold prompts and outputs: keep them the user's
+        conn.execute("PRAGMA journal_mode=WAL")
+        # FULL: a commit is on disk (WAL fsynced) before insert_facts returns, so an
+        # acknowledged batch survives a power loss, not only a process crash (NORMAL's bound).
+        conn.execute("PRAGMA synchronous=FULL")
+        conn.execute(f"PRAGMA busy_timeout={int(self._timeout * 1000)}")
+        return conn
+
+    def _run(self, fn: Callable[[Cursor], R], *, write: bool) -> R:
+        with self._lock:
+            if self._conn is None:
+                raise StoreError(f"{self.url} is closed")
+            conn = self._conn
+            try:
+                conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+                try:
+                    result = fn(conn.cursor())
+                    conn.execute("COMMIT")
+                except BaseException:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    raise
+            except sqlite3.Error as e:
+                raise _translate(e, self.path) from e
+            return result
+
+    def _stream(self, sql: str, params: list[Any], batch_size: int) -> Iterator[tuple[Any, ...]]:
+        try:
+            conn = sqlite3.connect(
+                f"{self.path.as_uri()}?mode=ro",
+                uri=True,
+                timeout=self._timeout,
+                check_same_thread=False,
+            )
+        except sqlite3.Error as e:
+            raise _translate(e, self.path) from e
+        try:
+            cur = conn.execute(sql, params)
+            while True:
+                rows = cur.fetchmany(batch_size)
+                if not rows:
+                    return
+                yield from rows
+        except sqlite3.Error as e:
+            raise _translate(e, self.path) from e
+        finally:
+            conn.close()
+
+    def _insert(
+        self, cur: Cursor, table: str, columns: tuple[str, ...], rows: list[tuple[Any, ...]]
+    ) -> list[str]:
+        stored: list[str] = []
+        row_sql = "(" + ", ".join("?" * len(columns)) + ")"
+        head = f"INSERT INTO {table} ({', '.join(columns)}) VALUES "
+        tail = f" ON CONFLICT DO NOTHING RETURNING {columns[0]}"
+        for i in range(0, len(rows), _CHUNK):
+            chunk = rows[i : i + _CHUNK]
+            params = [v for row in chunk for v in row]
+            cur.execute(head + ", ".join([row_sql] * len(chunk)) + tail, params)
+            stored.extend(r[0] for r in cur.fetchall())
+        return stored
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None

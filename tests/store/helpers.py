@@ -1,0 +1,76 @@
+"""Facts to store, a strict equality for round trips, and direct SQL on a store's database."""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+from typing import Any
+
+import msgspec
+import psycopg
+
+from lithify.model import InferenceCall, Message, TextPart, ToolCallPart
+from lithify.store import sqlite_path
+from lithify.translate._common import Degradations, finish
+
+
+def make_fact(key: str, **fields: Any) -> InferenceCall:
+    """A realistic fact through the translators' own ``finish()``: identity from ``key``."""
+    deg = Degradations(fields.pop("degradations", {}))
+    fields.setdefault("input_messages", [Message("user", [TextPart(f"What is {key}?")])])
+    fields.setdefault(
+        "output_messages",
+        [
+            Message(
+                "assistant",
+                [TextPart("Let me look."), ToolCallPart("call_1", "lookup", {"q": key})],
+                "tool_call",
+            )
+        ],
+    )
+    return finish(
+        source=fields.pop("source", "otlp"),
+        deg=deg,
+        identity=("store-test", key),
+        raw=fields.pop("raw", {"key": key}),
+        **fields,
+    )
+
+
+def same(a: Any, b: Any) -> bool:
+    """Equal in every leaf: type (bool is not int), NaN equals NaN, -0.0 is not 0.0, key order."""
+    if isinstance(a, msgspec.Struct) or isinstance(b, msgspec.Struct):
+        if type(a) is not type(b):
+            return False
+        return all(same(getattr(a, f), getattr(b, f)) for f in a.__struct_fields__)
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, float):
+        if math.isnan(a):
+            return math.isnan(b)
+        return a == b and math.copysign(1.0, a) == math.copysign(1.0, b)
+    if isinstance(a, dict):
+        return list(a) == list(b) and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, list | tuple):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
+    return bool(a == b)
+
+
+def raw_execute(url: str, *statements: str) -> list[Any]:
+    """Run SQL straight on the store's database; return the last statement's rows."""
+    rows: list[Any] = []
+    if url.startswith("postgres"):
+        with psycopg.connect(url, autocommit=True) as conn:
+            for s in statements:
+                cur = conn.execute(s)  # type: ignore[arg-type]
+                rows = cur.fetchall() if cur.description else []
+        return rows
+    path = sqlite_path(url)
+    assert path is not None
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        for s in statements:
+            rows = conn.execute(s).fetchall()
+    finally:
+        conn.close()
+    return rows

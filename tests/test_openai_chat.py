@@ -1,0 +1,712 @@
+"""OpenAI Chat Completions: shape detection, mapping rules, stream reassembly, robustness."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import orjson
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from lithify.model import (
+    DEGRADATION_REASONS,
+    NO_FACT_REASONS,
+    InferenceCall,
+    Message,
+    ReasoningPart,
+    Skip,
+    TextPart,
+    ToolCallPart,
+    ToolCallResponsePart,
+)
+from lithify.translate import openai_chat, provider
+from lithify.translate.sse import SSEEvent, iter_events
+from tests.conftest import CORPUS
+from tests.helpers import assert_valid_messages
+
+STREAM = CORPUS / "openai-chat" / "parallel_tool_calls_streaming.response.sse"
+
+
+def load(rel: str) -> Any:
+    return orjson.loads((CORPUS / rel).read_bytes())
+
+
+def fact(request: Any, response: Any, **kw: Any) -> InferenceCall:
+    result = openai_chat.translate(request, response, **kw)
+    assert isinstance(result, InferenceCall), result
+    assert_valid_messages(result)
+    return result
+
+
+def body(*choices: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 1700000000,
+        "model": "gpt-x",
+        "choices": [{"index": i, "finish_reason": "stop", **c} for i, c in enumerate(choices)],
+        **extra,
+    }
+
+
+def chunk(delta: dict[str, Any] | None = None, finish: str | None = None, **extra: Any) -> str:
+    doc: dict[str, Any] = {
+        "id": "chatcmpl-1",
+        "object": "chat.completion.chunk",
+        "created": 1700000000,
+        "model": "gpt-x",
+        "choices": [] if delta is None else [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }
+    doc.update(extra)
+    return orjson.dumps(doc).decode()
+
+
+def events(*data: str) -> list[SSEEvent]:
+    return [SSEEvent(None, d) for d in data]
+
+
+def same_fact(a: InferenceCall, b: InferenceCall) -> None:
+    """Equal in everything but the raw payload they were read from."""
+    assert msgspec.structs.replace(a, raw=None) == msgspec.structs.replace(b, raw=None)
+
+
+def cut_points(text: str) -> list[int]:
+    """Every kind of place a stream can break: each line's start, middle and end, and after the
+    blank line that closes an event."""
+    points: set[int] = set()
+    start = 0
+    for line in text.splitlines(keepends=True):
+        end = start + len(line.rstrip("\n"))
+        points.update((start, (start + end) // 2, end, start + len(line)))
+        start += len(line)
+    return sorted(p for p in points if p < len(text))
+
+
+# --- shape detection ---------------------------------------------------------------------------
+
+
+def _corpus_json(folder: str, suffix: str) -> list[str]:
+    return sorted(p.relative_to(CORPUS).as_posix() for p in (CORPUS / folder).glob(f"*{suffix}"))
+
+
+@pytest.mark.parametrize("rel", _corpus_json("openai-chat", ".request.json"))
+def test_claims_chat_requests(rel: str) -> None:
+    assert openai_chat.looks_like_request(load(rel))
+
+
+@pytest.mark.parametrize("rel", _corpus_json("openai-chat", ".response.json"))
+def test_claims_chat_responses(rel: str) -> None:
+    assert openai_chat.looks_like_response(load(rel))
+
+
+@pytest.mark.parametrize(
+    "rel",
+    [
+        *_corpus_json("anthropic", ".json"),
+        *_corpus_json("gemini", ".json"),
+        *_corpus_json("openai-responses", ".json"),
+    ],
+)
+def test_leaves_other_bodies_alone(rel: str) -> None:
+    doc = load(rel)
+    assert not openai_chat.looks_like_request(doc)
+    assert not openai_chat.looks_like_response(doc)
+
+
+@pytest.mark.parametrize(
+    "path",
+    sorted(p for p in CORPUS.rglob("*.sse") if p.parent.name != "openai-chat"),
+    ids=lambda p: p.name,
+)
+def test_leaves_other_streams_alone(path: Path) -> None:
+    assert not openai_chat.looks_like_stream(list(iter_events(path.read_text())))
+
+
+def test_claims_the_chat_stream() -> None:
+    assert openai_chat.looks_like_stream(list(iter_events(STREAM.read_text())))
+
+
+def test_anthropic_shaped_request_is_not_chat() -> None:
+    doc = {
+        "model": "claude-x",
+        "max_tokens": 100,
+        "system": "be brief",
+        "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}],
+    }
+    assert not openai_chat.looks_like_request(doc)
+    doc2 = {
+        "model": "claude-x",
+        "max_tokens": 100,
+        "messages": [
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": "t", "name": "f", "input": {}}],
+            }
+        ],
+    }
+    assert not openai_chat.looks_like_request(doc2)
+
+
+# --- requests ----------------------------------------------------------------------------------
+
+
+def test_content_strings_and_parts() -> None:
+    req = {
+        "model": "gpt-x",
+        "messages": [
+            {"role": "developer", "content": "rules"},
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "look"},
+                    {"type": "image_url", "image_url": {"url": "https://x/y.png"}},
+                    {"type": "input_audio", "input_audio": {"data": "AAA", "format": "wav"}},
+                    {"type": "file", "file": {"file_id": "file-1"}},
+                    {"type": "text", "text": ""},
+                    {"type": "text", "text": "again"},
+                ],
+            },
+        ],
+    }
+    f = fact(req, None)
+    assert f.input_messages == [
+        Message("developer", [TextPart("rules")]),
+        Message("user", [TextPart("look"), TextPart("again")]),
+    ]
+    assert f.degradations == {"unsupported_content": 3}
+    assert f.output_messages == []
+    assert f.model == "gpt-x"
+
+
+def test_tool_call_arguments() -> None:
+    req = {
+        "messages": [
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {"id": "a", "type": "function", "function": {"name": "f", "arguments": "{"}},
+                    {"id": "b", "type": "function", "function": {"name": "f", "arguments": ""}},
+                    {"id": "c", "type": "function", "function": {"name": "f", "arguments": "[1]"}},
+                    {
+                        "id": "d",
+                        "type": "function",
+                        "function": {"name": "f", "arguments": '{"x":1}'},
+                    },
+                ],
+            },
+            {"role": "tool", "tool_call_id": "a", "content": '{"not": "parsed"}'},
+        ],
+    }
+    f = fact(req, None)
+    calls = f.input_messages[0].parts
+    assert [c.arguments for c in calls if isinstance(c, ToolCallPart)] == [{}, {}, {}, {"x": 1}]
+    assert f.degradations == {"malformed_arguments": 2}
+    # A tool result stays exactly the string the model received.
+    assert f.input_messages[1] == Message("tool", [ToolCallResponsePart("a", '{"not": "parsed"}')])
+
+
+def test_legacy_function_call_pairs_by_name_and_order() -> None:
+    req = {
+        "messages": [
+            {"role": "user", "content": "weather?"},
+            {
+                "role": "assistant",
+                "content": None,
+                "function_call": {"name": "weather", "arguments": '{"city": "Oslo"}'},
+            },
+            {"role": "function", "name": "weather", "content": "cold"},
+            {"role": "function", "name": "clock", "content": "noon"},
+        ],
+        "functions": [{"name": "weather", "parameters": {"type": "object"}}],
+        "function_call": "auto",
+    }
+    f = fact(req, None)
+    call = f.input_messages[1].parts[0]
+    assert isinstance(call, ToolCallPart)
+    assert call.id.startswith("lithify_") and call.arguments == {"city": "Oslo"}
+    assert f.input_messages[2] == Message("tool", [ToolCallResponsePart(call.id, "cold")])
+    orphan = f.input_messages[3].parts[0]
+    assert isinstance(orphan, ToolCallResponsePart) and orphan.id != call.id
+    assert f.degradations == {"synthesized_id": 1, "orphan_tool_response": 1}
+    assert f.tools[0].name == "weather"
+    assert f.request == {"tool_choice": "auto"}
+
+
+def test_legacy_call_id_is_the_same_in_the_response_and_its_replay() -> None:
+    req1 = load("openai-chat/legacy_function_call.request.json")
+    resp1 = load("openai-chat/legacy_function_call.response.json")
+    first = fact(req1, resp1)
+    replay = {
+        **req1,
+        "messages": [
+            *req1["messages"],
+            resp1["choices"][0]["message"],
+            {"role": "function", "name": "get_current_weather", "content": "sunny"},
+        ],
+    }
+    second = fact(replay, None)
+    out = first.output_messages[0]
+    assert second.input_messages[1].parts == out.parts
+    call = out.parts[0]
+    assert isinstance(call, ToolCallPart)
+    assert second.input_messages[2].parts == [ToolCallResponsePart(call.id, "sunny")]
+    assert first.output_messages[0].finish_reason == "tool_call"
+
+
+def test_tool_result_without_id_pairs_with_the_open_call() -> None:
+    req = {
+        "messages": [
+            {
+                "role": "assistant",
+                "tool_calls": [{"id": "x1", "function": {"name": "f", "arguments": "{}"}}],
+            },
+            {"role": "tool", "content": "ok"},
+            {"role": "tool", "content": "again"},
+        ]
+    }
+    f = fact(req, None)
+    assert f.input_messages[1].parts == [ToolCallResponsePart("x1", "ok")]
+    assert f.degradations == {"orphan_tool_response": 1}
+
+
+def test_reasoning_comes_before_the_text() -> None:
+    req = {
+        "messages": [
+            {"role": "user", "content": "2+2?"},
+            {"role": "assistant", "content": "4", "reasoning_content": "add them"},
+        ]
+    }
+    resp = body({"message": {"role": "assistant", "content": "yes", "reasoning": "check"}})
+    f = fact(req, resp)
+    assert f.input_messages[1].parts == [ReasoningPart("add them"), TextPart("4")]
+    assert f.output_messages[0].parts == [ReasoningPart("check"), TextPart("yes")]
+    assert f.degradations == {}
+
+
+def test_same_reasoning_under_both_names_is_one_part() -> None:
+    resp = body({"message": {"content": "a", "reasoning": "r", "reasoning_content": "r"}})
+    assert fact(None, resp).output_messages[0].parts == [ReasoningPart("r"), TextPart("a")]
+
+
+def test_refusal_is_the_visible_answer() -> None:
+    resp = body({"message": {"role": "assistant", "content": None, "refusal": "I can't help."}})
+    f = fact(None, resp)
+    assert f.output_messages == [Message("assistant", [TextPart("I can't help.")], "stop")]
+    assert f.degradations == {}
+
+
+def test_choices_in_index_order() -> None:
+    resp = body(
+        {"index": 2, "message": {"content": "c"}, "finish_reason": "length"},
+        {"index": 0, "message": {"content": "a"}, "finish_reason": "content_filter"},
+        {"index": 1, "message": {"content": "b"}, "finish_reason": "Weird_Reason"},
+    )
+    f = fact(None, resp)
+    assert [(m.parts, m.finish_reason) for m in f.output_messages] == [
+        ([TextPart("a")], "content_filter"),
+        ([TextPart("b")], "weird_reason"),
+        ([TextPart("c")], "length"),
+    ]
+
+
+def test_metadata() -> None:
+    req = {
+        "model": "gpt-req",
+        "messages": [{"role": "user", "content": "hi"}],
+        "temperature": 0.2,
+        "top_p": None,
+        "max_tokens": 10,
+        "max_completion_tokens": 20,
+        "stop": ["\n"],
+        "seed": 7,
+        "n": 2,
+        "reasoning_effort": "high",
+        "user": "user-123",
+        "metadata": {"session_id": "sess-1"},
+        "stream": False,
+    }
+    resp = body({"message": {"content": "x"}}, usage={"prompt_tokens": 5, "completion_tokens": -1})
+    f = fact(req, resp)
+    assert f.request == {
+        "max_tokens": 20,
+        "n": 2,
+        "reasoning_effort": "high",
+        "seed": 7,
+        "stop": ["\n"],
+        "temperature": 0.2,
+    }
+    assert f.session_id == "sess-1"
+    assert (f.input_tokens, f.output_tokens) == (5, None)
+    assert f.model == "gpt-x" and f.provider == "openai"
+    assert f.started_at == "2023-11-14T22:13:20.000000000Z"
+    assert f.model_call_id == "chatcmpl-1"
+    assert f.source.name == "openai-chat"
+    assert f.raw == {"request": req, "response": resp}
+
+    without_session = {k: v for k, v in req.items() if k != "metadata"}
+    assert fact(without_session, resp).session_id is None  # `user` is not a session
+    f2 = fact(req, resp, meta={"session_id": "from-header", "provider": "azure.ai.openai"})
+    assert (f2.session_id, f2.provider) == ("from-header", "azure.ai.openai")
+    f3 = fact(without_session, resp, meta={"headers": {"Lithify-Session-Id": "h1"}})
+    assert f3.session_id == "h1"
+
+
+def test_identity() -> None:
+    resp = body({"message": {"content": "x"}})
+    a = fact({"messages": [{"role": "user", "content": "one"}]}, resp)
+    b = fact({"messages": [{"role": "user", "content": "two"}]}, resp)
+    assert a.inference_call_id == b.inference_call_id  # the response id decides
+    anon = {k: v for k, v in resp.items() if k != "id"}
+    c = fact(None, anon)
+    assert c.model_call_id is None
+    assert c.inference_call_id == fact(None, dict(anon)).inference_call_id
+    assert c.inference_call_id != fact(None, {**anon, "created": 1}).inference_call_id
+
+
+def test_zero_valued_fields_are_absent() -> None:
+    f = fact(None, load("openai-chat/snowflake_cortex_zero_value_fields.response.json"))
+    assert f.degradations == {}
+    assert f.model_call_id is None
+    assert f.output_messages == [
+        Message(
+            "assistant",
+            [
+                ToolCallPart(
+                    "toolu_bdrk_015BgHUFs4HS1TVWWwNRNxip", "get_weather", {"city": "Mexico City"}
+                )
+            ],
+            None,
+        )
+    ]
+
+
+def test_audio_answer_is_counted() -> None:
+    resp = body(
+        {
+            "message": {
+                "content": None,
+                "audio": {"id": "audio_1", "data": "AAA", "transcript": "hi"},
+            }
+        }
+    )
+    assert fact(None, resp).degradations == {"unsupported_content": 1}
+
+
+def test_tools_and_builtins() -> None:
+    req = {
+        "messages": [{"role": "user", "content": "x"}],
+        "tools": [
+            {
+                "type": "function",
+                "function": {"name": "f", "description": "d", "parameters": {"type": "object"}},
+            },
+            {"type": "web_search"},
+        ],
+    }
+    f = fact(req, None)
+    assert [(t.name, t.description, t.parameters) for t in f.tools] == [
+        ("f", "d", {"type": "object"})
+    ]
+    assert f.degradations == {"unsupported_tool": 1}
+
+
+def test_credentials_are_redacted_in_raw() -> None:
+    key = "sk-proj-" + "a" * 30
+    req = {"messages": [{"role": "user", "content": f"my key is {key}"}], "api_key": "hunter2"}
+    f = fact(req, None)
+    assert key not in orjson.dumps(msgspec.to_builtins(f)).decode()
+    assert "hunter2" not in orjson.dumps(f.raw).decode()
+
+
+def test_dispatch_through_provider() -> None:
+    req = load("openai-chat/parallel_tool_calls.turn1.request.json")
+    resp = load("openai-chat/parallel_tool_calls.turn1.response.json")
+    r = provider.translate_exchange(req, resp)
+    assert isinstance(r, InferenceCall) and r.source.name == "openai-chat"
+    r2 = provider.translate_exchange(None, STREAM.read_text())
+    assert isinstance(r2, InferenceCall) and r2.source.name == "openai-chat"
+
+
+def test_no_chat_content_is_a_skip() -> None:
+    r = openai_chat.translate({"model": "x"}, None)
+    assert isinstance(r, Skip) and r.reason == "unrecognized_format"
+
+
+# --- streams -----------------------------------------------------------------------------------
+
+
+def test_stream_equals_the_plain_response() -> None:
+    plain = body(
+        {
+            "message": {
+                "role": "assistant",
+                "content": "Let me check.",
+                "reasoning_content": "need tools",
+                "refusal": None,
+                "tool_calls": [
+                    {
+                        "id": "c1",
+                        "type": "function",
+                        "function": {"name": "f", "arguments": '{"a": 1}'},
+                    },
+                    {"id": "c2", "type": "function", "function": {"name": "g", "arguments": ""}},
+                ],
+            },
+            "finish_reason": "tool_calls",
+        },
+        usage={"prompt_tokens": 3, "completion_tokens": 9, "total_tokens": 12},
+    )
+    stream = events(
+        chunk({"role": "assistant", "content": None}, usage=None),
+        chunk({"reasoning_content": "need "}),
+        chunk({"reasoning_content": "tools"}),
+        chunk({"content": "Let me"}),
+        chunk({"content": " check."}),
+        chunk(
+            {
+                "tool_calls": [
+                    {
+                        "index": 0,
+                        "id": "c1",
+                        "type": "function",
+                        "function": {"name": "f", "arguments": ""},
+                    }
+                ]
+            }
+        ),
+        chunk({"tool_calls": [{"index": 0, "function": {"arguments": '{"a"'}}]}),
+        chunk(
+            {
+                "tool_calls": [
+                    {"index": 1, "id": "c2", "type": "function", "function": {"name": "g"}}
+                ]
+            }
+        ),
+        chunk({"tool_calls": [{"index": 0, "function": {"arguments": ": 1}"}}]}),
+        chunk({}, "tool_calls"),
+        chunk(None, usage={"prompt_tokens": 3, "completion_tokens": 9, "total_tokens": 12}),
+        "[DONE]",
+    )
+    req = {"model": "gpt-x", "messages": [{"role": "user", "content": "go"}]}
+    a, b = fact(req, plain), fact(req, stream)
+    same_fact(a, b)
+    assert b.degradations == {}
+    assert b.output_messages[0].parts[0] == ReasoningPart("need tools")
+    assert b.output_messages[0].finish_reason == "tool_call"
+
+
+def test_stream_with_several_choices_and_legacy_function_call() -> None:
+    plain = body(
+        {"index": 0, "message": {"role": "assistant", "content": "A"}},
+        {
+            "index": 1,
+            "message": {
+                "role": "assistant",
+                "content": None,
+                "function_call": {"name": "f", "arguments": '{"q": 2}'},
+            },
+            "finish_reason": "function_call",
+        },
+    )
+
+    def c(index: int, delta: dict[str, Any], finish: str | None = None) -> str:
+        return orjson.dumps(
+            {
+                "id": "chatcmpl-1",
+                "created": 1700000000,
+                "model": "gpt-x",
+                "choices": [{"index": index, "delta": delta, "finish_reason": finish}],
+            }
+        ).decode()
+
+    stream = events(
+        c(1, {"role": "assistant", "function_call": {"name": "f", "arguments": ""}}),
+        c(0, {"role": "assistant", "content": "A"}),
+        c(1, {"function_call": {"arguments": '{"q"'}}),
+        c(1, {"function_call": {"arguments": ": 2}"}}),
+        c(0, {}, "stop"),
+        c(1, {}, "function_call"),
+        "[DONE]",
+    )
+    same_fact(fact(None, plain), fact(None, stream))
+
+
+def test_corpus_stream() -> None:
+    f = fact(None, list(iter_events(STREAM.read_text())))
+    assert f.degradations == {}
+    assert [p.arguments for p in f.output_messages[0].parts if isinstance(p, ToolCallPart)] == [
+        {"location": "Seattle, WA"},
+        {"location": "San Francisco, CA"},
+    ]
+    assert (f.input_tokens, f.output_tokens) == (75, 51)
+    assert f.raw["response"] == STREAM.read_text().strip() + "\n\n"
+
+
+def test_stream_raw_translates_again_to_the_same_fact() -> None:
+    f = fact(None, list(iter_events(STREAM.read_text())))
+    again = provider.translate_exchange(f.raw["request"], f.raw["response"])
+    assert isinstance(again, InferenceCall)
+    assert again == f
+
+
+def test_truncated_at_every_event() -> None:
+    evs = list(iter_events(STREAM.read_text()))
+    for cut in range(1, len(evs)):
+        r = openai_chat.translate(None, evs[:cut])
+        assert isinstance(r, InferenceCall), cut
+        assert_valid_messages(r)
+        assert r.degradations.get("truncated_stream") == 1, cut
+    assert "truncated_stream" not in fact(None, evs).degradations
+
+
+def test_truncated_at_every_character() -> None:
+    text = STREAM.read_text()
+    done = text.index("data: [DONE]") + len("data: [DONE]")
+    for cut in cut_points(text):
+        r = provider.translate_exchange(None, text[:cut], fmt="openai-chat")
+        if isinstance(r, Skip):
+            assert r.reason in ("empty", "unrecognized_format"), cut
+            continue
+        assert_valid_messages(r)
+        assert ("truncated_stream" in r.degradations) == (cut < done), cut
+        assert set(r.degradations) <= {"truncated_stream", "malformed_arguments"}, cut
+
+
+def test_truncated_stream_keeps_what_arrived() -> None:
+    stream = events(chunk({"role": "assistant", "content": "Hel"}), chunk({"content": "lo"}))
+    f = fact({"messages": [{"role": "user", "content": "hi"}]}, stream)
+    assert f.output_messages == [Message("assistant", [TextPart("Hello")], None)]
+    assert f.degradations == {"truncated_stream": 1}
+    empty = openai_chat.translate({"messages": [{"role": "user", "content": "hi"}]}, [])
+    assert isinstance(empty, InferenceCall) and empty.degradations == {"truncated_stream": 1}
+    assert isinstance(openai_chat.translate(None, []), Skip)
+
+
+def test_stream_errors() -> None:
+    err = orjson.dumps({"error": {"message": "overloaded", "type": "server_error"}}).decode()
+    first = openai_chat.translate(None, events(err))
+    assert isinstance(first, Skip) and first.reason == "error_response"
+    assert first.detail == "overloaded"
+    mid = fact(None, events(chunk({"content": "par"}), err))
+    assert mid.output_messages == [Message("assistant", [TextPart("par")], "error")]
+    assert mid.degradations == {}
+
+
+def test_payloads_the_encoders_refuse_are_skips() -> None:
+    deep = orjson.loads("[" * 300 + "]" * 300)
+    r = openai_chat.translate({"messages": [{"role": "user", "content": "x"}], "x": deep}, None)
+    assert isinstance(r, Skip) and r.reason == "undecodable"
+    nested_args = {
+        "messages": [
+            {"role": "assistant", "function_call": {"name": "f", "arguments": {"a": deep}}}
+        ]
+    }
+    r = openai_chat.translate(nested_args, None)
+    assert isinstance(r, Skip) and r.reason == "undecodable"
+
+
+# --- robustness --------------------------------------------------------------------------------
+
+CHAT_KEYS = [
+    "messages", "role", "content", "type", "text", "tool_calls", "id", "function", "name",
+    "arguments", "function_call", "tool_call_id", "reasoning_content", "reasoning", "refusal",
+    "choices", "message", "delta", "index", "finish_reason", "usage", "prompt_tokens",
+    "completion_tokens", "tools", "functions", "parameters", "model", "created", "audio",
+    "custom", "input", "metadata", "session_id", "reasoning_details", "image_url", "object",
+]  # fmt: skip
+
+# Bodies come from orjson, which reads no integer beyond 64 bits.
+scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**63), max_value=2**64 - 1)
+    | st.floats()
+    | st.text(max_size=8)
+)
+json_values = st.recursive(
+    scalars
+    | st.sampled_from(["user", "assistant", "tool", "function", "text", "function", "stop", "{}"]),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(st.sampled_from(CHAT_KEYS) | st.text(max_size=4), inner, max_size=5)
+    ),
+    max_leaves=30,
+)
+
+
+def _check(result: InferenceCall | Skip) -> None:
+    if isinstance(result, Skip):
+        assert result.reason in NO_FACT_REASONS
+        assert result.reason != "undecodable"  # kept for payloads the encoders refuse
+        return
+    assert_valid_messages(result)
+    assert set(result.degradations) <= set(DEGRADATION_REASONS)
+    orjson.dumps(msgspec.to_builtins(result))
+
+
+@given(json_values, json_values)
+def test_arbitrary_json_never_raises(request: Any, response: Any) -> None:
+    for doc in (request, response):
+        if isinstance(doc, dict):
+            openai_chat.looks_like_request(doc)
+            openai_chat.looks_like_response(doc)
+    _check(openai_chat.translate(request, response))
+    _check(provider.translate_exchange(request, response, fmt="openai-chat"))
+
+
+@given(st.lists(json_values, max_size=6))
+def test_arbitrary_chunks_never_raise(datas: list[Any]) -> None:
+    evs = [SSEEvent(None, d if isinstance(d, str) else orjson.dumps(d).decode()) for d in datas]
+    openai_chat.looks_like_stream(evs)
+    _check(openai_chat.translate(None, evs))
+
+
+@given(st.integers(min_value=0), st.randoms(use_true_random=False))
+def test_cut_and_shuffled_corpus_stream_never_raises(cut: int, rnd: random.Random) -> None:
+    evs = list(iter_events(STREAM.read_text()))
+    evs = evs[: cut % (len(evs) + 1)]
+    rnd.shuffle(evs)
+    _check(openai_chat.translate(None, evs))
+
+
+def _mutate(doc: Any, rnd: random.Random, value: Any) -> Any:
+    """``doc`` with one randomly chosen node (possibly the root) replaced by ``value``."""
+    if rnd.random() < 0.25 or not isinstance(doc, dict | list) or not doc:
+        return value
+    if isinstance(doc, dict):
+        key = rnd.choice(sorted(doc))
+        return {**doc, key: _mutate(doc[key], rnd, value)}
+    i = rnd.randrange(len(doc))
+    return [*doc[:i], _mutate(doc[i], rnd, value), *doc[i + 1 :]]
+
+
+CORPUS_BODIES = sorted((CORPUS / "openai-chat").glob("*.json"))
+
+
+@given(
+    st.sampled_from(CORPUS_BODIES),
+    st.sampled_from(CORPUS_BODIES),
+    st.randoms(use_true_random=False),
+    json_values,
+)
+def test_mutated_corpus_bodies_never_raise(
+    a: Path, b: Path, rnd: random.Random, value: Any
+) -> None:
+    req, resp = orjson.loads(a.read_bytes()), orjson.loads(b.read_bytes())
+    _check(openai_chat.translate(_mutate(req, rnd, value), resp))
+    _check(openai_chat.translate(req, _mutate(resp, rnd, value)))
+
+
+@given(st.randoms(use_true_random=False), json_values)
+def test_mutated_corpus_chunks_never_raise(rnd: random.Random, value: Any) -> None:
+    evs = list(iter_events(STREAM.read_text()))
+    i = rnd.randrange(len(evs))
+    data = evs[i].json()
+    if data is not None:
+        evs[i] = SSEEvent(None, orjson.dumps(_mutate(data, rnd, value)).decode())
+    _check(openai_chat.translate(None, evs))

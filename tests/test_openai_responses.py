@@ -1,0 +1,688 @@
+"""OpenAI Responses API: shape detection, item mapping, status, stream reassembly, robustness."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import orjson
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from lithify.model import (
+    DEGRADATION_REASONS,
+    NO_FACT_REASONS,
+    InferenceCall,
+    Message,
+    ReasoningPart,
+    Skip,
+    TextPart,
+    ToolCallPart,
+    ToolCallResponsePart,
+)
+from lithify.translate import openai_responses, provider
+from lithify.translate.sse import SSEEvent, iter_events
+from tests.conftest import CORPUS
+from tests.helpers import assert_valid_messages
+
+FOLDER = CORPUS / "openai-responses"
+STREAMS = sorted(FOLDER.glob("*.sse"))
+
+
+def load(rel: str) -> Any:
+    return orjson.loads((CORPUS / rel).read_bytes())
+
+
+def fact(request: Any, response: Any, **kw: Any) -> InferenceCall:
+    result = openai_responses.translate(request, response, **kw)
+    assert isinstance(result, InferenceCall), result
+    assert_valid_messages(result)
+    return result
+
+
+def resp(*output: dict[str, Any], status: str = "completed", **extra: Any) -> dict[str, Any]:
+    return {
+        "id": "resp_1",
+        "object": "response",
+        "created_at": 1700000000,
+        "status": status,
+        "model": "gpt-x",
+        "output": list(output),
+        "usage": {"input_tokens": 4, "output_tokens": 6},
+        **extra,
+    }
+
+
+def message(*texts: str, role: str = "assistant") -> dict[str, Any]:
+    return {
+        "type": "message",
+        "role": role,
+        "content": [{"type": "output_text", "text": t, "annotations": []} for t in texts],
+    }
+
+
+def call(call_id: str | None, name: str, arguments: str) -> dict[str, Any]:
+    item = {"type": "function_call", "name": name, "arguments": arguments}
+    if call_id is not None:
+        item["call_id"] = call_id
+    return item
+
+
+def sse(events: list[dict[str, Any]]) -> list[SSEEvent]:
+    return [SSEEvent(e["type"], orjson.dumps(e).decode()) for e in events]
+
+
+def events_of(path: Path) -> list[SSEEvent]:
+    return list(iter_events(path.read_text()))
+
+
+def final_response(evs: list[SSEEvent]) -> dict[str, Any]:
+    for e in evs:
+        data = e.json()
+        if isinstance(data, dict) and data.get("type") == "response.completed":
+            return data["response"]
+    raise AssertionError("no response.completed event")
+
+
+def without_raw(f: InferenceCall) -> InferenceCall:
+    return msgspec.structs.replace(f, raw=None)
+
+
+def cut_points(text: str) -> list[int]:
+    """Every kind of place a stream can break: each line's start, middle and end, and after the
+    blank line that closes an event."""
+    points: set[int] = set()
+    start = 0
+    for line in text.splitlines(keepends=True):
+        end = start + len(line.rstrip("\n"))
+        points.update((start, (start + end) // 2, end, start + len(line)))
+        start += len(line)
+    return sorted(p for p in points if p < len(text))
+
+
+# --- shape detection ---------------------------------------------------------------------------
+
+
+def _json(folder: str, suffix: str) -> list[str]:
+    return sorted(p.relative_to(CORPUS).as_posix() for p in (CORPUS / folder).glob(f"*{suffix}"))
+
+
+@pytest.mark.parametrize("rel", _json("openai-responses", ".request.json"))
+def test_claims_requests(rel: str) -> None:
+    assert openai_responses.looks_like_request(load(rel))
+
+
+@pytest.mark.parametrize("rel", _json("openai-responses", ".response.json"))
+def test_claims_responses(rel: str) -> None:
+    assert openai_responses.looks_like_response(load(rel))
+
+
+@pytest.mark.parametrize("path", STREAMS, ids=lambda p: p.name)
+def test_claims_streams(path: Path) -> None:
+    assert openai_responses.looks_like_stream(events_of(path))
+
+
+@pytest.mark.parametrize(
+    "rel",
+    [
+        *_json("anthropic", ".json"),
+        *_json("gemini", ".json"),
+        *_json("openai-chat", ".json"),
+        *_json("otlp", ".json"),
+        *_json("openinference", ".json"),
+        "openai-responses/reasoning_item_without_following_item.error.json",
+    ],
+)
+def test_leaves_other_bodies_alone(rel: str) -> None:
+    doc = load(rel)
+    assert not openai_responses.looks_like_request(doc)
+    assert not openai_responses.looks_like_response(doc)
+
+
+@pytest.mark.parametrize(
+    "path",
+    sorted(p for p in CORPUS.rglob("*.sse") if p.parent.name != "openai-responses"),
+    ids=lambda p: p.name,
+)
+def test_leaves_other_streams_alone(path: Path) -> None:
+    assert not openai_responses.looks_like_stream(events_of(path))
+
+
+def test_embeddings_request_is_not_a_response_request() -> None:
+    assert not openai_responses.looks_like_request(
+        {"input": "hello", "model": "text-embedding-3-small"}
+    )
+    assert not openai_responses.looks_like_request(
+        {"input": ["a"], "model": "x", "encoding_format": "float"}
+    )
+    assert openai_responses.looks_like_request({"input": "hello", "model": "gpt-4o"})
+
+
+# --- input ------------------------------------------------------------------------------------
+
+
+def test_instructions_and_string_input() -> None:
+    f = fact({"model": "gpt-x", "instructions": "Be brief.", "input": "Hi"}, None)
+    assert f.input_messages == [
+        Message("system", [TextPart("Be brief.")]),
+        Message("user", [TextPart("Hi")]),
+    ]
+    assert f.output_messages == []
+    assert f.model == "gpt-x"
+
+
+def test_message_items_and_parts() -> None:
+    req = {
+        "input": [
+            {"role": "developer", "content": "rules"},
+            {
+                "type": "message",
+                "role": "user",
+                "content": [
+                    {"type": "input_text", "text": "what is this"},
+                    {"type": "input_image", "image_url": "https://x/y.png"},
+                    {"type": "input_file", "file_id": "file-1"},
+                ],
+            },
+            {
+                "type": "message",
+                "role": "assistant",
+                "content": [
+                    {"type": "output_text", "text": "a cat"},
+                    {"type": "refusal", "refusal": "no more"},
+                ],
+            },
+        ]
+    }
+    f = fact(req, None)
+    assert f.input_messages == [
+        Message("developer", [TextPart("rules")]),
+        Message("user", [TextPart("what is this")]),
+        Message("assistant", [TextPart("a cat"), TextPart("no more")]),
+    ]
+    assert f.degradations == {"unsupported_content": 2}
+
+
+def test_function_calls_and_outputs() -> None:
+    req = {
+        "input": [
+            {"role": "user", "content": "go"},
+            call("c1", "f", '{"a": 1}'),
+            call("c2", "g", "not json"),
+            {"type": "function_call_output", "call_id": "c1", "output": '{"kept": "as text"}'},
+            {
+                "type": "function_call_output",
+                "call_id": "c2",
+                "output": [{"type": "input_text", "text": "structured"}],
+            },
+        ]
+    }
+    f = fact(req, None)
+    assert f.input_messages[1] == Message(
+        "assistant", [ToolCallPart("c1", "f", {"a": 1}), ToolCallPart("c2", "g", {})]
+    )
+    assert f.input_messages[2:] == [
+        Message("tool", [ToolCallResponsePart("c1", '{"kept": "as text"}')]),
+        Message(
+            "tool", [ToolCallResponsePart("c2", [{"type": "input_text", "text": "structured"}])]
+        ),
+    ]
+    assert f.degradations == {"malformed_arguments": 1}
+
+
+def test_calls_without_ids() -> None:
+    req = {
+        "input": [
+            call(None, "f", ""),
+            {"type": "function_call_output", "output": "ok"},
+            {"type": "function_call_output", "output": "who?"},
+        ]
+    }
+    f = fact(req, None)
+    tc = f.input_messages[0].parts[0]
+    assert isinstance(tc, ToolCallPart) and tc.id.startswith("lithify_") and tc.arguments == {}
+    assert f.input_messages[1].parts == [ToolCallResponsePart(tc.id, "ok")]
+    assert f.degradations == {"synthesized_id": 1, "orphan_tool_response": 1}
+
+
+def test_reasoning_items() -> None:
+    req = {
+        "input": [
+            {"role": "user", "content": "q"},
+            {
+                "type": "reasoning",
+                "summary": [
+                    {"type": "summary_text", "text": "first"},
+                    {"type": "summary_text", "text": "second"},
+                ],
+                "content": [{"type": "reasoning_text", "text": "raw thoughts"}],
+            },
+            {"type": "reasoning", "summary": [], "encrypted_content": "gAAAA"},
+            {"role": "assistant", "content": "answer"},
+        ]
+    }
+    f = fact(req, None)
+    assert f.input_messages[1] == Message(
+        "assistant",
+        [
+            ReasoningPart("first"),
+            ReasoningPart("second"),
+            ReasoningPart("raw thoughts"),
+            TextPart("answer"),
+        ],
+    )
+    assert f.degradations == {"opaque_reasoning": 1}
+
+
+def test_other_items() -> None:
+    req = {
+        "input": [
+            {"role": "user", "content": "find it"},
+            {"type": "web_search_call", "id": "ws_1", "status": "completed"},
+            {"type": "message", "role": "assistant", "content": "found"},
+            {"type": "computer_call", "call_id": "cc", "action": {"type": "click"}},
+            {"type": "computer_call_output", "call_id": "cc", "output": {"type": "input_image"}},
+            {"type": "message", "role": "assistant", "content": "clicked"},
+            {"type": "item_reference", "id": "msg_1"},
+        ],
+        "previous_response_id": "resp_0",
+    }
+    f = fact(req, None)
+    assert f.input_messages == [
+        Message("user", [TextPart("find it")]),
+        Message("assistant", [TextPart("found")]),
+        Message("assistant", [TextPart("clicked")]),
+    ]
+    assert f.degradations == {"unsupported_content": 3, "content_reference": 2}
+
+
+def test_tools() -> None:
+    req = load("openai-responses/function_call_forced.request.json")
+    req = {**req, "tools": [*req["tools"], {"type": "web_search_preview"}, {"type": "mcp"}]}
+    f = fact(req, None)
+    assert [t.name for t in f.tools] == ["get_current_weather"]
+    assert f.tools[0].parameters["required"] == ["location"]
+    assert f.degradations == {"unsupported_tool": 2}
+
+
+def test_request_parameters_and_session() -> None:
+    req = {
+        "input": "x",
+        "temperature": 0.3,
+        "max_output_tokens": 50,
+        "reasoning": {"effort": "minimal", "summary": "auto"},
+        "tool_choice": "required",
+        "top_p": None,
+        "metadata": {"session_id": "s-1"},
+    }
+    f = fact(req, None)
+    assert f.request == {
+        "max_tokens": 50,
+        "reasoning_effort": "minimal",
+        "temperature": 0.3,
+        "tool_choice": "required",
+    }
+    assert f.session_id == "s-1"
+    # The response echoes the metadata it was created with.
+    echoed = fact(None, resp(message("x"), metadata={"session_id": "s-2"}))
+    assert echoed.session_id == "s-2"
+    assert echoed.request == {}
+
+
+# --- output -----------------------------------------------------------------------------------
+
+
+def test_assistant_side_items_merge_into_one_turn() -> None:
+    out = [
+        {"type": "reasoning", "summary": [{"type": "summary_text", "text": "think"}]},
+        message("Checking."),
+        call("c1", "f", '{"x": 1}'),
+        call("c2", "f", '{"x": 2}'),
+    ]
+    f = fact(None, resp(*out))
+    assert f.output_messages == [
+        Message(
+            "assistant",
+            [
+                ReasoningPart("think"),
+                TextPart("Checking."),
+                ToolCallPart("c1", "f", {"x": 1}),
+                ToolCallPart("c2", "f", {"x": 2}),
+            ],
+            "tool_call",
+        )
+    ]
+
+
+def test_output_equals_its_replay_in_the_next_request() -> None:
+    req1 = {"instructions": "sys", "input": [{"role": "user", "content": "go"}]}
+    out = [
+        {"type": "reasoning", "summary": [{"type": "summary_text", "text": "plan"}]},
+        message("Calling."),
+        call(None, "f", '{"q": 1}'),
+    ]
+    first = fact(req1, resp(*out))
+    replay = {
+        "instructions": "sys",
+        "input": [
+            *req1["input"],
+            *out,
+            {"type": "function_call_output", "output": "done"},
+        ],
+    }
+    second = fact(replay, None)
+    produced = first.output_messages[0]
+    assert second.input_messages[:2] == first.input_messages
+    assert second.input_messages[2] == Message(produced.role, produced.parts)
+    tc = produced.parts[-1]
+    assert isinstance(tc, ToolCallPart)
+    assert second.input_messages[3].parts == [ToolCallResponsePart(tc.id, "done")]
+
+
+@pytest.mark.parametrize(
+    ("status", "extra", "output", "expected"),
+    [
+        ("completed", {}, [message("a")], "stop"),
+        ("completed", {}, [call("c", "f", "{}")], "tool_call"),
+        (
+            "incomplete",
+            {"incomplete_details": {"reason": "max_output_tokens"}},
+            [message("a")],
+            "length",
+        ),
+        ("incomplete", {"incomplete_details": {"reason": "content_filter"}}, [], "content_filter"),
+        ("failed", {"error": {"code": "server_error", "message": "boom"}}, [], "error"),
+        ("in_progress", {}, [], None),
+        ("cancelled", {}, [], "cancelled"),
+    ],
+)
+def test_status_to_finish_reason(
+    status: str, extra: dict[str, Any], output: list[Any], expected: str | None
+) -> None:
+    f = fact(None, resp(*output, status=status, **extra))
+    assert [m.finish_reason for m in f.output_messages] == [expected]
+
+
+def test_metadata_and_identity() -> None:
+    body = resp(message("hi"))
+    f = fact({"model": "gpt-req", "input": "x"}, body)
+    assert f.model == "gpt-x" and f.provider == "openai" and f.source.name == "openai-responses"
+    assert (f.input_tokens, f.output_tokens) == (4, 6)
+    assert f.started_at == "2023-11-14T22:13:20.000000000Z"
+    assert f.model_call_id == "resp_1"
+    assert f.raw == {"request": {"model": "gpt-req", "input": "x"}, "response": body}
+    assert f.inference_call_id == fact(None, body).inference_call_id
+    anon = {k: v for k, v in body.items() if k != "id"}
+    assert fact(None, anon).inference_call_id != f.inference_call_id
+    assert fact(None, anon, meta={"provider": "azure.ai.openai"}).provider == "azure.ai.openai"
+
+
+def test_response_alone_uses_its_echo() -> None:
+    body = resp(message("hi"), instructions="Be nice.", tools=[{"type": "function", "name": "f"}])
+    f = fact(None, body)
+    assert f.input_messages == [Message("system", [TextPart("Be nice.")])]
+    assert [t.name for t in f.tools] == ["f"]
+
+
+def test_dispatch_through_provider() -> None:
+    req = load("openai-responses/function_call_forced.request.json")
+    body = load("openai-responses/function_call_forced.response.json")
+    r = provider.translate_exchange(req, body)
+    assert isinstance(r, InferenceCall) and r.source.name == "openai-responses"
+    r2 = provider.translate_exchange(None, STREAMS[0].read_text())
+    assert isinstance(r2, InferenceCall) and r2.source.name == "openai-responses"
+
+
+# --- streams ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", STREAMS, ids=lambda p: p.name)
+def test_stream_equals_its_final_response(path: Path) -> None:
+    evs = events_of(path)
+    streamed, plain = fact(None, evs), fact(None, final_response(evs))
+    assert without_raw(streamed) == without_raw(plain)
+    assert streamed.degradations == {}
+    assert streamed.raw["response"] == path.read_text().strip() + "\n\n"
+    again = provider.translate_exchange(streamed.raw["request"], streamed.raw["response"])
+    assert again == streamed
+
+
+@pytest.mark.parametrize("path", STREAMS, ids=lambda p: p.name)
+def test_stream_without_final_event_is_rebuilt(path: Path) -> None:
+    evs = events_of(path)
+    full = fact(None, evs)
+    cut = [e for e in evs if e.event != "response.completed"]
+    rebuilt = fact(None, cut)
+    assert [m.parts for m in rebuilt.output_messages] == [m.parts for m in full.output_messages]
+    assert [m.finish_reason for m in rebuilt.output_messages] == [None]
+    assert rebuilt.degradations == {"truncated_stream": 1}
+    assert rebuilt.model_call_id == full.model_call_id
+
+
+@pytest.mark.parametrize("path", STREAMS, ids=lambda p: p.name)
+def test_truncated_at_every_event(path: Path) -> None:
+    evs = events_of(path)
+    for cut in range(1, len(evs)):
+        r = openai_responses.translate(None, evs[:cut])
+        assert isinstance(r, InferenceCall), cut
+        assert_valid_messages(r)
+        # Arguments cut mid-JSON are malformed as well.
+        assert r.degradations.get("truncated_stream") == 1, cut
+        assert set(r.degradations) <= {"truncated_stream", "malformed_arguments"}, cut
+
+
+@pytest.mark.parametrize("path", STREAMS, ids=lambda p: p.name)
+def test_truncated_at_every_character(path: Path) -> None:
+    text = path.read_text()
+    final = text.rindex("event: response.completed")
+    for cut in cut_points(text):
+        r = provider.translate_exchange(None, text[:cut], fmt="openai-responses")
+        if isinstance(r, Skip):
+            assert r.reason == "empty", cut
+            continue
+        assert_valid_messages(r)
+        if cut <= final:
+            assert r.degradations.get("truncated_stream") == 1, cut
+            assert set(r.degradations) <= {"truncated_stream", "malformed_arguments"}, cut
+
+
+def test_rebuilt_reasoning_text_and_refusal() -> None:
+    base = {
+        "id": "resp_9",
+        "object": "response",
+        "status": "in_progress",
+        "model": "m",
+        "output": [],
+    }
+    evs = sse(
+        [
+            {"type": "response.created", "response": base},
+            {
+                "type": "response.output_item.added",
+                "output_index": 0,
+                "item": {"type": "reasoning", "id": "rs", "summary": []},
+            },
+            {
+                "type": "response.reasoning_summary_part.added",
+                "output_index": 0,
+                "item_id": "rs",
+                "summary_index": 0,
+                "part": {"type": "summary_text", "text": ""},
+            },
+            {"type": "response.reasoning_summary_text.delta", "output_index": 0, "item_id": "rs", "summary_index": 0, "delta": "Think"},
+            {"type": "response.reasoning_summary_text.delta", "output_index": 0, "item_id": "rs", "summary_index": 0, "delta": "ing"},
+            {"type": "response.reasoning_text.delta", "output_index": 0, "item_id": "rs", "content_index": 0, "delta": "raw"},
+            {
+                "type": "response.output_item.added",
+                "output_index": 1,
+                "item": {"type": "message", "id": "m1", "role": "assistant", "content": []},
+            },
+            {"type": "response.output_text.delta", "output_index": 1, "item_id": "m1", "content_index": 0, "delta": "Hel"},
+            {"type": "response.output_text.delta", "output_index": 1, "item_id": "m1", "content_index": 0, "delta": "lo"},
+            {"type": "response.refusal.delta", "output_index": 1, "item_id": "m1", "content_index": 1, "delta": "No."},
+            {
+                "type": "response.output_item.added",
+                "output_index": 2,
+                "item": {"type": "function_call", "id": "fc", "call_id": "c1", "name": "f", "arguments": ""},
+            },
+            {"type": "response.function_call_arguments.delta", "output_index": 2, "item_id": "fc", "delta": '{"a":'},
+            {"type": "response.function_call_arguments.delta", "output_index": 2, "item_id": "fc", "delta": "1}"},
+        ]
+    )  # fmt: skip
+    f = fact(None, evs)
+    assert f.output_messages == [
+        Message(
+            "assistant",
+            [
+                ReasoningPart("Thinking"),
+                ReasoningPart("raw"),
+                TextPart("Hello"),
+                TextPart("No."),
+                ToolCallPart("c1", "f", {"a": 1}),
+            ],
+            None,
+        )
+    ]
+    assert f.degradations == {"truncated_stream": 1}
+    assert f.model_call_id == "resp_9"
+
+
+def test_final_incomplete_and_failed_events() -> None:
+    body = resp(
+        message("partial"), status="incomplete", incomplete_details={"reason": "max_output_tokens"}
+    )
+    f = fact(None, sse([{"type": "response.incomplete", "response": body}]))
+    assert f.output_messages[0].finish_reason == "length"
+    assert f.degradations == {}
+    failed = resp(status="failed", error={"code": "server_error", "message": "x"})
+    g = fact(None, sse([{"type": "response.failed", "response": failed}]))
+    assert g.output_messages == [Message("assistant", [], "error")]
+
+
+def test_error_event() -> None:
+    err = {"type": "error", "code": "rate_limit_exceeded", "message": "slow down", "param": None}
+    first = openai_responses.translate(None, sse([err]))
+    assert isinstance(first, Skip) and first.reason == "error_response"
+    assert first.detail == "slow down"
+    started = sse(
+        [
+            {"type": "response.created", "response": resp(status="in_progress")},
+            {"type": "response.output_item.added", "output_index": 0, "item": message("so far")},
+            err,
+        ]
+    )
+    f = fact(None, started)
+    assert f.output_messages == [Message("assistant", [TextPart("so far")], "error")]
+    assert f.degradations == {}
+
+
+def test_empty_stream() -> None:
+    assert isinstance(openai_responses.translate(None, []), Skip)
+    f = fact({"input": "hi"}, [])
+    assert f.degradations == {"truncated_stream": 1} and f.output_messages == []
+
+
+# --- robustness --------------------------------------------------------------------------------
+
+KEYS = [
+    "input", "instructions", "type", "role", "content", "text", "summary", "encrypted_content",
+    "call_id", "name", "arguments", "output", "status", "incomplete_details", "reason", "error",
+    "id", "model", "usage", "input_tokens", "output_tokens", "tools", "parameters", "metadata",
+    "response", "item", "output_index", "content_index", "summary_index", "item_id", "delta",
+    "part", "refusal", "input", "created_at",
+]  # fmt: skip
+TYPES = [
+    "message", "reasoning", "function_call", "function_call_output", "custom_tool_call",
+    "output_text", "input_text", "summary_text", "reasoning_text", "refusal", "web_search_call",
+    "item_reference", "completed", "incomplete", "failed", "assistant", "user", "function",
+    "response.created", "response.completed", "response.output_item.added",
+    "response.output_text.delta", "response.function_call_arguments.delta",
+    "response.reasoning_summary_text.delta", "response.content_part.added", "error",
+]  # fmt: skip
+
+scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**63), max_value=2**64 - 1)
+    | st.floats()
+    | st.text(max_size=8)
+    | st.sampled_from(TYPES)
+)
+json_values = st.recursive(
+    scalars,
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(st.sampled_from(KEYS) | st.text(max_size=4), inner, max_size=6)
+    ),
+    max_leaves=30,
+)
+
+
+def _check(result: InferenceCall | Skip) -> None:
+    if isinstance(result, Skip):
+        assert result.reason in NO_FACT_REASONS and result.reason != "undecodable"
+        return
+    assert_valid_messages(result)
+    assert set(result.degradations) <= set(DEGRADATION_REASONS)
+    orjson.dumps(msgspec.to_builtins(result))
+
+
+@given(json_values, json_values)
+def test_arbitrary_json_never_raises(request: Any, response: Any) -> None:
+    for doc in (request, response):
+        if isinstance(doc, dict):
+            openai_responses.looks_like_request(doc)
+            openai_responses.looks_like_response(doc)
+    _check(openai_responses.translate(request, response))
+    _check(provider.translate_exchange(request, response, fmt="openai-responses"))
+
+
+@given(st.lists(st.tuples(st.sampled_from(TYPES) | st.none(), json_values), max_size=8))
+def test_arbitrary_events_never_raise(raw: list[tuple[str | None, Any]]) -> None:
+    evs = [SSEEvent(name, orjson.dumps(data).decode()) for name, data in raw]
+    openai_responses.looks_like_stream(evs)
+    _check(openai_responses.translate(None, evs))
+
+
+@given(st.sampled_from(STREAMS), st.integers(min_value=0), st.randoms(use_true_random=False))
+def test_cut_and_shuffled_corpus_streams_never_raise(
+    path: Path, cut: int, rnd: random.Random
+) -> None:
+    evs = events_of(path)
+    evs = evs[: cut % (len(evs) + 1)]
+    rnd.shuffle(evs)
+    _check(openai_responses.translate(None, evs))
+
+
+def _mutate(doc: Any, rnd: random.Random, value: Any) -> Any:
+    """``doc`` with one randomly chosen node (possibly the root) replaced by ``value``."""
+    if rnd.random() < 0.25 or not isinstance(doc, dict | list) or not doc:
+        return value
+    if isinstance(doc, dict):
+        key = rnd.choice(sorted(doc))
+        return {**doc, key: _mutate(doc[key], rnd, value)}
+    i = rnd.randrange(len(doc))
+    return [*doc[:i], _mutate(doc[i], rnd, value), *doc[i + 1 :]]
+
+
+BODIES = sorted(p for p in FOLDER.glob("*.json") if not p.name.endswith(".error.json"))
+
+
+@given(st.sampled_from(BODIES), st.randoms(use_true_random=False), json_values)
+def test_mutated_corpus_bodies_never_raise(path: Path, rnd: random.Random, value: Any) -> None:
+    doc = orjson.loads(path.read_bytes())
+    _check(openai_responses.translate(_mutate(doc, rnd, value), None))
+    _check(openai_responses.translate(None, _mutate(doc, rnd, value)))
+
+
+@given(st.sampled_from(STREAMS), st.randoms(use_true_random=False), json_values)
+def test_mutated_corpus_events_never_raise(path: Path, rnd: random.Random, value: Any) -> None:
+    evs = events_of(path)
+    i = rnd.randrange(len(evs))
+    data = evs[i].json()
+    if data is not None:
+        evs[i] = SSEEvent(evs[i].event, orjson.dumps(_mutate(data, rnd, value)).decode())
+    _check(openai_responses.translate(None, evs))

@@ -1,0 +1,679 @@
+"""OpenLLMetry flattened attributes (gen_ai.prompt.N.* / gen_ai.completion.N.*) to facts."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import msgspec
+import orjson
+from hypothesis import given
+from hypothesis import strategies as st
+
+from lithify.model import DEGRADATION_REASONS, InferenceCall, Skip
+from lithify.translate import openllmetry
+from lithify.translate._common import Degradations
+from lithify.translate.otlp import Span
+from lithify.translate.telemetry import translate_attributes, translate_spans
+from tests.conftest import CORPUS
+from tests.helpers import assert_valid_messages
+
+
+def fact(attrs: dict[str, Any]) -> InferenceCall:
+    result = translate_attributes(attrs)
+    assert isinstance(result, InferenceCall), result
+    assert result.source.name == "openllmetry"
+    assert_valid_messages(result)
+    return result
+
+
+def msgs(messages: list[Any]) -> list[dict[str, Any]]:
+    return msgspec.to_builtins(messages)
+
+
+def texts(messages: list[Any]) -> list[str]:
+    return [p["content"] for m in msgs(messages) for p in m["parts"] if p["type"] == "text"]
+
+
+# --- ordering and roles ---------------------------------------------------------------------
+
+
+def test_indexes_sort_numerically_not_as_text() -> None:
+    items = [(f"gen_ai.prompt.{i}.content", f"m{i}") for i in range(12)]
+    items += [(f"gen_ai.prompt.{i}.role", "user") for i in range(12)]
+    random.Random(7).shuffle(items)
+    f = fact(dict(items))
+    assert texts(f.input_messages) == [f"m{i}" for i in range(12)]
+
+
+def test_tool_call_indexes_sort_numerically() -> None:
+    attrs: dict[str, Any] = {"gen_ai.completion.0.role": "assistant"}
+    for m in (10, 2, 0, 1, 9):
+        attrs[f"gen_ai.completion.0.tool_calls.{m}.id"] = f"c{m}"
+        attrs[f"gen_ai.completion.0.tool_calls.{m}.name"] = "f"
+    f = fact(attrs)
+    assert [p["id"] for p in msgs(f.output_messages)[0]["parts"]] == ["c0", "c1", "c2", "c9", "c10"]
+
+
+def test_roles_are_kept_and_aliases_normalized() -> None:
+    f = fact(
+        {
+            "gen_ai.prompt.0.role": "developer",
+            "gen_ai.prompt.0.content": "be brief",
+            "gen_ai.prompt.1.role": "system",
+            "gen_ai.prompt.1.content": "sys",
+            "gen_ai.prompt.2.role": "user",
+            "gen_ai.prompt.2.content": "hi",
+            "gen_ai.prompt.3.role": "function",
+            "gen_ai.prompt.3.content": "42",
+            "gen_ai.prompt.3.tool_call_id": "c1",
+        }
+    )
+    assert [m.role for m in f.input_messages] == ["developer", "system", "user", "tool"]
+    assert all(m.finish_reason is None for m in f.input_messages)
+
+
+def test_legacy_completion_prompt_key_user() -> None:
+    f = fact({"gen_ai.prompt.0.user": "Tell me a joke", "gen_ai.completion.0.content": "No."})
+    assert msgs(f.input_messages) == [
+        {
+            "role": "user",
+            "parts": [{"type": "text", "content": "Tell me a joke"}],
+            "finish_reason": None,
+        }
+    ]
+    assert f.output_messages[0].role == "assistant"
+
+
+def test_pre_rename_llm_prompts_prefix() -> None:
+    f = fact(
+        {
+            "llm.prompts.0.role": "user",
+            "llm.prompts.0.content": "hi",
+            "llm.completions.0.role": "assistant",
+            "llm.completions.0.content": "hello",
+            "llm.completions.0.finish_reason": "stop",
+        }
+    )
+    assert texts(f.input_messages) == ["hi"]
+    assert f.output_messages[0].finish_reason == "stop"
+
+
+def test_openinference_completion_prompts_are_not_claimed() -> None:
+    attrs = {"llm.prompts.0.prompt.text": "hi"}
+    assert openllmetry.span_content(attrs, [], Degradations(), "t:s") is None
+
+
+def test_no_content_is_none_and_a_model_call_skips() -> None:
+    attrs = {"gen_ai.request.model": "gpt-4o", "gen_ai.operation.name": "chat"}
+    assert openllmetry.span_content(attrs, [], Degradations(), "t:s") is None
+    result = translate_attributes(attrs)
+    assert isinstance(result, Skip) and result.reason == "content_not_captured"
+
+
+# --- tool calls and results -----------------------------------------------------------------
+
+
+def test_koog_tool_role_calls_are_assistant_calls_and_results_pair_in_order() -> None:
+    doc = orjson.loads(
+        (CORPUS / "openllmetry/koog_flattened_prompt_tool_history.attributes.json").read_bytes()
+    )
+    f = fact(doc["attributes"])
+    m = msgs(f.input_messages)
+    assert [x["role"] for x in m] == ["system", "user", "assistant", "tool", "assistant", "tool"]
+    assert m[2]["parts"] == [
+        {
+            "type": "tool_call",
+            "id": "call_n2HaWg9KFP0BZDqXv6G4b3nJ",
+            "name": "HelloTool",
+            "arguments": {"name": "Bob"},
+        }
+    ]
+    assert m[3]["parts"] == [
+        {
+            "type": "tool_call_response",
+            "id": "call_n2HaWg9KFP0BZDqXv6G4b3nJ",
+            "result": "Hello my darling Bob!",
+        }
+    ]
+    assert m[5]["parts"][0]["id"] == "call_dOeEHJDI0liHrCdFWTpkTsuO"
+    assert f.degradations == {}
+    # the span's finish_reasons fill the completion that carries none
+    assert f.output_messages[0].finish_reason == "stop"
+
+
+def test_idless_results_after_parallel_calls_pair_first_in_first_out() -> None:
+    calls = orjson.dumps(
+        [
+            {"id": "a", "type": "function", "function": {"name": "f", "arguments": "{}"}},
+            {"id": "b", "type": "function", "function": {"name": "g", "arguments": "{}"}},
+        ]
+    ).decode()
+    f = fact(
+        {
+            "gen_ai.prompt.0.role": "tool",
+            "gen_ai.prompt.0.content": calls,
+            "gen_ai.prompt.1.role": "tool",
+            "gen_ai.prompt.1.content": "result a",
+            "gen_ai.prompt.2.role": "tool",
+            "gen_ai.prompt.2.content": "result b",
+        }
+    )
+    m = msgs(f.input_messages)
+    assert m[0]["role"] == "assistant" and [p["id"] for p in m[0]["parts"]] == ["a", "b"]
+    assert [(x["parts"][0]["id"], x["parts"][0]["result"]) for x in m[1:]] == [
+        ("a", "result a"),
+        ("b", "result b"),
+    ]
+
+
+def test_result_with_explicit_id_keeps_it_and_is_not_reused() -> None:
+    f = fact(
+        {
+            "gen_ai.prompt.0.role": "assistant",
+            "gen_ai.prompt.0.tool_calls.0.id": "a",
+            "gen_ai.prompt.0.tool_calls.0.name": "f",
+            "gen_ai.prompt.0.tool_calls.1.id": "b",
+            "gen_ai.prompt.0.tool_calls.1.name": "f",
+            "gen_ai.prompt.1.role": "tool",
+            "gen_ai.prompt.1.tool_call_id": "b",
+            "gen_ai.prompt.1.content": "rb",
+            "gen_ai.prompt.2.role": "tool",
+            "gen_ai.prompt.2.content": "ra",
+        }
+    )
+    assert [m["parts"][0]["id"] for m in msgs(f.input_messages)[1:]] == ["b", "a"]
+
+
+def test_orphan_result_gets_a_deterministic_id_and_a_count() -> None:
+    attrs = {"gen_ai.prompt.0.role": "tool", "gen_ai.prompt.0.content": "lonely"}
+    a, b = fact(attrs), fact(dict(attrs))
+    assert a.degradations == {"orphan_tool_response": 1}
+    assert a.input_messages[0].parts[0].id == b.input_messages[0].parts[0].id  # type: ignore[union-attr]
+    other = fact({**attrs, "gen_ai.prompt.0.content": "another"})
+    assert other.input_messages[0].parts[0].id != a.input_messages[0].parts[0].id  # type: ignore[union-attr]
+
+
+def test_tool_result_string_is_never_parsed() -> None:
+    f = fact(
+        {
+            "gen_ai.prompt.0.role": "tool",
+            "gen_ai.prompt.0.tool_call_id": "c",
+            "gen_ai.prompt.0.content": '{"temp": 5}',
+        }
+    )
+    assert f.input_messages[0].parts[0].result == '{"temp": 5}'  # type: ignore[union-attr]
+
+
+def test_responses_function_call_output_is_unwrapped() -> None:
+    f = fact(
+        {
+            "gen_ai.prompt.0.role": "tool",
+            "gen_ai.prompt.0.content": '{"call_id": "call_1", "output": "42"}',
+        }
+    )
+    assert msgs(f.input_messages)[0]["parts"] == [
+        {"type": "tool_call_response", "id": "call_1", "result": "42"}
+    ]
+
+
+def test_anthropic_user_turn_with_tool_result_is_split_in_source_order() -> None:
+    content = orjson.dumps(
+        [
+            {
+                "type": "tool_result",
+                "tool_use_id": "toolu_1",
+                "content": [{"type": "text", "text": "sunny"}],
+            },
+            {"type": "text", "text": "thanks, and tomorrow?"},
+        ]
+    ).decode()
+    f = fact({"gen_ai.prompt.0.role": "user", "gen_ai.prompt.0.content": content})
+    assert msgs(f.input_messages) == [
+        {
+            "role": "tool",
+            "parts": [
+                {
+                    "type": "tool_call_response",
+                    "id": "toolu_1",
+                    "result": [{"type": "text", "text": "sunny"}],
+                }
+            ],
+            "finish_reason": None,
+        },
+        {
+            "role": "user",
+            "parts": [{"type": "text", "content": "thanks, and tomorrow?"}],
+            "finish_reason": None,
+        },
+    ]
+
+
+def test_anthropic_tool_use_in_content_and_tool_calls_is_one_call() -> None:
+    content = orjson.dumps(
+        [
+            {"type": "text", "text": "Let me look."},
+            {"type": "tool_use", "id": "toolu_1", "name": "get", "input": {"q": 1}},
+        ]
+    ).decode()
+    f = fact(
+        {
+            "gen_ai.prompt.0.role": "assistant",
+            "gen_ai.prompt.0.content": content,
+            "gen_ai.prompt.0.tool_calls.0.id": "toolu_1",
+            "gen_ai.prompt.0.tool_calls.0.name": "get",
+            "gen_ai.prompt.0.tool_calls.0.arguments": '{"q": 1}',
+        }
+    )
+    assert msgs(f.input_messages)[0]["parts"] == [
+        {"type": "text", "content": "Let me look."},
+        {"type": "tool_call", "id": "toolu_1", "name": "get", "arguments": {"q": 1}},
+    ]
+
+
+def test_malformed_and_empty_arguments() -> None:
+    f = fact(
+        {
+            "gen_ai.completion.0.role": "assistant",
+            "gen_ai.completion.0.tool_calls.0.id": "a",
+            "gen_ai.completion.0.tool_calls.0.name": "f",
+            "gen_ai.completion.0.tool_calls.0.arguments": '{"city": "Par',
+            "gen_ai.completion.0.tool_calls.1.id": "b",
+            "gen_ai.completion.0.tool_calls.1.name": "f",
+            "gen_ai.completion.0.tool_calls.1.arguments": "[1, 2]",
+            "gen_ai.completion.0.tool_calls.2.id": "c",
+            "gen_ai.completion.0.tool_calls.2.name": "f",
+            "gen_ai.completion.0.tool_calls.2.arguments": "",
+            "gen_ai.completion.0.tool_calls.3.id": "d",
+            "gen_ai.completion.0.tool_calls.3.name": "f",
+        }
+    )
+    assert [p.arguments for p in f.output_messages[0].parts] == [{}, {}, {}, {}]  # type: ignore[union-attr]
+    assert f.degradations == {"malformed_arguments": 2}
+
+
+def test_function_call_spelling_gets_a_synthesized_id() -> None:
+    attrs = {
+        "gen_ai.completion.0.role": "assistant",
+        "gen_ai.completion.0.finish_reason": "function_call",
+        "gen_ai.completion.0.function_call.name": "get_weather",
+        "gen_ai.completion.0.function_call.arguments": '{"city": "Paris"}',
+    }
+    spans = [
+        Span("a" * 32, "b" * 16, None, "openai.chat", 3, 1, 2, attrs),
+        Span("a" * 32, "c" * 16, None, "openai.chat", 3, 1, 2, dict(attrs)),
+    ]
+    one, two = list(translate_spans(spans))
+    assert isinstance(one, InferenceCall) and isinstance(two, InferenceCall)
+    part = msgs(one.output_messages)[0]["parts"][0]
+    assert part["name"] == "get_weather" and part["arguments"] == {"city": "Paris"}
+    assert part["id"].startswith("lithify_")
+    assert one.degradations == {"synthesized_id": 1}
+    assert one.output_messages[0].finish_reason == "tool_call"
+    assert part["id"] != msgs(two.output_messages)[0]["parts"][0]["id"]  # other span, other id
+    again = next(iter(translate_spans([spans[0]])))
+    assert isinstance(again, InferenceCall) and again.output_messages == one.output_messages
+
+
+def test_nested_function_spelling_of_tool_calls() -> None:
+    f = fact(
+        {
+            "gen_ai.completion.0.tool_calls.0.id": "a",
+            "gen_ai.completion.0.tool_calls.0.function.name": "f",
+            "gen_ai.completion.0.tool_calls.0.function.arguments": '{"x": 1}',
+        }
+    )
+    assert msgs(f.output_messages)[0]["parts"] == [
+        {"type": "tool_call", "id": "a", "name": "f", "arguments": {"x": 1}}
+    ]
+
+
+def test_server_side_calls_are_unsupported_content() -> None:
+    f = fact(
+        {
+            "gen_ai.completion.0.role": "assistant",
+            "gen_ai.completion.0.content": "Found it.",
+            "gen_ai.completion.0.tool_calls.0.id": "ws_1",
+            "gen_ai.completion.0.tool_calls.0.name": "web_search_call",
+        }
+    )
+    assert texts(f.output_messages) == ["Found it."]
+    assert len(f.output_messages[0].parts) == 1
+    assert f.degradations == {"unsupported_content": 1}
+
+
+# --- content --------------------------------------------------------------------------------
+
+
+def test_images_in_serialized_content_are_unsupported() -> None:
+    content = orjson.dumps(
+        [
+            {"type": "text", "text": "What is this?"},
+            {"type": "image_url", "image_url": {"url": "https://example.com/a.png"}},
+        ]
+    ).decode()
+    f = fact({"gen_ai.prompt.0.role": "user", "gen_ai.prompt.0.content": content})
+    assert texts(f.input_messages) == ["What is this?"]
+    assert f.degradations == {"unsupported_content": 1}
+
+
+def test_json_looking_user_text_stays_text() -> None:
+    for text in ("[1, 2]", '[{"a": 1}]', '{"type": "text"}', "[not json"):
+        f = fact({"gen_ai.prompt.0.role": "user", "gen_ai.prompt.0.content": text})
+        assert texts(f.input_messages) == [text]
+
+
+def test_parsed_and_stringified_values_from_trace_stores() -> None:
+    f = fact(
+        {
+            "gen_ai.prompt.0.role": "user",
+            "gen_ai.prompt.0.content": {"question": "why?"},
+            "gen_ai.prompt.1.role": "user",
+            "gen_ai.prompt.1.content": 42,
+            "gen_ai.prompt.2.role": "user",
+            "gen_ai.prompt.2.content": [{"type": "text", "text": "parsed"}],
+        }
+    )
+    assert texts(f.input_messages) == ['{"question":"why?"}', "42", "parsed"]
+
+
+def test_responses_reasoning_summary_comes_before_the_text() -> None:
+    f = fact(
+        {
+            "gen_ai.completion.0.role": "assistant",
+            "gen_ai.completion.0.content": "Paris.",
+            "gen_ai.completion.0.reasoning": '[{"type": "summary_text", "text": "Capital of France."}]',
+        }
+    )
+    assert msgs(f.output_messages)[0]["parts"] == [
+        {"type": "reasoning", "content": "Capital of France."},
+        {"type": "text", "content": "Paris."},
+    ]
+
+
+def test_anthropic_thinking_completion_merges_into_its_answer() -> None:
+    f = fact(
+        {
+            "gen_ai.completion.0.finish_reason": "tool_use",
+            "gen_ai.completion.0.role": "thinking",
+            "gen_ai.completion.0.content": "I should call the tool.",
+            "gen_ai.completion.1.role": "assistant",
+            "gen_ai.completion.1.content": "Calling.",
+            "gen_ai.completion.1.tool_calls.0.id": "toolu_1",
+            "gen_ai.completion.1.tool_calls.0.name": "f",
+            "gen_ai.completion.1.tool_calls.0.arguments": "{}",
+        }
+    )
+    assert len(f.output_messages) == 1
+    out = msgs(f.output_messages)[0]
+    assert [p["type"] for p in out["parts"]] == ["reasoning", "text", "tool_call"]
+    assert out["finish_reason"] == "tool_call"
+
+
+# --- split completions ------------------------------------------------------------------------
+
+
+def test_parallel_tool_calls_split_over_completions_merge_back() -> None:
+    doc = orjson.loads(
+        (CORPUS / "openllmetry/koog_flattened_two_completions.attributes.json").read_bytes()
+    )
+    f = fact(doc["attributes"])
+    assert len(f.output_messages) == 1
+    out = msgs(f.output_messages)[0]
+    assert [p["name"] for p in out["parts"]] == ["HelloTool", "ByeTool"]
+    assert out["finish_reason"] == "tool_call"
+
+
+def _two_tool_completions(**extra: Any) -> dict[str, Any]:
+    attrs: dict[str, Any] = {}
+    for i in (0, 1):
+        attrs[f"gen_ai.completion.{i}.role"] = "assistant"
+        attrs[f"gen_ai.completion.{i}.finish_reason"] = "tool_calls"
+        attrs[f"gen_ai.completion.{i}.tool_calls.0.id"] = f"c{i}"
+        attrs[f"gen_ai.completion.{i}.tool_calls.0.name"] = "f"
+    return {**attrs, **extra}
+
+
+def test_several_requested_choices_are_not_merged() -> None:
+    assert len(fact(_two_tool_completions()).output_messages) == 1
+    f = fact(_two_tool_completions(**{"gen_ai.request.choice.count": 2}))
+    assert len(f.output_messages) == 2
+
+
+def test_text_choices_are_not_merged() -> None:
+    f = fact(
+        {
+            "gen_ai.completion.0.content": "one",
+            "gen_ai.completion.0.finish_reason": "stop",
+            "gen_ai.completion.1.content": "two",
+            "gen_ai.completion.1.finish_reason": "stop",
+        }
+    )
+    assert [m.finish_reason for m in f.output_messages] == ["stop", "stop"]
+    assert texts(f.output_messages) == ["one", "two"]
+
+
+def test_text_completion_then_tool_only_completion_with_stop_is_not_merged() -> None:
+    f = fact(
+        {
+            "gen_ai.completion.0.content": "one",
+            "gen_ai.completion.0.finish_reason": "stop",
+            "gen_ai.completion.1.tool_calls.0.id": "c",
+            "gen_ai.completion.1.tool_calls.0.name": "f",
+            "gen_ai.completion.1.finish_reason": "tool_calls",
+        }
+    )
+    assert len(f.output_messages) == 2
+
+
+# --- whole-string prompt / completion ---------------------------------------------------------
+
+
+def test_deprecated_whole_string_prompt_and_completion() -> None:
+    doc = orjson.loads(
+        (CORPUS / "otlp/flat_attributes_deprecated_gen_ai_prompt_completion.json").read_bytes()
+    )
+    f = fact(doc)
+    m = msgs(f.input_messages)
+    assert [x["role"] for x in m] == ["user", "assistant", "tool"]
+    assert m[1]["parts"][1] == {
+        "type": "tool_call",
+        "id": "1234",
+        "name": "get_weather",
+        "arguments": {"location": "Paris"},
+    }
+    assert m[2]["parts"] == [{"type": "tool_call_response", "id": "1234", "result": "rainy, 57°F"}]
+    assert msgs(f.output_messages) == [
+        {
+            "role": "assistant",
+            "parts": [
+                {
+                    "type": "text",
+                    "content": "The weather in Paris is currently rainy with a temperature of 57°F.",
+                }
+            ],
+            "finish_reason": "stop",
+        }
+    ]
+
+
+def test_whole_string_plain_text_and_chat_messages() -> None:
+    f = fact({"gen_ai.prompt": "just text", "gen_ai.completion": "answer"})
+    assert [(m.role, texts([m])) for m in f.input_messages + f.output_messages] == [
+        ("user", ["just text"]),
+        ("assistant", ["answer"]),
+    ]
+    chat = orjson.dumps(
+        [
+            {"role": "system", "content": "sys"},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [{"id": "a", "function": {"name": "f", "arguments": "{}"}}],
+            },
+            {"role": "tool", "tool_call_id": "a", "content": "ok"},
+        ]
+    ).decode()
+    f = fact({"gen_ai.prompt": chat})
+    assert [m.role for m in f.input_messages] == ["system", "assistant", "tool"]
+
+
+def test_whole_string_on_span_events() -> None:
+    events = [
+        {
+            "name": "gen_ai.content.prompt",
+            "attributes": {"gen_ai.prompt": '[{"role": "user", "content": "hi"}]'},
+        },
+        {"name": "gen_ai.content.completion", "attributes": {"gen_ai.completion": "hello"}},
+    ]
+    content = openllmetry.span_content({}, events, Degradations(), "t:s")
+    assert content is not None
+    assert texts(content.input_messages) == ["hi"] and texts(content.output_messages) == ["hello"]
+
+
+# --- tools ------------------------------------------------------------------------------------
+
+
+def test_request_functions_become_tool_definitions_in_numeric_order() -> None:
+    attrs: dict[str, Any] = {"gen_ai.prompt.0.content": "hi"}
+    for i in range(11):
+        attrs[f"llm.request.functions.{i}.name"] = f"t{i}"
+    attrs["llm.request.functions.0.description"] = "Get weather"
+    attrs["llm.request.functions.0.parameters"] = (
+        '{"type": "object", "properties": {"city": {"type": "string"}}}'
+    )
+    attrs["llm.request.functions.1.input_schema"] = '{"type": "object"}'
+    attrs["llm.request.functions.2.parameters"] = "{broken"
+    f = fact(attrs)
+    assert [t.name for t in f.tools] == [f"t{i}" for i in range(11)]
+    assert msgspec.to_builtins(f.tools[0]) == {
+        "name": "t0",
+        "description": "Get weather",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+    }
+    assert f.tools[1].parameters == {"type": "object"}
+    assert f.tools[2].parameters == {}
+
+
+def test_tool_definition_without_name_is_counted() -> None:
+    f = fact({"gen_ai.prompt.0.content": "hi", "llm.request.functions.0.description": "x"})
+    assert f.tools == [] and f.degradations == {"unsupported_tool": 1}
+
+
+# --- corpus through the real readers -----------------------------------------------------------
+
+
+def test_corpus_files_through_translate_attributes() -> None:
+    for rel, n_in, n_out in [
+        ("openllmetry/koog_flattened_prompt_tool_history.attributes.json", 6, 1),
+        ("openllmetry/koog_flattened_two_completions.attributes.json", 2, 1),
+        ("otlp/flat_attributes_deprecated_gen_ai_prompt_completion.json", 3, 1),
+    ]:
+        doc = orjson.loads((CORPUS / rel).read_bytes())
+        result = translate_attributes(doc.get("attributes", doc), raw=doc)
+        assert isinstance(result, InferenceCall), rel
+        assert result.raw == doc
+        assert (len(result.input_messages), len(result.output_messages)) == (n_in, n_out), rel
+        assert_valid_messages(result)
+
+
+# --- properties -------------------------------------------------------------------------------
+
+_json = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**63), max_value=2**63 - 1)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=20),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+_block = st.fixed_dictionaries(
+    {
+        "type": st.sampled_from(
+            ["text", "tool_use", "tool_result", "image_url", "thinking", "function", "x"]
+        )
+    },
+    optional={
+        "text": _json,
+        "id": _json,
+        "name": _json,
+        "input": _json,
+        "content": _json,
+        "tool_use_id": _json,
+        "function": _json,
+        "thinking": _json,
+        "signature": _json,
+    },
+)
+_value = (
+    _json
+    | st.sampled_from(
+        ["user", "assistant", "tool", "thinking", "function", "system", "tool_calls", "stop"]
+    )
+    | st.lists(_block, max_size=3)
+    | st.lists(_block, max_size=3).map(lambda b: orjson.dumps(b).decode())
+    | _json.map(lambda v: orjson.dumps(v).decode())
+)
+_field = st.sampled_from(
+    [
+        "role",
+        "content",
+        "user",
+        "tool_call_id",
+        "finish_reason",
+        "reasoning",
+        "name",
+        "",
+        "tool_calls.0.id",
+        "tool_calls.0.name",
+        "tool_calls.0.arguments",
+        "tool_calls.1.function.name",
+        "tool_calls.1.function.arguments",
+        "function_call.name",
+        "function_call.arguments",
+        "parameters",
+        "description",
+    ]
+)
+_key = st.builds(
+    lambda p, n, f: f"{p}{n}.{f}",
+    st.sampled_from(
+        [
+            "gen_ai.prompt.",
+            "gen_ai.completion.",
+            "llm.prompts.",
+            "llm.completions.",
+            "llm.request.functions.",
+        ]
+    ),
+    st.integers(0, 12),
+    _field,
+) | st.sampled_from(
+    [
+        "gen_ai.prompt",
+        "gen_ai.completion",
+        "gen_ai.request.choice.count",
+        "gen_ai.response.finish_reasons",
+    ]
+)
+
+
+@given(st.dictionaries(_key, _value, max_size=12))
+def test_arbitrary_attribute_values_never_raise_and_messages_validate(
+    attrs: dict[str, Any],
+) -> None:
+    result = translate_attributes(attrs)
+    assert isinstance(result, InferenceCall | Skip)
+    if isinstance(result, InferenceCall):
+        assert_valid_messages(result)
+        assert set(result.degradations) <= set(DEGRADATION_REASONS)
+        assert all(m.finish_reason is None for m in result.input_messages)
+
+
+@given(st.dictionaries(_key, _json | st.integers(), max_size=8))
+def test_span_content_never_raises_on_unbounded_values(attrs: dict[str, Any]) -> None:
+    content = openllmetry.span_content(attrs, [], Degradations(), "None:None")
+    assert content is None or content.source == "openllmetry"

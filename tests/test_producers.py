@@ -1,0 +1,457 @@
+"""Real producers: the real OTel GenAI instrumentations and the real ``openai`` SDK, talking to a
+local fake provider, captured with the OTel SDK's exporters and converted by lithify.
+
+Each producer runs in its own venv (``bash scripts/producers-setup`` builds them) through a script
+in ``tests/producers/``; it writes, per scenario (``plain``: non-streamed, ``stream``: SSE), the
+capture as OTLP protobuf and OTLP/JSON plus the fake provider's record of every exchange. The tests
+check that both encodings give the same facts, one per model call, and that the facts say what the
+provider was sent and answered, in canonical terms (CANONICAL.md). The expected messages are built
+here from the recorded HTTP bodies, independently of lithify's translators.
+
+``LITHIFY_UPDATE_EXAMPLES=1`` also copies each producer's non-streamed capture into
+``src/lithify/examples/`` (the example telemetry the package ships).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import orjson
+import pytest
+
+from lithify.ingest.files import read_file
+from lithify.model import InferenceCall, Skip
+from tests.helpers import assert_valid_messages
+
+pytestmark = pytest.mark.producers
+
+ROOT = Path(__file__).resolve().parents[1]
+PRODUCERS_DIR = ROOT / "tests" / "producers"
+EXAMPLES = ROOT / "src" / "lithify" / "examples"
+UPDATE_EXAMPLES = bool(os.environ.get("LITHIFY_UPDATE_EXAMPLES"))
+
+MODEL = "gpt-4o-mini-2024-07-18"  # what the fake provider answers with (fake_openai.MODEL)
+SAMPLING = {"max_tokens": 256, "seed": 7, "temperature": 0.2}  # harness.SAMPLING
+SCENARIOS = ("plain", "stream")
+CALLS = 2  # the tool loop: tool calls, then the final answer
+HEX32 = re.compile(r"^[0-9a-f]{32}$")
+HEX16 = re.compile(r"^[0-9a-f]{16}$")
+
+
+@dataclass(frozen=True)
+class Producer:
+    name: str
+    script: str
+    args: tuple[str, ...]
+    source: str
+    spans: int  # per scenario, model-call spans included
+    logs: int  # log records per scenario
+    records_tools: bool
+    records_response_id: bool
+    session: str  # "agent": the trace of the enclosing agent span; else an explicit id prefix
+
+
+PRODUCERS = {
+    p.name: p
+    for p in (
+        # Content on spans and on gen_ai.client.inference.operation.details log events; the two
+        # calls run under a hand-written invoke_agent span. 2.4b0 records no tool definitions.
+        Producer(
+            "openai-v2",
+            "run_otel.py",
+            ("--instrumentation", "openai-v2"),
+            "otel-genai",
+            spans=3,
+            logs=2,
+            records_tools=False,
+            records_response_id=True,
+            session="agent",
+        ),
+        Producer(
+            "genai-openai",
+            "run_otel.py",
+            ("--instrumentation", "genai-openai"),
+            "otel-genai",
+            spans=3,
+            logs=2,
+            records_tools=True,
+            records_response_id=True,
+            session="agent",
+        ),
+        # OpenInference writes no logs and no response-id attribute (the id is only inside the
+        # output.value JSON); its calls run inside using_session("weather-session-<scenario>").
+        Producer(
+            "openinference",
+            "run_openinference.py",
+            (),
+            "openinference",
+            spans=2,
+            logs=0,
+            records_tools=True,
+            records_response_id=False,
+            session="weather-session-",
+        ),
+    )
+}
+CASES = [(p, s) for p in PRODUCERS for s in SCENARIOS]
+
+
+# ---------------------------------------------------------------------------------------------
+# running the producers (once per test session, shared by the xdist workers)
+
+
+def _clean_env() -> dict[str, str]:
+    """The environment without settings that would change what a producer emits or where its
+    client connects (OTel/OpenInference switches, OpenAI endpoints, proxies)."""
+    drop = ("OTEL_", "OPENINFERENCE_", "OPENAI_")
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(drop) and k.lower() not in ("http_proxy", "https_proxy", "all_proxy")
+    }
+    env["NO_PROXY"] = env["no_proxy"] = "127.0.0.1,localhost"
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    return env
+
+
+def _run(producer: Producer, out: Path) -> str | None:
+    """Run one producer into ``out``; the reason it failed, if it did."""
+    python = ROOT / f".venv-producers-{producer.name}" / "bin" / "python"
+    if not python.exists():
+        pytest.fail(
+            f"producer venv {python.parent.parent.name} is missing: run `bash scripts/producers-setup`"
+            " (scripts/test does it for you)",
+            pytrace=False,
+        )
+    tmp = out.with_name(out.name + ".partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    cmd = [str(python), str(PRODUCERS_DIR / producer.script), str(tmp), *producer.args]
+    try:
+        proc = subprocess.run(
+            cmd,
+            cwd=PRODUCERS_DIR,
+            env=_clean_env(),
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return f"{producer.name}: the producer script ran for over 120 s"
+    if proc.returncode != 0:
+        return f"{producer.name}: {' '.join(cmd)} exited {proc.returncode}\n{proc.stderr[-4000:]}"
+    tmp.rename(out)
+    return None
+
+
+@pytest.fixture(scope="session")
+def produced(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
+    """The output folder of a producer, running it the first time any worker asks."""
+    base = tmp_path_factory.getbasetemp()
+    # Under xdist every worker has its own basetemp inside the session's: share that one.
+    root = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "producers"
+    root.mkdir(parents=True, exist_ok=True)
+
+    def get(name: str) -> Path:
+        out = root / name
+        failed = root / f"{name}.failed"
+        with open(root / f"{name}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            # A failed run fails every test of that producer, without running it again.
+            if not (out / "manifest.json").exists() and not failed.exists():
+                error = _run(PRODUCERS[name], out)
+                if error:
+                    failed.write_text(error)
+        if failed.exists():
+            pytest.fail(failed.read_text(), pytrace=False)
+        return out
+
+    return get
+
+
+def _results(path: Path) -> list[InferenceCall | Skip]:
+    return [located.result for located in read_file(path)]
+
+
+def _facts(results: list[InferenceCall | Skip]) -> list[InferenceCall]:
+    return sorted(
+        (r for r in results if isinstance(r, InferenceCall)), key=lambda f: f.started_at or ""
+    )
+
+
+def _exchanges(folder: Path) -> list[dict[str, Any]]:
+    return orjson.loads((folder / "exchanges.json").read_bytes())
+
+
+# ---------------------------------------------------------------------------------------------
+# the expected facts, from the recorded HTTP bodies
+
+
+def _text(content: Any) -> list[dict[str, Any]]:
+    if isinstance(content, str):
+        return [{"type": "text", "content": content}] if content else []
+    if isinstance(content, list):
+        return [
+            {"type": "text", "content": p["text"]}
+            for p in content
+            if isinstance(p, dict) and p.get("type") == "text" and p.get("text")
+        ]
+    return []
+
+
+def _tool_calls(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [
+        {
+            "type": "tool_call",
+            "id": c["id"],
+            "name": c["name"],
+            "arguments": orjson.loads(c["arguments"]),
+        }
+        for c in calls
+    ]
+
+
+def expected_input(request: dict[str, Any]) -> list[dict[str, Any]]:
+    """The canonical input messages of a Chat Completions request body."""
+    out = []
+    for m in request["messages"]:
+        if m["role"] == "tool":
+            # The result stays the string the model was sent, JSON-looking or not.
+            parts = [
+                {"type": "tool_call_response", "id": m["tool_call_id"], "result": m["content"]}
+            ]
+        else:
+            calls = [
+                {
+                    "id": c["id"],
+                    "name": c["function"]["name"],
+                    "arguments": c["function"]["arguments"],
+                }
+                for c in m.get("tool_calls") or []
+            ]
+            parts = [*_text(m.get("content")), *_tool_calls(calls)]
+        out.append({"role": m["role"], "parts": parts, "finish_reason": None})
+    return out
+
+
+def expected_output(answer: dict[str, Any]) -> list[dict[str, Any]]:
+    finish = {"tool_calls": "tool_call"}.get(answer["finish_reason"], answer["finish_reason"])
+    parts = [*_text(answer["content"]), *_tool_calls(answer["tool_calls"])]
+    return [{"role": "assistant", "parts": parts, "finish_reason": finish}]
+
+
+def expected_tools(request: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        {
+            "name": t["function"]["name"],
+            "description": t["function"].get("description"),
+            "parameters": t["function"].get("parameters") or {},
+        }
+        for t in request.get("tools") or []
+    ]
+
+
+def _b(obj: Any) -> Any:
+    return msgspec.to_builtins(obj)
+
+
+# ---------------------------------------------------------------------------------------------
+# the tests
+
+
+def _pins(req: Path) -> Iterator[tuple[str, str]]:
+    for line in req.read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line.startswith("-r "):
+            yield from _pins(req.parent / line[3:].strip())
+        elif "==" in line:
+            name, version = line.split("==", 1)
+            yield name.strip().lower().replace("_", "-"), version.strip()
+
+
+def _walk_spans(doc: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    for rs in doc.get("resourceSpans", []):
+        for ss in rs.get("scopeSpans", []):
+            yield from ss.get("spans", [])
+
+
+@pytest.mark.parametrize("name", PRODUCERS)
+def test_producer_runs_and_writes_otlp(name: str, produced: Callable[[str], Path]) -> None:
+    """The producer ran with the pinned versions and wrote both encodings of its capture."""
+    p = PRODUCERS[name]
+    out = produced(name)
+    manifest = orjson.loads((out / "manifest.json").read_bytes())
+    pins = dict(_pins(PRODUCERS_DIR / f"requirements-{name}.txt"))
+    for package, version in manifest["versions"].items():
+        assert pins.get(package.lower()) == version, (package, version, "venv differs from pins")
+    for scenario in SCENARIOS:
+        folder = out / scenario
+        counts = manifest["scenarios"][scenario]
+        assert counts["calls"] == CALLS
+        assert (counts["spans"], counts["logs"]) == (p.spans, p.logs)
+        assert (folder / "traces.pb").stat().st_size > 0
+        assert (folder / "logs.pb").exists() == (folder / "logs.json").exists() == (p.logs > 0)
+        spans = list(_walk_spans(orjson.loads((folder / "traces.json").read_bytes())))
+        assert len(spans) == p.spans
+        for s in spans:
+            # OTLP/JSON, not protobuf's JSON mapping: hex ids, integer enums.
+            assert HEX32.match(s["traceId"]) and HEX16.match(s["spanId"]), s
+            assert s.get("parentSpanId", "") == "" or HEX16.match(s["parentSpanId"]), s
+            assert isinstance(s["kind"], int)
+        for ex in _exchanges(folder):
+            assert ex["stream"] == (scenario == "stream")
+            if ex["stream"]:
+                assert ex["response"].endswith("data: [DONE]\n\n")
+            else:
+                assert ex["response"]["object"] == "chat.completion"
+        if UPDATE_EXAMPLES and scenario == "plain":
+            EXAMPLES.mkdir(exist_ok=True)
+            for signal in ("traces", "logs"):
+                if (folder / f"{signal}.json").exists():
+                    shutil.copyfile(folder / f"{signal}.json", EXAMPLES / f"{name}.{signal}.json")
+
+
+@pytest.mark.parametrize(("name", "scenario"), CASES)
+def test_protobuf_and_json_give_the_same_facts(
+    name: str, scenario: str, produced: Callable[[str], Path]
+) -> None:
+    folder = produced(name) / scenario
+    for signal in ("traces", "logs") if PRODUCERS[name].logs else ("traces",):
+        from_pb = _results(folder / f"{signal}.pb")
+        from_json = _results(folder / f"{signal}.json")
+        assert len(_facts(from_pb)) == CALLS, (signal, [_b(r) for r in from_pb])
+        assert [_b(r) for r in from_pb] == [_b(r) for r in from_json], signal
+
+
+@pytest.mark.parametrize(("name", "scenario"), CASES)
+def test_facts_match_the_provider_traffic(
+    name: str, scenario: str, produced: Callable[[str], Path]
+) -> None:
+    """One fact per model call, saying what the fake provider was sent and answered."""
+    p = PRODUCERS[name]
+    folder = produced(name) / scenario
+    results = _results(folder / "traces.json")
+    facts = _facts(results)
+    exchanges = _exchanges(folder)
+    assert len(facts) == len(exchanges) == CALLS, [_b(r) for r in results]
+    # Everything else in the batch is the agent span, which is no model call.
+    skips = [r for r in results if isinstance(r, Skip)]
+    assert [s.reason for s in skips] == ["not_genai"] * (p.spans - CALLS)
+
+    for fact, ex in zip(facts, exchanges, strict=True):
+        request, answer = ex["request"], ex["answer"]
+        assert_valid_messages(fact)
+        assert fact.source.name == p.source
+        assert _b(fact.input_messages) == expected_input(request)
+        assert _b(fact.output_messages) == expected_output(answer)
+        assert _b(fact.tools) == (expected_tools(request) if p.records_tools else [])
+        assert fact.provider == "openai"
+        assert fact.model == answer["model"] == MODEL
+        assert fact.request == SAMPLING
+        assert fact.input_tokens == answer["usage"]["prompt_tokens"]
+        assert fact.output_tokens == answer["usage"]["completion_tokens"]
+        if p.records_response_id:
+            assert fact.model_call_id == answer["id"]
+        else:
+            assert fact.model_call_id in (None, answer["id"])
+        assert fact.degradations == {}
+        assert fact.trace_id and HEX32.match(fact.trace_id)
+        assert fact.span_id and HEX16.match(fact.span_id)
+        assert fact.duration_ms is not None and fact.duration_ms > 0
+        assert fact.started_at is not None and fact.observed_at is not None
+        if p.session == "agent":
+            assert fact.session_id == fact.trace_id
+            assert fact.parent_span_id is not None
+        else:
+            assert fact.session_id == p.session + scenario
+        assert b"sk-test" not in orjson.dumps(_b(fact))
+
+    assert len({f.inference_call_id for f in facts}) == CALLS
+    assert len({f.span_id for f in facts}) == CALLS
+    # Call 1's answer is replayed in call 2's input: the same assistant turn, part for part.
+    replay = facts[1].input_messages[len(facts[0].input_messages)]
+    assert _b(replay.parts) == _b(facts[0].output_messages[0].parts)
+
+
+@pytest.mark.parametrize(
+    ("name", "scenario"), [(n, s) for n, s in CASES if PRODUCERS[n].logs], ids=str
+)
+def test_log_events_give_the_span_facts(
+    name: str, scenario: str, produced: Callable[[str], Path]
+) -> None:
+    """The gen_ai.client.inference.operation.details events describe the same calls as the spans:
+    same identity (so the two dedupe), same content and metadata."""
+    folder = produced(name) / scenario
+    spans = {f.inference_call_id: f for f in _facts(_results(folder / "traces.json"))}
+    logs = _facts(_results(folder / "logs.json"))
+    assert len(logs) == CALLS
+    same = (
+        "trace_id",
+        "span_id",
+        "input_messages",
+        "output_messages",
+        "tools",
+        "provider",
+        "model",
+        "request",
+        "input_tokens",
+        "output_tokens",
+        "model_call_id",
+        "degradations",
+    )
+    for fact in logs:
+        assert fact.inference_call_id in spans
+        twin = spans[fact.inference_call_id]
+        assert {k: _b(getattr(fact, k)) for k in same} == {k: _b(getattr(twin, k)) for k in same}
+
+
+@pytest.mark.parametrize(("name", "scenario"), CASES)
+def test_provider_traffic_gives_the_same_messages(
+    name: str, scenario: str, produced: Callable[[str], Path]
+) -> None:
+    """The recorded HTTP exchanges, converted as provider traffic, give the telemetry's messages:
+    the same call seen from the wire and from the instrumentation is the same fact content."""
+    p = PRODUCERS[name]
+    folder = produced(name) / scenario
+    telemetry = _facts(_results(folder / "traces.json"))
+    wire = [r for r in _results(folder / "exchanges.json") if isinstance(r, InferenceCall)]
+    exchanges = _exchanges(folder)
+    assert len(wire) == len(telemetry) == len(exchanges) == CALLS
+    for w, t, ex in zip(wire, telemetry, exchanges, strict=True):
+        assert _b(w.input_messages) == _b(t.input_messages)
+        assert _b(w.output_messages) == _b(t.output_messages)
+        if p.records_tools:
+            assert _b(w.tools) == _b(t.tools)
+        assert (w.model, w.input_tokens, w.output_tokens) == (
+            t.model,
+            t.input_tokens,
+            t.output_tokens,
+        )
+        assert w.model_call_id == ex["answer"]["id"]
+
+
+EXAMPLE_FILES = sorted(p.name for p in EXAMPLES.glob("*.json")) if EXAMPLES.is_dir() else []
+
+
+@pytest.mark.parametrize(
+    "name", [n for n in EXAMPLE_FILES if n.split(".")[0] in PRODUCERS] or ["<none>"]
+)
+def test_shipped_examples_convert(name: str) -> None:
+    """The example telemetry shipped for ``lithify demo`` is producer output that converts
+    cleanly: one valid fact per model call, nothing degraded."""
+    assert name != "<none>", "src/lithify/examples/ holds no producer captures"
+    facts = _facts(_results(EXAMPLES / name))
+    assert len(facts) == CALLS, name
+    for f in facts:
+        assert_valid_messages(f)
+        assert f.degradations == {}
+    assert [f.output_messages[0].finish_reason for f in facts] == ["tool_call", "stop"]
