@@ -579,6 +579,13 @@ def test_error_event() -> None:
     assert f.degradations == {}
 
 
+def test_a_body_that_is_not_a_response() -> None:
+    r = openai_responses.translate(None, {"foo": 1})
+    assert isinstance(r, Skip) and r.reason == "unrecognized_format"
+    f = fact({"input": "hi"}, {"foo": 1})
+    assert f.output_messages == [] and f.raw["response"] == {"foo": 1}
+
+
 def test_empty_stream() -> None:
     assert isinstance(openai_responses.translate(None, []), Skip)
     f = fact({"input": "hi"}, [])

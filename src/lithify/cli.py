@@ -42,7 +42,7 @@ app = typer.Typer(
     rich_markup_mode="rich",
     context_settings={"help_option_names": ["-h", "--help"], "auto_envvar_prefix": "LITHIFY"},
 )
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)  # paths and locations stay on one line
 
 
 def _version(value: bool) -> None:

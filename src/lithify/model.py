@@ -132,6 +132,7 @@ NO_FACT_REASONS: dict[str, str] = {
     "unrecognized_format": "a document whose shape matches no known source format",
     "error_response": "a provider error body: the call produced no output",
     "empty": "an empty document",
+    "translator_error": "a defect in lithify met this input: please report it with the input",
     "feedback_event": "an evaluation or feedback event (gen_ai.evaluation.result): not a model call",
 }
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import msgspec
 import psycopg
+from hypothesis import strategies as st
 
 from lithify.model import InferenceCall, Message, TextPart, ToolCallPart
 from lithify.store import sqlite_path
@@ -74,3 +75,42 @@ def raw_execute(url: str, *statements: str) -> list[Any]:
     finally:
         conn.close()
     return rows
+
+
+EDGE_VALUES = {
+    "nul": "a\x00b",
+    "lone_high": "\ud800",
+    "lone_low": "x\udfffy",
+    "marker_lookalike": "lithify:esc:00",
+    "huge": 2**200,
+    "huge_negative": -(2**100),
+    "u64_max": 2**64 - 1,
+    "i64_min": -(2**63),
+    "nan": float("nan"),
+    "inf": float("inf"),
+    "-inf": float("-inf"),
+    "negative_zero": -0.0,
+    "bool_not_int": [True, 1, False, 0],
+    "\ud83d key": {"a\x00": [None, 1.5, "\udc00"]},
+    "emoji": "🦜",
+}
+
+CHARS = st.one_of(
+    st.characters(),
+    st.characters(categories=["Cs"]),
+    st.sampled_from(["\x00", "\ud800", "\udfff", "\uffff", "\U0010ffff"]),
+)
+TEXT = st.one_of(st.text(CHARS, max_size=8), st.sampled_from(["", "lithify:esc:", "0"]))
+LEAVES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.integers(min_value=-(2**130), max_value=2**130),
+    st.floats(),
+    TEXT,
+)
+VALUES = st.recursive(
+    LEAVES,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(TEXT, inner, max_size=4),
+    max_leaves=16,
+)

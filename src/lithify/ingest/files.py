@@ -20,6 +20,7 @@ import orjson
 from lithify.model import Skip
 from lithify.translate import (
     Result,
+    gemini,
     translate_document,
     translate_protobuf,
     translate_stream,
@@ -139,6 +140,10 @@ def read_file(path: Path, fmt: str = "auto", progress: Progress | None = None) -
             # The Collector's file exporter writes one request per line, even in `.json` files.
             yield from _lines(path, io.BytesIO(data), fmt, None)
             return
+        if is_chunk_array(doc):
+            # Gemini without `alt=sse` streams one JSON array of response chunks: one response.
+            yield Located(loc, translate_exchange(None, doc))
+            return
         docs = (
             doc
             if isinstance(doc, list) and doc and all(isinstance(d, dict) for d in doc)
@@ -153,6 +158,14 @@ def read_file(path: Path, fmt: str = "auto", progress: Progress | None = None) -
         return
     for r in translate_protobuf(data, fmt):
         yield Located(loc, r)
+
+
+def is_chunk_array(doc: Any) -> bool:
+    return (
+        isinstance(doc, list)
+        and len(doc) > 0
+        and all(isinstance(d, dict) and gemini.looks_like_response(d) for d in doc)
+    )
 
 
 def _is_sse(data: bytes) -> bool:

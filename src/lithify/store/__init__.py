@@ -48,6 +48,7 @@ __all__ = [
     "default_store_path",
     "display_url",
     "open_store",
+    "sqlite_path",
 ]
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):")

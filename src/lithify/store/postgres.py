@@ -28,6 +28,12 @@ from lithify.store.migrations import MIGRATIONS, Migration
 
 _SCHEMA_LOCK = 0x6C69746869667921  # any constant: serializes migrations of one database
 _RETRIES = 5  # deadlock / serialization failures: retried, then reported as unavailable
+# Aborted by the server for concurrency, not for the request: safe to run again.
+_ROLLBACK = (
+    pg_errors.TransactionRollback,
+    pg_errors.SerializationFailure,
+    pg_errors.DeadlockDetected,
+)
 _ARRAY_TYPES = {
     "input_tokens": "bigint",
     "output_tokens": "bigint",
@@ -125,7 +131,7 @@ class PostgresStore(SqlStore):
                 try:
                     with conn.transaction(), conn.cursor() as cur:
                         return fn(_PgCursor(cur))
-                except pg_errors.TransactionRollbackError as e:
+                except _ROLLBACK as e:
                     if attempt < _RETRIES:
                         continue
                     raise StoreUnavailable(f"PostgreSQL store {self.url}: {e}") from e

@@ -52,6 +52,10 @@ def _guard(it: Iterator[Result]) -> Iterator[Result]:
         yield from it
     except OTLPDecodeError as e:
         yield Skip("unrecognized_format", str(e))
+    except RecursionError:
+        yield Skip("undecodable", "nested too deeply to represent")
+    except Exception as e:  # a translator defect must not stop a run: count it, name it
+        yield provider.translator_error(e)
 
 
 def translate_document(doc: Any, fmt: str = "auto") -> Iterator[Result]:
@@ -68,9 +72,9 @@ def translate_document(doc: Any, fmt: str = "auto") -> Iterator[Result]:
         if not isinstance(doc, dict):
             yield Skip("unrecognized_format", "an attribute map is a JSON object")
         elif isinstance(doc.get("attributes"), dict):
-            yield translate_attributes(doc["attributes"], raw=doc)
+            yield from _guard(iter([translate_attributes(doc["attributes"], raw=doc)]))
         else:
-            yield translate_attributes(doc)
+            yield from _guard(iter([translate_attributes(doc)]))
     elif kind == "exchange":
         if not isinstance(doc, dict):
             yield Skip("unrecognized_format", "an exchange is a JSON object")
@@ -104,7 +108,7 @@ def translate_protobuf(data: bytes, fmt: str = "auto") -> Iterator[Result]:
             return
         spans = None
     if fmt == "otlp-traces" or (spans and all(s.trace_id for s in spans)):
-        yield from translate_spans(spans or [])
+        yield from _guard(translate_spans(spans or []))
         return
     try:
         records = list(iter_pb_logs(data))
@@ -112,9 +116,9 @@ def translate_protobuf(data: bytes, fmt: str = "auto") -> Iterator[Result]:
         yield Skip("undecodable", str(e))
         return
     if records:
-        yield from translate_logs(records)
+        yield from _guard(translate_logs(records))
     elif spans:
-        yield from translate_spans(spans)
+        yield from _guard(translate_spans(spans))
     else:
         yield Skip("empty", "an OTLP request with no spans or log records")
 

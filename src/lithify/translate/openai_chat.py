@@ -125,8 +125,8 @@ def sse_text(events: list[SSEEvent]) -> str:
 
 
 def build(**fields: Any) -> InferenceCall | Skip:
-    """``finish``, except that a payload the encoders refuse (nesting deeper than orjson's 254
-    levels, integers beyond 64 bits) is a skip rather than an exception."""
+    """``finish``, except that a payload too deeply nested for the encoders (orjson reads 1024
+    levels; the encoders stop earlier) is a skip rather than an exception."""
     try:
         return finish(**fields)
     except (TypeError, RecursionError) as e:

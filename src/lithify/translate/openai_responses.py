@@ -455,6 +455,11 @@ def translate(
             deg.add("truncated_stream")
     if req is None and body is None:
         return Skip("empty", "neither a request nor a response", NAME)
+    # A body that is not a response object (no output list) says nothing about the answer.
+    if body is not None and events is None and not isinstance(body.get("output"), list):
+        body = None
+    if body is None and (req is None or not any(k in req for k in ("input", "instructions"))):
+        return Skip("unrecognized_format", "neither Responses input nor output", NAME)
 
     pending: list[tuple[str, str]] = []
     inputs: list[Message] = []

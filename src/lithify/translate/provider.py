@@ -18,6 +18,10 @@ PROVIDERS: dict[str, ModuleType] = {
 }
 
 
+def translator_error(e: BaseException) -> Skip:
+    return Skip("translator_error", f"{type(e).__name__}: {e}"[:300])
+
+
 def is_error_body(doc: Any) -> bool:
     """A provider error document: an ``error`` object and nothing a response would carry."""
     if not isinstance(doc, dict) or "error" not in doc or doc.get("error") is None:
@@ -66,7 +70,12 @@ def translate_exchange(
     module = _pick(fmt, request, response)
     if module is None:
         return Skip("unrecognized_format", "not a known provider request or response")
-    return module.translate(request, response, meta=meta)
+    try:
+        return module.translate(request, response, meta=meta)
+    except RecursionError:
+        return Skip("undecodable", "nested too deeply to represent")
+    except Exception as e:  # a translator defect must not stop a run: count it, name it
+        return translator_error(e)
 
 
 def looks_like_provider_body(doc: dict[str, Any]) -> bool:

@@ -55,7 +55,7 @@ _NEEDLES = [
     "sk-",
     "aiza",
     "bearer",
-    "basic ",
+    "basic",
     "api_key",
     "api-key",
     "apikey",

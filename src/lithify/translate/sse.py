@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
+
+_LINE_END = re.compile(r"\r\n|\r|\n")
 
 
 @dataclass(slots=True, frozen=True)
@@ -30,7 +33,9 @@ def iter_events(text: str) -> Iterator[SSEEvent]:
     """
     event: str | None = None
     data: list[str] = []
-    for line in text.splitlines():
+    # Only CR, LF and CRLF end a line in SSE; str.splitlines would also split on U+2028 and
+    # friends, which a model's answer may hold inside a JSON string.
+    for line in _LINE_END.split(text):
         if not line.strip():
             if data:
                 yield SSEEvent(event, "\n".join(data))

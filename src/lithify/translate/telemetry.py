@@ -29,11 +29,12 @@ _GENAI_MARKERS = (
 
 
 def is_agent_span(attrs: dict[str, Any]) -> bool:
-    if attrs.get("gen_ai.operation.name") in _AGENT_OPERATIONS:
+    op = attrs.get("gen_ai.operation.name")
+    if isinstance(op, str) and op in _AGENT_OPERATIONS:
         return True
     if str(attrs.get("openinference.span.kind", "")).upper() == "AGENT":
         return True
-    return attrs.get("traceloop.span.kind") in ("agent", "workflow")
+    return str(attrs.get("traceloop.span.kind")) in ("agent", "workflow")
 
 
 def is_model_call(attrs: dict[str, Any]) -> bool:

@@ -1,0 +1,64 @@
+"""What only the SQLite backend has: pragmas, the file, another process holding the lock."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from lithify.store import StoreError, StoreUnavailable
+from lithify.store.sqlite import SQLiteStore
+from tests.store.helpers import make_fact
+
+
+def test_wal_and_full_sync(tmp_path: Path) -> None:
+    with SQLiteStore(tmp_path / "f.db") as store:
+        conn = store._conn
+        assert conn is not None
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+
+
+def test_a_held_write_lock_is_waited_for(tmp_path: Path) -> None:
+    path = tmp_path / "f.db"
+    with SQLiteStore(path, timeout=10) as store:
+        other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        other.execute("BEGIN IMMEDIATE")
+        release = threading.Timer(0.3, lambda: other.execute("COMMIT"))
+        start = time.monotonic()
+        release.start()
+        try:
+            assert store.insert_facts([make_fact("waited")]).inserted == 1
+            assert time.monotonic() - start >= 0.25
+        finally:
+            release.join()
+            other.close()
+
+
+def test_a_lock_held_past_the_timeout_is_unavailable_then_recovers(tmp_path: Path) -> None:
+    path = tmp_path / "f.db"
+    with SQLiteStore(path, timeout=0.2) as store:
+        other = sqlite3.connect(path, isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")
+        with pytest.raises(StoreUnavailable, match="locked"):
+            store.insert_facts([make_fact("blocked")])
+        assert store.count() == 0  # reads go on beside the writer (WAL)
+        other.execute("COMMIT")
+        other.close()
+        assert store.insert_facts([make_fact("blocked")]).inserted == 1
+
+
+def test_a_file_that_is_not_a_database(tmp_path: Path) -> None:
+    path = tmp_path / "junk.db"
+    path.write_bytes(b"this is not sqlite" * 100)
+    with pytest.raises(StoreError, match="not a usable database"):
+        SQLiteStore(path)
+
+
+def test_a_folder_that_cannot_be_created(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("x")
+    with pytest.raises((StoreError, OSError)):
+        SQLiteStore(tmp_path / "file" / "sub" / "f.db")

@@ -1,0 +1,57 @@
+"""Reading inputs: each file shape becomes the units the translators expect."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pytest
+
+from lithify.ingest.files import InputError, read_file, read_pair
+from lithify.model import InferenceCall
+from lithify.translate.sse import iter_events
+from tests.conftest import CORPUS
+
+SSE = CORPUS / "gemini" / "thought_parts_streaming.response.sse"
+
+
+def _facts(path: Path) -> list[InferenceCall]:
+    out = [loc.result for loc in read_file(path)]
+    assert all(isinstance(r, InferenceCall) for r in out), out
+    return out  # type: ignore[return-value]
+
+
+def test_gemini_json_array_stream_is_one_response(tmp_path: Path) -> None:
+    chunks = [ev.json() for ev in iter_events(SSE.read_text())]
+    array = tmp_path / "stream.json"
+    array.write_bytes(orjson.dumps(chunks))
+    (from_array,) = _facts(array)
+    (from_sse,) = _facts(SSE)
+    assert from_array.output_messages == from_sse.output_messages
+    assert from_array.output_messages, "the answer is there"
+
+
+def test_json_list_of_documents_is_read_one_by_one(tmp_path: Path) -> None:
+    doc = orjson.loads((CORPUS / "openai-chat" / "legacy_function_call.response.json").read_bytes())
+    path = tmp_path / "two.json"
+    path.write_bytes(orjson.dumps([doc, doc]))
+    assert len(_facts(path)) == 2
+
+
+def test_collector_style_json_file_with_one_request_per_line(tmp_path: Path) -> None:
+    doc = orjson.loads(
+        (CORPUS / "otlp" / "util_genai_openai_v2_chat_tool_call.otlp.json").read_bytes()
+    )
+    path = tmp_path / "traces.json"
+    path.write_bytes(orjson.dumps(doc) + b"\n" + orjson.dumps(doc) + b"\n")
+    assert len(_facts(path)) == 2
+
+
+def test_pair_with_missing_file_raises_input_error(tmp_path: Path) -> None:
+    with pytest.raises(InputError):
+        read_pair(tmp_path / "nope.json", None)
+
+
+def test_directory_is_not_a_file(tmp_path: Path) -> None:
+    with pytest.raises(InputError):
+        list(read_file(tmp_path))
