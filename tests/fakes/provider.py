@@ -232,7 +232,8 @@ class FakeProvider:
                         err = wire.error(provider, step, f"req_{key}")
                         self._send_json(ex, step.status, err, headers)
                     return
-                model = step.model or path_model or str(req.get("model") or "fake-model")
+                requested = path_model or str(req.get("model") or "fake-model")
+                model = step.model or wire.SNAPSHOTS.get(requested, requested)
                 ctx = wire.Ctx(req, step, key, model, wire.CREATED + fake._count)
                 headers = {**_id_headers(provider, key), **step.headers}
                 if path_mode == "json-array":

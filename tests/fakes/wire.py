@@ -24,6 +24,14 @@ GEMINI = "gemini"
 FINGERPRINT = "fp_lithify0"
 CREATED = 1767225600  # 2026-01-01T00:00:00Z; the n-th answer is created n seconds later
 
+# OpenAI answers with the dated snapshot an alias points to; the others echo the requested name.
+SNAPSHOTS = {
+    "gpt-4o-mini": "gpt-4o-mini-2024-07-18",
+    "gpt-4o": "gpt-4o-2024-08-06",
+    "gpt-5-mini": "gpt-5-mini-2025-08-07",
+    "gpt-5": "gpt-5-2025-08-07",
+}
+
 # Data is a JSON-able value, or a literal string sent as is (``[DONE]``).
 Event = tuple[str | None, Any]
 

@@ -370,6 +370,9 @@ class SqlStore:
         """Serialize concurrent migrations (SQLite's write lock already does)."""
 
     _degradations_sql: str
+    # Where a fact's body is read from (SQLite keeps bodies in a table of their own).
+    _fact_body = "body"
+    _fact_from = "facts"
 
     def close(self) -> None:
         raise NotImplementedError
@@ -449,7 +452,8 @@ class SqlStore:
         """Facts in (started_at or observed_at, inference_call_id) order, in constant memory."""
         where, params = fact_where(filters)
         sql = (
-            f"SELECT body FROM facts{where} ORDER BY sort_at, inference_call_id"
+            f"SELECT {self._fact_body} FROM {self._fact_from}{where} "
+            "ORDER BY sort_at, inference_call_id"
             f"{_limit(filters.limit if filters else None)}"
         )
         for (body,) in self._stream(sql, params, batch_size):
@@ -470,7 +474,7 @@ class SqlStore:
     def get_fact(self, inference_call_id: str) -> InferenceCall | None:
         def q(cur: Cursor) -> Any:
             cur.execute(
-                "SELECT body FROM facts WHERE inference_call_id = ?",
+                f"SELECT {self._fact_body} FROM {self._fact_from} WHERE inference_call_id = ?",
                 (codec.col(inference_call_id),),
             )
             return cur.fetchone()

@@ -10,7 +10,7 @@ msgspec encode and decode.
 from __future__ import annotations
 
 from datetime import date, datetime, time, timedelta
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, overload
 
 import msgspec
 from msgspec.msgpack import Ext
@@ -108,11 +108,17 @@ class Decoder(Generic[T]):
 _MARK = "lithify:esc:"
 
 
+@overload
+def col(value: str) -> str: ...
+@overload
+def col(value: None) -> None: ...
 def col(value: str | None) -> str | None:
     """The column form of a string: itself, unless it cannot be stored as text."""
     if value is None:
         return None
     if "\x00" not in value and not value.startswith(_MARK):
+        if value.isascii():  # ids, models, timestamps: the common case, no encode needed
+            return value
         try:
             value.encode("utf-8")
         except UnicodeEncodeError:

@@ -32,8 +32,8 @@ SCHEMA_VERSION_TABLE = {
         applied_at TEXT NOT NULL)""",
 }
 
-# Query columns hold the escaped column form of strings (codec.col); `body` holds the whole fact
-# (codec.encode) and is the only source of truth when reading facts back. `sort_at` is
+# Query columns hold the escaped column form of strings (codec.col); the body holds the whole
+# fact (codec.encode) and is the only source of truth when reading facts back. `sort_at` is
 # started_at, else observed_at, else '' — the session order of EXPORTS.md — NOT NULL so that
 # both databases order facts without timestamps first. PostgreSQL columns use the "C"
 # collation so that both backends order text by code point, as SQLite's BINARY does.
@@ -53,7 +53,11 @@ _V1_SQLITE = (
         input_tokens INTEGER,
         output_tokens INTEGER,
         degradations TEXT NOT NULL,
-        ingested_at TEXT NOT NULL,
+        ingested_at TEXT NOT NULL)""",
+    # Bodies apart, keyed by the fact's rowid: scans and GROUP BYs over the query columns
+    # then never read the multi-KB bodies (PostgreSQL's TOAST does the same by itself).
+    """CREATE TABLE fact_bodies (
+        id INTEGER PRIMARY KEY,
         body BLOB NOT NULL)""",
     "CREATE UNIQUE INDEX facts_model_call_id ON facts (model_call_id) "
     "WHERE model_call_id IS NOT NULL",

@@ -49,7 +49,7 @@ class _PgCursor:
         self.raw = cur
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
-        return self.raw.execute(sql.replace("?", "%s"), params)  # type: ignore[arg-type]
+        return self.raw.execute(sql.replace("?", "%s"), params)
 
     def fetchone(self) -> Any:
         return self.raw.fetchone()
@@ -129,7 +129,7 @@ class PostgresStore(SqlStore):
                     self._conn = self._connect(autocommit=True)
                 conn = self._conn
                 try:
-                    with conn.transaction(), conn.cursor() as cur:
+                    with conn.transaction(), conn.cursor(binary=True) as cur:
                         return fn(_PgCursor(cur))
                 except _ROLLBACK as e:
                     if attempt < _RETRIES:
@@ -151,9 +151,9 @@ class PostgresStore(SqlStore):
         conn = self._connect(autocommit=False)
         try:
             # A named (server-side) cursor: rows arrive batch_size at a time.
-            with conn.cursor(name="lithify_stream") as cur:
+            with conn.cursor(name="lithify_stream", binary=True) as cur:
                 cur.itersize = batch_size
-                cur.execute(sql.replace("?", "%s"), params)  # type: ignore[arg-type]
+                cur.execute(sql.replace("?", "%s"), params)
                 yield from cur
         except (psycopg.OperationalError, psycopg.InterfaceError) as e:
             raise StoreUnavailable(f"PostgreSQL store {self.url}: {e}") from e
@@ -169,7 +169,7 @@ class PostgresStore(SqlStore):
     ) -> list[str]:
         assert isinstance(cur, _PgCursor)
         arrays = [list(col) for col in zip(*rows, strict=True)]
-        cur.raw.execute(_insert_sql(table, columns), arrays)  # type: ignore[arg-type]
+        cur.raw.execute(_insert_sql(table, columns), arrays)
         return [r[0] for r in cur.raw.fetchall()]
 
     def close(self) -> None:

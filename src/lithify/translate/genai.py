@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import msgspec
 import orjson
 
 from lithify.model import (
@@ -421,6 +422,149 @@ def _tools(value: Any, deg: Degradations) -> list[ToolDefinition]:
 
 
 # ---------------------------------------------------------------------------------------------
+# the fast path: semconv message JSON in its common shape, decoded straight into typed structs
+#
+# Most spans carry messages exactly as the conventions write them. Those are decoded by msgspec
+# into the structs below and converted without the general walk. Anything else (an unknown part
+# type or field, a missing or empty id, a role or value of another type, JSON that msgspec and
+# orjson could read differently) raises, and the span goes through the general path instead, so
+# a fact never depends on which path built it. Unknown fields are refused because msgspec skips
+# them without the checks orjson applies (it accepts 1e400 there); values of free shape (tool
+# arguments, tool responses) are kept as raw JSON and decoded by orjson, as the general path does.
+
+_ABSENT = msgspec.Raw(b"")  # a field the source did not set
+
+
+class _FText(msgspec.Struct, tag="text", tag_field="type", forbid_unknown_fields=True):
+    content: str
+
+
+class _FReasoning(msgspec.Struct, tag="reasoning", tag_field="type", forbid_unknown_fields=True):
+    content: str
+
+
+class _FToolCall(msgspec.Struct, tag="tool_call", tag_field="type", forbid_unknown_fields=True):
+    id: str
+    name: str
+    arguments: msgspec.Raw = _ABSENT
+
+
+class _FToolResponse(
+    msgspec.Struct, tag="tool_call_response", tag_field="type", forbid_unknown_fields=True
+):
+    id: str
+    response: msgspec.Raw = _ABSENT
+    result: msgspec.Raw = _ABSENT
+
+
+_FPart = _FText | _FReasoning | _FToolCall | _FToolResponse
+
+
+class _FMessage(msgspec.Struct, forbid_unknown_fields=True):
+    role: str
+    parts: list[_FPart]
+    finish_reason: str | None = None
+
+
+_FAST_MESSAGES = msgspec.json.Decoder(list[_FMessage])
+_FAST_PARTS = msgspec.json.Decoder(list[_FPart])
+
+
+class _NotFast(Exception):
+    """The value needs the general path."""
+
+
+def _fast_decode(value: Any, decoder: Any) -> Any:
+    if not isinstance(value, str | bytes):
+        raise _NotFast
+    try:
+        return decoder.decode(value)
+    except (msgspec.DecodeError, RecursionError):
+        raise _NotFast from None
+
+
+def _json(raw: msgspec.Raw) -> Any:
+    try:
+        return orjson.loads(memoryview(raw))
+    except orjson.JSONDecodeError:
+        raise _NotFast from None
+
+
+def _fast_parts(parts: list[Any], deg: Degradations) -> tuple[list[Part], bool]:
+    """Canonical parts, and whether any is a tool result (the message may need a split)."""
+    out: list[Part] = []
+    results = False
+    for p in parts:
+        cls = type(p)
+        if cls is _FText:
+            if p.content:
+                out.append(TextPart(p.content))
+        elif cls is _FReasoning:
+            if p.content:
+                out.append(ReasoningPart(p.content))
+        elif cls is _FToolCall:
+            if not p.id:
+                raise _NotFast
+            args = parse_arguments(None if p.arguments is _ABSENT else _json(p.arguments), deg)
+            out.append(ToolCallPart(p.id, p.name, args))
+        else:
+            if not p.id:
+                raise _NotFast
+            # Both are decoded: the general path's orjson would refuse the whole value for either.
+            response = None if p.response is _ABSENT else _json(p.response)
+            result = None if p.result is _ABSENT else orjson.loads(memoryview(p.result)) if 0 else None
+            out.append(ToolCallResponsePart(p.id, result if p.response is _ABSENT else response))
+            results = True
+    return out, results
+
+
+def _fast_message(m: _FMessage, finish: str | None, deg: Degradations) -> list[Message]:
+    role = m.role if m.role in _ROLES else _role(m.role)
+    if role is None:
+        raise _NotFast
+    parts, results = _fast_parts(m.parts, deg)
+    if not results:
+        return [Message(role, parts, finish)]
+    return _split(role, parts, finish)
+
+
+def _fast_system(value: Any, deg: Degradations) -> Message:
+    if isinstance(value, str) and value.strip()[:1] not in ("[", "{"):
+        return Message("system", [TextPart(value)] if value else [])
+    return Message("system", _fast_parts(_fast_decode(value, _FAST_PARTS), deg)[0])
+
+
+def _fast_content(attrs: dict[str, Any], deg: Degradations) -> Content | None:
+    """The same content as the general path, or None when the span needs that path."""
+    local = Degradations()
+    try:
+        inputs: list[Message] = []
+        if _present(attrs, SYSTEM):
+            inputs.append(_fast_system(attrs[SYSTEM], local))
+        if _present(attrs, INPUT):
+            for m in _fast_decode(attrs[INPUT], _FAST_MESSAGES):
+                inputs.extend(_fast_message(m, None, local))
+        outputs: list[Message] = []
+        if _present(attrs, OUTPUT):
+            reasons: list[Any] | None = None
+            for i, m in enumerate(_fast_decode(attrs[OUTPUT], _FAST_MESSAGES)):
+                fr = finish_reason(m.finish_reason)
+                if fr is None:
+                    if reasons is None:
+                        reasons = _finish_reasons(attrs.get("gen_ai.response.finish_reasons"))
+                    if i < len(reasons):
+                        fr = finish_reason(reasons[i])
+                outputs.extend(_fast_message(m, fr, local))
+            if _single_choice(attrs):
+                outputs = _merge(outputs)
+    except _NotFast:
+        return None
+    tools = _tools(attrs[TOOLS], local) if _present(attrs, TOOLS) else []
+    deg.update(local)
+    return Content(SOURCE, inputs, outputs, tools)
+
+
+# ---------------------------------------------------------------------------------------------
 # spans
 
 
@@ -429,7 +573,13 @@ def _single_choice(attrs: dict[str, Any]) -> bool:
     return n is None or n <= 1
 
 
-def _attribute_content(attrs: dict[str, Any], deg: Degradations, seed: str) -> Content:
+def _attribute_content(
+    attrs: dict[str, Any], deg: Degradations, seed: str, *, fast: bool = True
+) -> Content:
+    if fast:
+        content = _fast_content(attrs, deg)
+        if content is not None:
+            return content
     b = _Builder(deg, seed)
     inputs: list[Message] = []
     if _present(attrs, SYSTEM):
