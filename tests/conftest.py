@@ -20,3 +20,14 @@ settings.load_profile("ci" if os.environ.get("CI") else "dev")
 @pytest.fixture
 def corpus() -> Path:
     return CORPUS
+
+
+# The store fixtures (a fresh SQLite file or PostgreSQL schema per test) serve every test folder.
+from tests.store.conftest import (  # noqa: E402
+    pg_store_url,
+    pg_url,
+    sqlite_store_url,
+    store_url,
+)
+
+__all__ = ["pg_store_url", "pg_url", "sqlite_store_url", "store_url"]

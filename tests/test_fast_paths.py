@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import orjson
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -170,7 +169,7 @@ CANONICAL_PARTS = st.one_of(
     )
 )
 def test_messages_in_the_conventions_shape_take_the_fast_path(messages: list[Any]) -> None:
-    attrs = {genai.INPUT: orjson.dumps(messages).decode(), genai.OUTPUT: "[]"}
+    attrs = {genai.INPUT: json.dumps(messages), genai.OUTPUT: "[]"}
     assert genai._fast_content(attrs, Degradations()) is not None
     fast, general = _both(attrs)
     assert fast == general
@@ -190,3 +189,78 @@ def test_odd_values_leave_the_fast_path() -> None:
     content = genai._fast_content(attrs, Degradations())
     assert content is not None
     assert content.input_messages[0].parts[0].result == 1.2345678901234568e29  # as orjson reads
+
+
+def _call(args: str) -> str:
+    return '{"type":"tool_call","id":"c1","name":"f"%s}' % args
+
+
+def _messages(role: str, *parts: str, extra: str = "") -> str:
+    return '[{"role":"%s","parts":[%s]%s}]' % (role, ",".join(parts), extra)
+
+
+RESPONSE = '{"type":"tool_call_response","id":"c1"%s}'
+TEXT = '{"type":"text","content":"%s"}'
+FAST_EDGES = [
+    {genai.INPUT: _messages("User", TEXT % "a")},
+    {genai.INPUT: _messages(" model ", TEXT % "a")},
+    {
+        genai.INPUT: _messages(
+            "developer", TEXT % "a", TEXT % "", '{"type":"reasoning","content":""}'
+        )
+    },
+    {genai.INPUT: _messages("Critic", TEXT % "a")},
+    {genai.INPUT: _messages("tool", RESPONSE % ',"response":1,"result":2')},
+    {genai.INPUT: _messages("tool", RESPONSE % ',"result":2,"response":1')},
+    {genai.INPUT: _messages("tool", RESPONSE % ',"result":"r"')},
+    {genai.INPUT: _messages("tool", RESPONSE % ',"response":null')},
+    {genai.INPUT: _messages("tool", RESPONSE % "")},
+    {genai.INPUT: _messages("user", RESPONSE % ',"response":1', TEXT % "a")},
+    {genai.INPUT: _messages("assistant", TEXT % "a", _call(""), RESPONSE % ',"response":1')},
+    {genai.INPUT: _messages("assistant", _call(',"arguments":null'), _call(',"arguments":""'))},
+    {genai.INPUT: _messages("assistant", _call(',"arguments":"{\\"a\\":1}"'))},
+    {genai.INPUT: _messages("assistant", _call(',"arguments":"no"'), _call(',"arguments":[1]'))},
+    {genai.INPUT: _messages("assistant", _call(',"arguments":{"a":1},"arguments":{"b":2}'))},
+    {
+        genai.OUTPUT: _messages("assistant", TEXT % "a"),
+        "gen_ai.response.finish_reasons": ["length", "stop"],
+    },
+    {
+        genai.OUTPUT: '[{"role":"assistant","parts":[]},{"role":"assistant","parts":[]},'
+        '{"role":"assistant","parts":[],"finish_reason":"END_TURN"}]',
+        "gen_ai.response.finish_reasons": ["tool_calls", 4],
+    },
+    {
+        genai.OUTPUT: '[{"role":"assistant","parts":[%s]},{"role":"assistant","parts":[%s]}]'
+        % (TEXT % "a", TEXT % "b"),
+        "gen_ai.request.choice.count": 2,
+    },
+    {
+        genai.OUTPUT: '[{"role":"assistant","parts":[%s]},{"role":"assistant","parts":[%s]}]'
+        % (TEXT % "a", TEXT % "b"),
+        "gen_ai.response.finish_reasons": '["stop"]',
+    },
+    {genai.SYSTEM: "  plain text, kept as sent"},
+    {genai.SYSTEM: "[%s]" % (TEXT % "s")},
+]
+GENERAL_EDGES = [
+    {genai.INPUT: _messages("assistant", '{"type":"tool_call","name":"f"}')},
+    {genai.INPUT: _messages("assistant", '{"type":"tool_call","id":"","name":"f"}')},
+    {genai.INPUT: _messages("user", '{"type":"text","content":"a","x":1e400}')},
+    {genai.INPUT: _messages("user", TEXT % "a", extra=',"name":"bob"')},
+    {genai.INPUT: '{"role":"user","parts":[]}'},
+    {genai.INPUT: _messages("", TEXT % "a")},
+    {genai.SYSTEM: '{"parts":[%s]}' % (TEXT % "s")},
+    {genai.SYSTEM: "[1e400]"},
+]
+
+
+def test_edge_shapes_give_what_the_general_path_gives() -> None:
+    for attrs in FAST_EDGES:
+        assert genai._fast_content(attrs, Degradations()) is not None, attrs
+        fast, general = _both(attrs)
+        assert fast == general, attrs
+    for attrs in GENERAL_EDGES:
+        assert genai._fast_content(attrs, Degradations()) is None, attrs
+        fast, general = _both(attrs)
+        assert fast == general, attrs

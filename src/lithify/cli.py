@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from enum import IntEnum
 from importlib.resources import files
 from pathlib import Path
@@ -22,8 +24,18 @@ from rich.progress import (
 from rich.table import Table
 
 from lithify import __version__
-from lithify.ingest.convert import StrictError, Summary, convert, open_output
-from lithify.model import DEGRADATION_REASONS, NO_FACT_REASONS
+from lithify.ingest.convert import JsonlSink, Sink, StrictError, Summary, open_output, run
+from lithify.ingest.importer import StoreSink
+from lithify.model import (
+    DEGRADATION_REASONS,
+    NO_FACT_REASONS,
+    InferenceCall,
+    TextPart,
+    ToolCallPart,
+    encode,
+    to_builtins,
+)
+from lithify.store import FactFilter, FactStore, StoreError, open_store
 from lithify.translate import FORMATS
 
 
@@ -32,6 +44,8 @@ class Exit(IntEnum):
     UNREADABLE = 1  # an input could not be read at all
     USAGE = 2  # typer/click's own code for bad usage
     STRICT = 3  # a corrupt unit under --strict
+    STORE = 4  # the store cannot be opened or reached
+    NOT_FOUND = 5  # a named fact does not exist
 
 
 app = typer.Typer(
@@ -68,6 +82,8 @@ def _summary_table(summary: Summary, output: str) -> None:
     t.add_row("inputs read", str(summary.inputs), "")
     t.add_row("units seen", str(summary.units), "documents, lines, requests, streams")
     t.add_row("[green]facts written[/]", str(summary.facts), output)
+    if summary.feedback:
+        t.add_row("feedback read", str(summary.feedback), "not written: `lithify import` stores it")
     for reason, n in sorted(summary.skipped.items()):
         t.add_row(f"no fact: {reason}", str(n), NO_FACT_REASONS.get(reason, ""))
     for reason, n in sorted(summary.degradations.items()):
@@ -97,59 +113,68 @@ def _progress_factory(progress: Progress | None):  # type: ignore[no-untyped-def
     return start
 
 
-@app.command("convert")
-def convert_cmd(
-    paths: Annotated[
-        list[Path] | None,
-        typer.Argument(help="Files or folders: OTLP (.json, .jsonl, .pb), provider bodies, SSE."),
-    ] = None,
-    source: Annotated[
-        str,
-        typer.Option(
-            "--from",
-            "-f",
-            help=f"Source format: {', '.join(FORMATS)}. 'auto' recognises each document by shape.",
-            envvar="LITHIFY_FROM",
-        ),
-    ] = "auto",
-    output: Annotated[
-        str,
-        typer.Option(
-            "--output", "-o", help="Facts JSONL file ('-' for stdout).", envvar="LITHIFY_OUTPUT"
-        ),
-    ] = "-",
-    request: Annotated[
-        Path | None, typer.Option(help="A provider request body, paired with --response.")
-    ] = None,
-    response: Annotated[
-        Path | None, typer.Option(help="A provider response body (JSON, or SSE for a stream).")
-    ] = None,
-    strict: Annotated[
-        bool, typer.Option("--strict", help="Stop at the first corrupt line or document.")
-    ] = False,
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Print the summary as JSON (for scripts).")
-    ] = False,
-    progress: Annotated[
-        bool | None,
-        typer.Option("--progress/--no-progress", help="Progress bars (default: on a terminal)."),
-    ] = None,
-) -> None:
-    """Convert telemetry and provider payloads into canonical facts, one JSON object per line.
+SourceOpt = Annotated[
+    str,
+    typer.Option(
+        "--from",
+        "-f",
+        help=f"Source format: {', '.join(FORMATS)}. 'auto' recognises each document by shape.",
+        envvar="LITHIFY_FROM",
+    ),
+]
+PathsArg = Annotated[
+    list[Path] | None,
+    typer.Argument(help="Files or folders: OTLP (.json, .jsonl, .pb), provider bodies, SSE."),
+]
+RequestOpt = Annotated[
+    Path | None, typer.Option(help="A provider request body, paired with --response.")
+]
+ResponseOpt = Annotated[
+    Path | None, typer.Option(help="A provider response body (JSON, or SSE for a stream).")
+]
+StrictOpt = Annotated[
+    bool, typer.Option("--strict", help="Stop at the first corrupt line or document.")
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print the summary as JSON (for scripts).")]
+ProgressOpt = Annotated[
+    bool | None,
+    typer.Option("--progress/--no-progress", help="Progress bars (default: on a terminal)."),
+]
+StoreOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--store",
+        "-s",
+        help="Store URL: sqlite:///path.db, postgresql://… (default: the per-user SQLite file).",
+        envvar="LITHIFY_STORE",
+        show_default=False,
+    ),
+]
 
-    Reads OTLP traces and logs (protobuf, OTLP/JSON, the Collector's JSONL), flat attribute maps,
-    and provider request/response bodies; writes facts in input order. Units that give no fact
-    (non-GenAI spans, error bodies, corrupt lines) are counted in the summary with their reason.
-    """
+
+def _pipeline(
+    paths: list[Path] | None,
+    sink: Sink,
+    *,
+    source: str,
+    strict: bool,
+    request: Path | None,
+    response: Path | None,
+    progress: bool | None,
+) -> Summary:
+    """Check the inputs, run the pipeline into ``sink`` with progress bars on a terminal."""
     if source not in FORMATS:
         err.print(f"[red]unknown --from {source!r}[/]; choose one of: {', '.join(FORMATS)}")
         raise typer.Exit(Exit.USAGE)
     if not paths and request is None and response is None:
-        err.print("[red]nothing to convert:[/] give PATH… or --request/--response")
+        err.print("[red]nothing to read:[/] give PATH… or --request/--response")
         raise typer.Exit(Exit.USAGE)
+    options = {"fmt": source, "strict": strict, "request": request, "response": response}
     show = sys.stderr.isatty() if progress is None else progress
-    bars = (
-        Progress(
+    try:
+        if not show:
+            return run(paths or [], sink, **options)
+        bars = Progress(
             TextColumn("{task.description}"),
             BarColumn(),
             DownloadColumn(),
@@ -158,24 +183,38 @@ def convert_cmd(
             console=err,
             transient=True,
         )
-        if show
-        else None
-    )
-    try:
-        with open_output(output) as out:
-            if bars is not None:
-                with bars:
-                    summary = convert(
-                        paths or [], out, fmt=source, strict=strict, request=request,
-                        response=response, progress=_progress_factory(bars),
-                    )  # fmt: skip
-            else:
-                summary = convert(
-                    paths or [], out, fmt=source, strict=strict, request=request, response=response
-                )
+        with bars:
+            return run(paths or [], sink, progress=_progress_factory(bars), **options)
     except StrictError as e:
         err.print(f"[red]corrupt input (--strict):[/] {e.skip.detail}")
         raise typer.Exit(Exit.STRICT) from None
+
+
+@app.command("convert")
+def convert_cmd(
+    paths: PathsArg = None,
+    source: SourceOpt = "auto",
+    output: Annotated[
+        str,
+        typer.Option(
+            "--output", "-o", help="Facts JSONL file ('-' for stdout).", envvar="LITHIFY_OUTPUT"
+        ),
+    ] = "-",
+    request: RequestOpt = None,
+    response: ResponseOpt = None,
+    strict: StrictOpt = False,
+    as_json: JsonOpt = False,
+    progress: ProgressOpt = None,
+) -> None:
+    """Convert telemetry and provider payloads into canonical facts, one JSON object per line.
+
+    Reads OTLP traces and logs (protobuf, OTLP/JSON, the Collector's JSONL), flat attribute maps, and provider request/response bodies; writes facts in input order. Units that give no fact (non-GenAI spans, error bodies, corrupt lines) are counted in the summary with their reason.
+    """
+    with open_output(output) as out:
+        summary = _pipeline(
+            paths, JsonlSink(out), source=source, strict=strict, request=request,
+            response=response, progress=progress,
+        )  # fmt: skip
     to_stdout = output == "-"
     if as_json:
         data = orjson.dumps(summary.to_json(), option=orjson.OPT_INDENT_2).decode()
@@ -184,6 +223,216 @@ def convert_cmd(
         _summary_table(summary, "stdout" if to_stdout else output)
     if summary.unreadable:
         raise typer.Exit(Exit.UNREADABLE)
+
+
+@contextmanager
+def _opened_store(url: str | None) -> Iterator[FactStore]:
+    """The store, or a readable error and exit code 4 when it cannot be opened or reached."""
+    try:
+        with open_store(url) as store:
+            yield store
+    except StoreError as e:
+        err.print(f"[red]store error:[/] {e}")
+        raise typer.Exit(Exit.STORE) from None
+
+
+@app.command("import")
+def import_cmd(
+    paths: PathsArg = None,
+    store_url: StoreOpt = None,
+    source: SourceOpt = "auto",
+    request: RequestOpt = None,
+    response: ResponseOpt = None,
+    strict: StrictOpt = False,
+    as_json: JsonOpt = False,
+    progress: ProgressOpt = None,
+) -> None:
+    """Import whatever `lithify convert` reads (and feedback documents) into the fact store.
+
+    Idempotent: a fact already stored (same identity, or same provider response id) is counted as a duplicate and never changed, so importing a file twice stores nothing new.
+    """
+    with _opened_store(store_url) as store:
+        sink = StoreSink(store)
+        summary = _pipeline(
+            paths, sink, source=source, strict=strict, request=request, response=response,
+            progress=progress,
+        )  # fmt: skip
+        url = store.url
+    report = {"store": url, **summary.to_json(), **sink.counts()}
+    if as_json:
+        typer.echo(orjson.dumps(report, option=orjson.OPT_INDENT_2).decode())
+    else:
+        _summary_table(summary, url)
+        err.print(
+            f"stored [green]{sink.stored}[/] new facts, {sink.duplicates} already stored"
+            + (
+                f"; feedback: {sink.feedback_stored} new, {sink.feedback_duplicates} already stored"
+                if summary.feedback
+                else ""
+            )
+        )
+        if summary.facts and not sink.stored:
+            err.print("nothing new: every fact was already in the store")
+    if summary.unreadable:
+        raise typer.Exit(Exit.UNREADABLE)
+
+
+def _filters(
+    session: list[str] | None,
+    model: list[str] | None,
+    source: list[str] | None,
+    provider: list[str] | None,
+    since: str | None,
+    until: str | None,
+    limit: int | None,
+) -> FactFilter:
+    return FactFilter(
+        session_id=session or None,
+        model=model or None,
+        source=source or None,
+        provider=provider or None,
+        since=since,
+        until=until,
+        limit=limit,
+    )
+
+
+SessionOpt = Annotated[list[str] | None, typer.Option("--session", help="Session id (repeatable).")]
+ModelOpt = Annotated[list[str] | None, typer.Option("--model", help="Model (repeatable).")]
+FactSourceOpt = Annotated[
+    list[str] | None,
+    typer.Option("--source", help="Translator that made the fact, e.g. otel-genai (repeatable)."),
+]
+ProviderOpt = Annotated[list[str] | None, typer.Option("--provider", help="Provider (repeatable).")]
+SinceOpt = Annotated[
+    str | None,
+    typer.Option(help="From this time on (RFC 3339, e.g. 2026-11-01 or 2026-11-01T12:00:00Z)."),
+]
+UntilOpt = Annotated[str | None, typer.Option(help="Before this time (RFC 3339).")]
+
+
+def _preview(call: InferenceCall) -> str:
+    for m in reversed(call.output_messages or call.input_messages):
+        for p in m.parts:
+            if isinstance(p, TextPart):
+                return p.content.replace("\n", " ")[:60]
+            if isinstance(p, ToolCallPart):
+                return f"→ {p.name}(…)"
+    return ""
+
+
+@app.command("facts")
+def facts_cmd(
+    fact_id: Annotated[
+        str | None, typer.Argument(help="Show this one fact (its inference_call_id) in full.")
+    ] = None,
+    store_url: StoreOpt = None,
+    session: SessionOpt = None,
+    model: ModelOpt = None,
+    source: FactSourceOpt = None,
+    provider: ProviderOpt = None,
+    since: SinceOpt = None,
+    until: UntilOpt = None,
+    limit: Annotated[int, typer.Option(help="At most this many facts (0: all).")] = 50,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Facts as JSON lines (the full facts).")
+    ] = False,
+) -> None:
+    """List stored facts (newest last), or show one in full."""
+    with _opened_store(store_url) as store:
+        if fact_id is not None:
+            call = store.get_fact(fact_id)
+            if call is None:
+                err.print(f"[red]no fact[/] {fact_id} in {store.url}")
+                raise typer.Exit(Exit.NOT_FOUND)
+            data = encode(call)
+            typer.echo(
+                data if as_json else orjson.dumps(orjson.loads(data), option=orjson.OPT_INDENT_2)
+            )
+            return
+        filters = _filters(session, model, source, provider, since, until, limit or None)
+        if as_json:
+            out = sys.stdout.buffer
+            for call in store.iter_facts(filters):
+                out.write(encode(call) + b"\n")
+            out.flush()
+            return
+        t = Table(show_header=True, header_style="bold", title=f"facts in {store.url}")
+        t.add_column("id", no_wrap=True)
+        t.add_column("time (UTC)", no_wrap=True)
+        t.add_column("model", overflow="fold")
+        t.add_column("msgs", justify="right", no_wrap=True)
+        t.add_column("tokens", justify="right", no_wrap=True)
+        t.add_column("last part", overflow="ellipsis", no_wrap=True)
+        shown = 0
+        for call in store.iter_facts(filters):
+            shown += 1
+            tin = "-" if call.input_tokens is None else str(call.input_tokens)
+            tout = "-" if call.output_tokens is None else str(call.output_tokens)
+            t.add_row(
+                call.inference_call_id[:12],
+                (call.started_at or call.observed_at or "")[:16].replace("T", " "),
+                call.model or "",
+                f"{len(call.input_messages)}→{len(call.output_messages)}",
+                f"{tin}/{tout}",
+                _preview(call),
+            )
+        total = store.count(_filters(session, model, source, provider, since, until, None))
+    Console().print(t)
+    err.print(
+        f"{shown} of {total} matching facts" + ("; --limit 0 shows all" if shown < total else "")
+    )
+
+
+@app.command("stats")
+def stats_cmd(
+    store_url: StoreOpt = None,
+    session: SessionOpt = None,
+    model: ModelOpt = None,
+    source: FactSourceOpt = None,
+    provider: ProviderOpt = None,
+    since: SinceOpt = None,
+    until: UntilOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the stats as JSON.")] = False,
+) -> None:
+    """Counts of stored facts by model, provider, source, session and degradation reason, with tokens."""
+    with _opened_store(store_url) as store:
+        st = store.stats(_filters(session, model, source, provider, since, until, None))
+        url = store.url
+    if as_json:
+        typer.echo(
+            orjson.dumps({"store": url, **to_builtins(st)}, option=orjson.OPT_INDENT_2).decode()
+        )
+        return
+    out = Console()
+    out.print(
+        f"[bold]{st.facts}[/] facts, {st.sessions} sessions, {st.feedback} feedback, "
+        f"tokens in {st.input_tokens:,} / out {st.output_tokens:,} — {url}"
+    )
+    for title, groups in (
+        ("by model", st.by_model),
+        ("by provider", st.by_provider),
+        ("by source", st.by_source),
+        ("by session (top)", st.by_session),
+    ):
+        t = Table(title=title, show_header=True, header_style="bold")
+        for col in ("value", "facts", "tokens in", "tokens out"):
+            t.add_column(col, justify="left" if col == "value" else "right")
+        for g in groups:
+            t.add_row(
+                g.key if g.key is not None else "(none)",
+                str(g.facts),
+                f"{g.input_tokens:,}",
+                f"{g.output_tokens:,}",
+            )
+        out.print(t)
+    if st.degradations:
+        t = Table(title="degradations", show_header=True, header_style="bold")
+        for col in ("reason", "facts", "count", "meaning"):
+            t.add_column(col)
+        for d in st.degradations:
+            t.add_row(d.reason, str(d.facts), str(d.count), DEGRADATION_REASONS.get(d.reason, ""))
+        out.print(t)
 
 
 def example_files() -> list[Path]:
@@ -203,7 +452,7 @@ def demo_cmd(
     examples = example_files()
     target = out_dir / "facts.jsonl"
     with open_output(str(target)) as out:
-        summary = convert(examples, out)
+        summary = run(examples, JsonlSink(out))
     if as_json:
         typer.echo(orjson.dumps({"facts_file": str(target), **summary.to_json()}).decode())
         return
@@ -213,5 +462,15 @@ def demo_cmd(
     err.print(f"  head -n 1 {target} | python3 -m json.tool")
 
 
-def main() -> None:
+def main() -> None:  # the console entry point
     app()
+
+
+def _register_extensions() -> None:
+    """Commands that live in their own modules register themselves here."""
+    from lithify import cli_serve
+
+    cli_serve.register(app)
+
+
+_register_extensions()

@@ -9,12 +9,12 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 import msgspec
 
 from lithify.ingest.files import InputError, Located, expand, read_file, read_pair
-from lithify.model import InferenceCall, Skip
+from lithify.model import Feedback, InferenceCall, Skip
 
 
 class StrictError(Exception):
@@ -30,6 +30,7 @@ class Summary:
     inputs: int = 0
     units: int = 0
     facts: int = 0
+    feedback: int = 0
     skipped: Counter[str] = field(default_factory=Counter)
     degradations: Counter[str] = field(default_factory=Counter)
     facts_with_degradations: int = 0
@@ -44,6 +45,7 @@ class Summary:
             "units": self.units,
             "facts": self.facts,
             "facts_with_degradations": self.facts_with_degradations,
+            "feedback": self.feedback,
             "skipped": dict(sorted(self.skipped.items())),
             "degradations": dict(sorted(self.degradations.items())),
             "unreadable": self.unreadable,
@@ -89,9 +91,48 @@ def _inputs(
         yield str(path), read_file(path, fmt, progress(path) if progress else None)
 
 
+class Sink(Protocol):
+    """Where the pipeline's facts and feedback go."""
+
+    def fact(self, call: InferenceCall) -> None: ...
+    def feedback(self, item: Feedback) -> None: ...
+    def flush(self) -> None: ...
+
+
+class JsonlSink:
+    """Facts as JSON lines, buffered; feedback is not part of a facts file and is only counted."""
+
+    def __init__(self, out: IO[bytes]) -> None:
+        self.out = out
+        self.encoder = msgspec.json.Encoder()
+        self.buf = bytearray()
+
+    def fact(self, call: InferenceCall) -> None:
+        self.encoder.encode_into(call, self.buf, -1)
+        self.buf.extend(b"\n")
+        if len(self.buf) >= 1 << 20:
+            self.flush()
+
+    def feedback(self, item: Feedback) -> None:
+        pass
+
+    def flush(self) -> None:
+        self.out.write(self.buf)
+        self.buf.clear()
+
+
 def convert(
     paths: Iterable[str | Path],
     out: IO[bytes],
+    **options: Any,
+) -> Summary:
+    """Write one fact per line to ``out``; never stops on a bad unit unless ``strict``."""
+    return run(paths, JsonlSink(out), **options)
+
+
+def run(
+    paths: Iterable[str | Path],
+    sink: Sink,
     *,
     fmt: str = "auto",
     strict: bool = False,
@@ -99,27 +140,25 @@ def convert(
     response: Path | None = None,
     progress: Callable[[Path], Callable[[int], None] | None] | None = None,
 ) -> Summary:
-    """Write one fact per line to ``out``; never stops on a bad unit unless ``strict``."""
+    """Read every input, translate, hand facts and feedback to ``sink``; summarise."""
     summary = Summary()
-    encoder = msgspec.json.Encoder()
-    buf = bytearray()
 
     def emit(name: str, located: Iterable[Located]) -> None:
-        facts_before = summary.facts
+        before = (summary.facts, summary.feedback)
         reasons: Counter[str] = Counter()
         for item in located:
             summary.units += 1
             r = item.result
+            if isinstance(r, Feedback):
+                summary.feedback += 1
+                sink.feedback(r)
+                continue
             if isinstance(r, InferenceCall):
                 summary.facts += 1
                 if r.degradations:
                     summary.facts_with_degradations += 1
                     summary.degradations.update(r.degradations)
-                encoder.encode_into(r, buf, -1)
-                buf.extend(b"\n")
-                if len(buf) >= 1 << 20:
-                    out.write(buf)
-                    buf.clear()
+                sink.fact(r)
                 continue
             summary.skipped[r.reason] += 1
             reasons[r.reason] += 1
@@ -128,7 +167,7 @@ def convert(
                     summary.corrupt.append(f"{item.location}: {r.detail}")
                 if strict:
                     raise StrictError(Skip(r.reason, f"{item.location}: {r.detail}"))
-        if summary.facts == facts_before:
+        if (summary.facts, summary.feedback) == before:
             summary.no_fact_inputs[name] = dict(sorted(reasons.items())) or {"empty": 1}
 
     try:
@@ -145,5 +184,5 @@ def convert(
             except InputError as e:
                 summary.unreadable.append(str(e))
     finally:
-        out.write(buf)
+        sink.flush()
     return summary

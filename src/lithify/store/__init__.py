@@ -112,6 +112,7 @@ def open_store(
 ) -> FactStore:
     """Open the store ``url`` names (None: ``$LITHIFY_STORE``, else the per-user default).
 
+    ``migrations`` replaces the schema history (tests use it to exercise upgrades).
     Raises ``InvalidStoreURL`` for a URL it cannot read, ``SchemaTooNew`` for a database a newer
     lithify migrated, ``StoreUnavailable`` when the database cannot be reached.
     """

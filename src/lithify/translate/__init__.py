@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from lithify.model import InferenceCall, Skip
-from lithify.translate import provider
+from lithify.model import Feedback, InferenceCall, Skip
+from lithify.translate import feedback, provider
 from lithify.translate.otlp import (
     OTLPDecodeError,
     is_bare_span,
@@ -22,10 +22,10 @@ from lithify.translate.otlp import (
 )
 from lithify.translate.telemetry import translate_attributes, translate_logs, translate_spans
 
-Result = InferenceCall | Skip
+Result = InferenceCall | Feedback | Skip
 
 TELEMETRY_FORMATS = ("otlp", "otlp-traces", "otlp-logs", "attributes")
-FORMATS = ("auto", *TELEMETRY_FORMATS, "exchange", *provider.PROVIDERS)
+FORMATS = ("auto", *TELEMETRY_FORMATS, "exchange", *provider.PROVIDERS, "feedback")
 
 
 def detect(doc: Any) -> str | None:
@@ -38,6 +38,8 @@ def detect(doc: Any) -> str | None:
         return "otlp-logs"
     if "request" in doc and "response" in doc:
         return "exchange"
+    if feedback.looks_like_feedback(doc):
+        return "feedback"
     if isinstance(doc.get("attributes"), dict) or any(
         isinstance(k, str) and k.startswith(("gen_ai.", "llm.")) for k in doc
     ):
@@ -84,6 +86,8 @@ def translate_document(doc: Any, fmt: str = "auto") -> Iterator[Result]:
             yield provider.translate_exchange(
                 doc.get("request"), doc.get("response"), fmt=hint, meta=meta
             )
+    elif kind == "feedback":
+        yield feedback.from_document(doc)
     elif kind == "provider" or kind in provider.PROVIDERS:
         hint = kind if kind in provider.PROVIDERS else "auto"
         if isinstance(doc, dict) and provider.is_request(doc) and not provider.is_error_body(doc):

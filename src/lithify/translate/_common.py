@@ -105,9 +105,12 @@ def as_str(value: Any) -> str | None:
 
 def ns_to_rfc3339(ns: Any) -> str | None:
     """Nanoseconds since the epoch to a fixed-width RFC 3339 UTC string (sorts as text)."""
-    n = as_int(ns)
-    if not n:
-        return None
+    if type(ns) is int and ns > 0:
+        n = ns
+    else:
+        n = as_int(ns)
+        if not n:
+            return None
     secs, frac = divmod(n, 1_000_000_000)
     base = _second(secs)
     return None if base is None else f"{base}.{frac:09d}Z"
@@ -253,20 +256,33 @@ def finish(
 
     Identity fields (ids, session) are never redacted: only content and ``raw`` are.
     """
-    call = InferenceCall(inference_call_id="", source=Source(source), raw=raw, **fields)
     # Everything in a fact is derived from its raw payload, so screening raw is enough; the
     # structured walk over content and raw runs only when something may match.
-    if may_hold_credentials(msgspec.json.encode(raw)):
-        counts: Counter[str] = Counter()
-        data = msgspec.to_builtins(call)
-        for key in _CONTENT_FIELDS:
-            data[key] = redact_value(data[key], counts)
-        call = msgspec.convert(data, InferenceCall)
-        for reason, n in counts.items():
-            deg.add(reason, n)
+    if not may_hold_credentials(msgspec.json.encode(raw)):
+        ident = identity if identity is not None else ("raw", dumps_canonical(raw).decode())
+        return InferenceCall(
+            inference_call_id=stable_hash(*ident),
+            source=_source(source),
+            raw=raw,
+            degradations=dict(sorted(deg.items())),
+            **fields,
+        )
+    call = InferenceCall(inference_call_id="", source=_source(source), raw=raw, **fields)
+    counts: Counter[str] = Counter()
+    data = msgspec.to_builtins(call)
+    for key in _CONTENT_FIELDS:
+        data[key] = redact_value(data[key], counts)
+    call = msgspec.convert(data, InferenceCall)
+    for reason, n in counts.items():
+        deg.add(reason, n)
     ident = identity if identity is not None else ("raw", dumps_canonical(call.raw).decode())
     return msgspec.structs.replace(
         call,
         inference_call_id=stable_hash(*ident),
         degradations=dict(sorted(deg.items())),
     )
+
+
+@lru_cache(maxsize=64)
+def _source(name: str) -> Source:
+    return Source(name)

@@ -28,7 +28,7 @@ class Content:
     tools: list[ToolDefinition] = field(default_factory=list)
 
 
-def _first(attrs: dict[str, Any], *keys: str) -> Any:
+def _first(attrs: dict[str, Any], keys: tuple[str, ...]) -> Any:
     for k in keys:
         v = attrs.get(k)
         if v is not None and v != "":
@@ -52,6 +52,7 @@ _REQUEST_KEYS = {
     ),
     "tool_choice": ("gen_ai.request.tool_choice",),
 }
+_REQUEST_ITEMS = tuple(_REQUEST_KEYS.items())
 # OpenInference keeps the sampling parameters as one JSON object; these names map straight over.
 _INVOCATION_KEYS = {
     "temperature": "temperature",
@@ -84,45 +85,48 @@ def request_params(attrs: dict[str, Any]) -> dict[str, Any]:
                 out[name] = inv[k]
         if isinstance(inv.get("reasoning"), dict) and inv["reasoning"].get("effort") is not None:
             out["reasoning_effort"] = inv["reasoning"]["effort"]
-    for name, keys in _REQUEST_KEYS.items():
-        v = _first(attrs, *keys)
-        if v is not None:
-            out[name] = v
+    get = attrs.get
+    for name, keys in _REQUEST_ITEMS:
+        for k in keys:
+            v = get(k)
+            if v is not None and v != "":
+                out[name] = v
+                break
     return dict(sorted(out.items()))
 
 
+_SESSION_KEYS = ("gen_ai.conversation.id", "session.id", "lithify.session_id")
+
+
 def session_of(attrs: dict[str, Any]) -> str | None:
-    v = _first(attrs, "gen_ai.conversation.id", "session.id", "lithify.session_id")
+    v = _first(attrs, _SESSION_KEYS)
     return str(v) if v is not None and not isinstance(v, dict | list) else None
+
+
+_PROVIDER_KEYS = ("gen_ai.provider.name", "gen_ai.system", "llm.provider", "llm.system")
+_MODEL_KEYS = ("gen_ai.response.model", "gen_ai.request.model", "llm.model_name")
+_INPUT_TOKEN_KEYS = (
+    "gen_ai.usage.input_tokens",
+    "gen_ai.usage.prompt_tokens",
+    "llm.token_count.prompt",
+)
+_OUTPUT_TOKEN_KEYS = (
+    "gen_ai.usage.output_tokens",
+    "gen_ai.usage.completion_tokens",
+    "llm.token_count.completion",
+)
 
 
 def metadata(attrs: dict[str, Any]) -> dict[str, Any]:
     """Model, provider, usage, ids and sampling parameters, from any of the conventions' keys."""
+    call_id = attrs.get("gen_ai.response.id")
     return {
-        "provider": as_str(
-            _first(attrs, "gen_ai.provider.name", "gen_ai.system", "llm.provider", "llm.system")
-        ),
-        "model": as_str(
-            _first(attrs, "gen_ai.response.model", "gen_ai.request.model", "llm.model_name")
-        ),
+        "provider": as_str(_first(attrs, _PROVIDER_KEYS)),
+        "model": as_str(_first(attrs, _MODEL_KEYS)),
         "request": request_params(attrs),
-        "input_tokens": as_int(
-            _first(
-                attrs,
-                "gen_ai.usage.input_tokens",
-                "gen_ai.usage.prompt_tokens",
-                "llm.token_count.prompt",
-            )
-        ),
-        "output_tokens": as_int(
-            _first(
-                attrs,
-                "gen_ai.usage.output_tokens",
-                "gen_ai.usage.completion_tokens",
-                "llm.token_count.completion",
-            )
-        ),
-        "model_call_id": as_str(_first(attrs, "gen_ai.response.id")),
+        "input_tokens": as_int(_first(attrs, _INPUT_TOKEN_KEYS)),
+        "output_tokens": as_int(_first(attrs, _OUTPUT_TOKEN_KEYS)),
+        "model_call_id": call_id if isinstance(call_id, str) and call_id else None,
     }
 
 

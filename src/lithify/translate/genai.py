@@ -512,7 +512,7 @@ def _fast_parts(parts: list[Any], deg: Degradations) -> tuple[list[Part], bool]:
                 raise _NotFast
             # Both are decoded: the general path's orjson would refuse the whole value for either.
             response = None if p.response is _ABSENT else _json(p.response)
-            result = None if p.result is _ABSENT else orjson.loads(memoryview(p.result)) if 0 else None
+            result = None if p.result is _ABSENT else _json(p.result)
             out.append(ToolCallResponsePart(p.id, result if p.response is _ABSENT else response))
             results = True
     return out, results

@@ -194,8 +194,15 @@ def json_attributes(kvs: Any) -> dict[str, Any]:
     if not isinstance(kvs, list):
         return out
     for kv in kvs:
-        if isinstance(kv, dict) and isinstance(kv.get("key"), str):
-            out[kv["key"]] = json_any_value(kv.get("value"))
+        if isinstance(kv, dict):
+            key = kv.get("key")
+            if isinstance(key, str):
+                v = kv.get("value")
+                # Most values are strings: their case is json_any_value's first, taken inline.
+                if type(v) is dict and "stringValue" in v:
+                    out[key] = v["stringValue"]
+                else:
+                    out[key] = json_any_value(v)
     return out
 
 
@@ -336,14 +343,21 @@ def pb_any_value(v: AnyValue) -> Any:
     if kind == "array_value":
         return [pb_any_value(x) for x in v.array_value.values]
     if kind == "kvlist_value":
-        return {kv.key: pb_any_value(kv.value) for kv in v.kvlist_value.values}
+        return _pb_attrs(v.kvlist_value.values)
     if kind == "bytes_value":
         return base64.b64encode(v.bytes_value).decode("ascii")
     return None
 
 
 def _pb_attrs(kvs: Any) -> dict[str, Any]:
-    return {kv.key: pb_any_value(kv.value) for kv in kvs}
+    out: dict[str, Any] = {}
+    for kv in kvs:
+        v = kv.value
+        # A non-empty string_value means the oneof holds a string: one field read instead of
+        # WhichOneof and a read, for the most common kind. Empty strings take the general way.
+        s = v.string_value
+        out[kv.key] = s if s else pb_any_value(v)
+    return out
 
 
 def _pb_id(b: bytes) -> str | None:
@@ -369,9 +383,10 @@ def iter_pb_spans(data: bytes) -> Iterator[Span]:
         for ss in rs.scope_spans:
             scope = _pb_scope(ss.scope)
             for s in ss.spans:
-                status: dict[str, Any] = {"code": int(s.status.code)}
-                if s.status.message:
-                    status["message"] = s.status.message
+                st = s.status
+                status: dict[str, Any] = {"code": int(st.code)}
+                if st.message:
+                    status["message"] = st.message
                 yield Span(
                     trace_id=_pb_id(s.trace_id),
                     span_id=_pb_id(s.span_id),

@@ -66,10 +66,18 @@ _NEEDLES = [
     "private-key",
     *(f"{p}{sep}token" for p in ("access", "refresh", "id", "auth", "session") for sep in "_-"),
 ]
+# Only whether a needle occurs matters, and leftmost-first matching answers that as well as the
+# standard kind does, with the prefilter the standard kind goes without (about 8x faster).
 _SCREEN_BYTES = ahocorasick_rs.BytesAhoCorasick(
-    [n.encode() for n in _NEEDLES], implementation=ahocorasick_rs.Implementation.DFA
+    [n.encode() for n in _NEEDLES],
+    matchkind=ahocorasick_rs.MatchKind.LeftmostFirst,
+    implementation=ahocorasick_rs.Implementation.DFA,
 )
-_SCREEN_STR = ahocorasick_rs.AhoCorasick(_NEEDLES, implementation=ahocorasick_rs.Implementation.DFA)
+_SCREEN_STR = ahocorasick_rs.AhoCorasick(
+    _NEEDLES,
+    matchkind=ahocorasick_rs.MatchKind.LeftmostFirst,
+    implementation=ahocorasick_rs.Implementation.DFA,
+)
 
 
 def may_hold_credentials(data: bytes) -> bool:

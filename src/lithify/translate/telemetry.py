@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from lithify.model import InferenceCall, Skip
-from lithify.translate import genai, openinference, openllmetry
+from lithify.model import Feedback, InferenceCall, Skip
+from lithify.translate import feedback, genai, openinference, openllmetry
 from lithify.translate._common import Degradations, stable_hash
 from lithify.translate._telemetry import build, session_of, timing
 from lithify.translate.otlp import LogRecord, Span
@@ -121,6 +121,13 @@ def translate_attributes(attrs: dict[str, Any], *, raw: Any = None) -> Inference
     return translate_span(span, raw=attrs if raw is None else raw)
 
 
-def translate_logs(records: Iterable[LogRecord]) -> Iterator[InferenceCall | Skip]:
-    """Facts from one batch of log records: GenAI events grouped by the span they belong to."""
-    yield from genai.log_facts(list(records))
+def translate_logs(records: Iterable[LogRecord]) -> Iterator[InferenceCall | Feedback | Skip]:
+    """Facts from one batch of log records: GenAI events grouped by the span they belong to,
+    evaluation results as feedback."""
+    calls: list[LogRecord] = []
+    for record in records:
+        if record.event_name == feedback.EVALUATION_EVENT:
+            yield feedback.from_evaluation(record)
+        else:
+            calls.append(record)
+    yield from genai.log_facts(calls)

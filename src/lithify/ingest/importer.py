@@ -1,0 +1,59 @@
+"""`lithify import`: whatever `lithify convert` reads, straight into the fact store."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from lithify.model import Feedback, InferenceCall
+from lithify.store import FactStore
+
+
+@dataclass
+class StoreSink:
+    """Facts and feedback into a store, one transaction per batch; duplicates are counted."""
+
+    store: FactStore
+    batch_size: int = 500
+    stored: int = 0
+    duplicates: int = 0
+    feedback_stored: int = 0
+    feedback_duplicates: int = 0
+    _facts: list[InferenceCall] = field(default_factory=list)
+    _feedback: list[Feedback] = field(default_factory=list)
+
+    def fact(self, call: InferenceCall) -> None:
+        self._facts.append(call)
+        if len(self._facts) >= self.batch_size:
+            self._flush_facts()
+
+    def feedback(self, item: Feedback) -> None:
+        self._feedback.append(item)
+        if len(self._feedback) >= self.batch_size:
+            self._flush_feedback()
+
+    def _flush_facts(self) -> None:
+        if self._facts:
+            result = self.store.insert_facts(self._facts)
+            self.stored += result.inserted
+            self.duplicates += result.duplicates
+            self._facts.clear()
+
+    def _flush_feedback(self) -> None:
+        if self._feedback:
+            result = self.store.insert_feedback(self._feedback)
+            self.feedback_stored += result.inserted
+            self.feedback_duplicates += result.duplicates
+            self._feedback.clear()
+
+    def flush(self) -> None:
+        self._flush_facts()
+        self._flush_feedback()
+
+    def counts(self) -> dict[str, Any]:
+        return {
+            "stored": self.stored,
+            "duplicates": self.duplicates,
+            "feedback_stored": self.feedback_stored,
+            "feedback_duplicates": self.feedback_duplicates,
+        }
