@@ -5,9 +5,12 @@
 
 Generates OTLP requests of realistic GenAI spans (≈5 KB of message content each, tool calls and
 reasoning included), 512 spans a request as the SDK's batch processor sends them, then times:
-the bare `orjson.loads` of the JSON lines (the baseline), the conversion of the same JSON lines,
-the protobuf parse alone, and the conversion of the same protobuf requests. Every figure is the
-median of several rounds measured in this run; ratios are against the baseline of this run.
+the bare `orjson.loads` of the JSON lines (the baseline), the conversion of the same JSON lines
+as `lithify convert` does it (bytes in, `ingest.files.translate_json`), the protobuf parse alone,
+the conversion of the same protobuf requests, and the conversion of already decoded JSON
+documents (`translate_document`, for callers that hold a dict). Facts go to the JSON-lines sink
+of `lithify convert`. Every figure is the median of several rounds measured in this run; ratios
+are against the baseline of this run.
 """
 
 from __future__ import annotations
@@ -24,10 +27,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import msgspec
 import orjson
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+from lithify.ingest.convert import JsonlSink
+from lithify.ingest.files import translate_json
 from lithify.model import InferenceCall
 from lithify.translate import translate_document, translate_protobuf
 
@@ -184,6 +188,11 @@ def make_requests(
     return json_lines, pb_reqs
 
 
+class _Discard:
+    def write(self, data: bytes) -> int:
+        return len(data)
+
+
 def _median_time(fn: Callable[[], object], rounds: int) -> float:
     times = []
     for _ in range(rounds):
@@ -196,14 +205,13 @@ def _median_time(fn: Callable[[], object], rounds: int) -> float:
 def bench(n_requests: int, per_request: int, rounds: int) -> list[tuple[str, float, int]]:
     json_lines, pb_reqs = make_requests(n_requests, per_request)
     spans = n_requests * per_request
-    encoder = msgspec.json.Encoder()
-    buf = bytearray()
+    # Facts go where `lithify convert` sends them: JSON lines, buffered, written out per MB.
+    facts = JsonlSink(_Discard())
 
     def sink(results: object) -> None:
-        buf.clear()
         for r in results:  # type: ignore[attr-defined]
             if isinstance(r, InferenceCall):
-                encoder.encode_into(r, buf, -1)
+                facts.fact(r)
             else:
                 raise AssertionError(f"unexpected skip: {r}")
 
@@ -212,6 +220,10 @@ def bench(n_requests: int, per_request: int, rounds: int) -> list[tuple[str, flo
             orjson.loads(line)
 
     def convert_json() -> None:
+        for line in json_lines:
+            sink(translate_json(line))
+
+    def convert_docs() -> None:
         for line in json_lines:
             sink(translate_document(orjson.loads(line)))
 
@@ -230,6 +242,7 @@ def bench(n_requests: int, per_request: int, rounds: int) -> list[tuple[str, flo
         ("convert OTLP/JSON", convert_json),
         ("protobuf parse only", parse_pb),
         ("convert OTLP protobuf", convert_pb),
+        ("convert decoded JSON docs", convert_docs),
     ):
         rows.append((name, _median_time(fn, rounds), spans))
     return rows

@@ -446,20 +446,25 @@ def demo_cmd(
     out_dir: Annotated[
         Path, typer.Option("--output", "-o", help="Folder for the demo's output.")
     ] = Path("lithify-demo"),
+    store_url: StoreOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
 ) -> None:
-    """The main job on the shipped example telemetry: convert it into canonical facts."""
-    examples = example_files()
-    target = out_dir / "facts.jsonl"
-    with open_output(str(target)) as out:
-        summary = run(examples, JsonlSink(out))
+    """The main job on the shipped example telemetry: import it into the store, derive the
+    sessions, and export SFT and NeMo Gym rows into a folder."""
+    from lithify.cli_export import print_demo, run_demo
+
+    try:
+        result = run_demo(example_files(), out_dir, store_url)
+    except StoreError as e:
+        err.print(f"[red]store error:[/] {e}")
+        raise typer.Exit(Exit.STORE) from None
     if as_json:
-        typer.echo(orjson.dumps({"facts_file": str(target), **summary.to_json()}).decode())
+        exports = {k: v.to_json() for k, v in result["exports"].items()}
+        typer.echo(
+            orjson.dumps({**result, "exports": exports}, option=orjson.OPT_INDENT_2).decode()
+        )
         return
-    err.print(f"Converted {len(examples)} example files recorded from real instrumentations.")
-    _summary_table(summary, str(target))
-    err.print(f"Facts: [bold]{target}[/] ({summary.facts} facts). Inspect one with:")
-    err.print(f"  head -n 1 {target} | python3 -m json.tool")
+    print_demo(result)
 
 
 def main() -> None:  # the console entry point
@@ -471,6 +476,7 @@ def _register_extensions() -> None:
     from lithify import cli_serve
 
     cli_serve.register(app)
+    __import__("lithify.cli_export").cli_export.register(app)
 
 
 _register_extensions()

@@ -20,13 +20,16 @@ import orjson
 from lithify.model import Skip
 from lithify.translate import (
     Result,
+    _guard,
     gemini,
     translate_document,
     translate_protobuf,
     translate_stream,
 )
+from lithify.translate.otlp import decode_json_spans
 from lithify.translate.provider import translate_exchange
 from lithify.translate.sse import looks_like_sse
+from lithify.translate.telemetry import translate_spans
 
 PROTOBUF_SUFFIXES = {".pb", ".binpb", ".protobuf"}
 JSONL_SUFFIXES = {".jsonl", ".ndjson"}
@@ -78,6 +81,18 @@ def _decode_error(e: Exception) -> str:
 
 Progress = Callable[[int], None]
 
+_TRACE_FORMATS = frozenset({"auto", "otlp", "otlp-traces"})
+
+
+def translate_json(data: bytes, fmt: str = "auto") -> Iterator[Result]:
+    """The results of one JSON document (a JSONL line, a file, a request body): what
+    ``translate_document`` gives for it decoded. An OTLP/JSON trace request in the exporters'
+    form is decoded straight from its bytes, the fast way. Raises orjson.JSONDecodeError."""
+    spans = decode_json_spans(data) if fmt in _TRACE_FORMATS else None
+    if spans is None:
+        return translate_document(orjson.loads(data), fmt)
+    return _guard(translate_spans(spans))
+
 
 def _lines(path: Path, fh: IO[bytes], fmt: str, progress: Progress | None) -> Iterator[Located]:
     for lineno, line in enumerate(fh, 1):
@@ -87,13 +102,13 @@ def _lines(path: Path, fh: IO[bytes], fmt: str, progress: Progress | None) -> It
             continue
         loc = f"{path}:{lineno}"
         try:
-            doc = orjson.loads(line)
+            results = translate_json(line, fmt)
         except orjson.JSONDecodeError as e:
             yield Located(
                 loc, Skip("undecodable", f"line {lineno}: not JSON ({_decode_error(e)})", loc)
             )
             continue
-        for r in translate_document(doc, fmt):
+        for r in results:
             yield Located(loc, r)
 
 
@@ -134,6 +149,11 @@ def read_file(path: Path, fmt: str = "auto", progress: Progress | None = None) -
         yield Located(loc, Skip("empty", "empty file", loc))
         return
     if head in (b"{", b"["):
+        spans = decode_json_spans(data) if fmt in _TRACE_FORMATS else None
+        if spans is not None:
+            for r in _guard(translate_spans(spans)):
+                yield Located(loc, r)
+            return
         try:
             doc = orjson.loads(data)
         except orjson.JSONDecodeError:

@@ -26,10 +26,14 @@ from lithify.store._base import (
     FeedbackFilter,
     Group,
     InsertResult,
+    Prepared,
     SchemaTooNew,
     Stats,
     StoreError,
     StoreUnavailable,
+    TokenExists,
+    TokenInfo,
+    prepare,
 )
 from lithify.store.migrations import MIGRATIONS, Migration
 
@@ -41,13 +45,17 @@ __all__ = [
     "Group",
     "InsertResult",
     "InvalidStoreURL",
+    "Prepared",
     "SchemaTooNew",
     "Stats",
     "StoreError",
     "StoreUnavailable",
+    "TokenExists",
+    "TokenInfo",
     "default_store_path",
     "display_url",
     "open_store",
+    "prepare",
     "sqlite_path",
 ]
 

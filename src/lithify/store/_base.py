@@ -7,7 +7,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Protocol, Self, TypeVar
+from typing import Any, Literal, Protocol, Self, TypeVar
 
 import msgspec
 import orjson
@@ -49,6 +49,32 @@ class InsertResult(msgspec.Struct, frozen=True):
     duplicate_ids: list[str]
 
 
+class TokenExists(StoreError, ValueError):
+    """A live ingest token already has this name."""
+
+
+class TokenInfo(msgspec.Struct, frozen=True):
+    """An ingest token as listed: never the token, nor its hash."""
+
+    name: str
+    prefix: str  # the token's first characters, to tell tokens apart
+    created_at: str
+    revoked_at: str | None = None
+
+    @property
+    def active(self) -> bool:
+        return self.revoked_at is None
+
+
+@dataclass(slots=True)
+class Prepared:
+    """Rows built ahead of the write (``prepare``), e.g. in another process, so that the writer
+    only runs SQL. ``insert_prepared`` stamps ``ingested_at`` when it commits them."""
+
+    facts: list[tuple[Any, ...]]
+    feedback: list[tuple[Any, ...]]
+
+
 class Group(msgspec.Struct, frozen=True):
     """Facts and token sums of one value of a column (``key`` None: facts without one)."""
 
@@ -88,6 +114,10 @@ class FactFilter:
     ``since`` (inclusive) and ``until`` (exclusive) bound the fact's time: ``started_at``, else
     ``observed_at`` — the order facts are read in. A string bound is compared as RFC 3339 text
     (``"2025-06-01"`` works); a naive datetime is taken as UTC.
+
+    ``order``: ``"time"`` reads facts in (sort_at, inference_call_id) order; ``"session"`` groups
+    them by session for derivation: (session_id, sort_at, inference_call_id), then the facts
+    without a session last, in time order. ``limit`` counts facts in that order.
     """
 
     session_id: Match = None
@@ -98,6 +128,7 @@ class FactFilter:
     since: TimeBound = None
     until: TimeBound = None
     limit: int | None = None
+    order: Literal["time", "session"] = "time"
 
 
 @dataclass(frozen=True)
@@ -129,6 +160,13 @@ class FactStore(Protocol):
     def count_feedback(self, filters: FeedbackFilter | None = None) -> int: ...
     def stats(self, filters: FactFilter | None = None, *, session_limit: int = 20) -> Stats: ...
     def schema_version(self) -> int: ...
+    def insert_prepared(
+        self, batches: Sequence[Prepared]
+    ) -> list[tuple[InsertResult, InsertResult]]: ...
+    def create_token(self, name: str, token_hash: str, prefix: str) -> TokenInfo: ...
+    def list_tokens(self) -> list[TokenInfo]: ...
+    def revoke_token(self, name: str) -> int: ...
+    def token_hashes(self) -> list[tuple[str, str, bool]]: ...
     def close(self) -> None: ...
     def __enter__(self) -> Self: ...
     def __exit__(self, *exc: object) -> None: ...
@@ -280,6 +318,43 @@ def feedback_row(fb: Feedback, ingested_at: str) -> tuple[Any, ...]:
         ingested_at,
         codec.encode(fb),
     )
+
+
+_FACT_INGESTED = FACT_COLUMNS.index("ingested_at")
+_FEEDBACK_INGESTED = FEEDBACK_COLUMNS.index("ingested_at")
+
+
+def prepare(facts: Iterable[InferenceCall], feedback: Iterable[Feedback] = ()) -> Prepared:
+    """The rows ``insert_prepared`` writes; raises like ``insert_facts`` on an invalid item."""
+    return Prepared([fact_row(f, "") for f in facts], [feedback_row(f, "") for f in feedback])
+
+
+def _stamp(rows: list[tuple[Any, ...]], index: int, at: str) -> list[tuple[Any, ...]]:
+    return [(*r[:index], at, *r[index + 1 :]) for r in rows]
+
+
+def _attribute(keys: list[list[str]], stored: list[str]) -> list[InsertResult]:
+    """Split one transaction's stored keys back over the batches it wrote, in batch order: of
+    equal keys, the earliest is the one stored (``_insert`` keeps the first of equal ids)."""
+    left = Counter(stored)
+    out: list[InsertResult] = []
+    for batch in keys:
+        duplicate_ids: list[str] = []
+        for key in batch:
+            if left[key]:
+                left[key] -= 1
+            else:
+                duplicate_ids.append(codec.uncol(key) or "")
+        out.append(InsertResult(len(batch) - len(duplicate_ids), len(duplicate_ids), duplicate_ids))
+    return out
+
+
+def _token_name(name: str) -> str:
+    if not isinstance(name, str) or not name.strip() or len(name) > 100:
+        raise ValueError("a token name is 1 to 100 characters")
+    if not name.isprintable():
+        raise ValueError("a token name holds printable characters only")
+    return name
 
 
 def _where(
@@ -445,19 +520,126 @@ class SqlStore:
             "feedback", FEEDBACK_COLUMNS, rows, [f.feedback_id for f in items]
         )
 
+    def insert_prepared(
+        self, batches: Sequence[Prepared]
+    ) -> list[tuple[InsertResult, InsertResult]]:
+        """Write several prepared batches in ONE transaction (a group commit); return each
+        batch's (facts, feedback) results as if it had been inserted alone, in this order."""
+        if not batches:
+            return []
+        at = now()
+        facts = [r for b in batches for r in b.facts]
+        feedback = [r for b in batches for r in b.feedback]
+        # Stable sort by id: the first of equal ids (in batch order) is the one stored.
+        facts = sorted(_stamp(facts, _FACT_INGESTED, at), key=lambda r: r[0])
+        feedback = sorted(_stamp(feedback, _FEEDBACK_INGESTED, at), key=lambda r: r[0])
+
+        def write(cur: Cursor) -> tuple[list[str], list[str]]:
+            stored_facts = self._insert(cur, "facts", FACT_COLUMNS, facts) if facts else []
+            stored_feedback = (
+                self._insert(cur, "feedback", FEEDBACK_COLUMNS, feedback) if feedback else []
+            )
+            return stored_facts, stored_feedback
+
+        stored_facts, stored_feedback = (
+            self._run(write, write=True) if facts or feedback else ([], [])
+        )
+        fact_results = _attribute([[r[0] for r in b.facts] for b in batches], stored_facts)
+        feedback_results = _attribute(
+            [[r[0] for r in b.feedback] for b in batches], stored_feedback
+        )
+        return list(zip(fact_results, feedback_results, strict=True))
+
+    # -- ingest tokens ---------------------------------------------------------------------
+    def create_token(self, name: str, token_hash: str, prefix: str) -> TokenInfo:
+        """Record a new token by its hash; ``TokenExists`` if a live token has the name."""
+        name = _token_name(name)
+        at = now()
+
+        def q(cur: Cursor) -> None:
+            cur.execute(
+                "SELECT 1 FROM ingest_tokens WHERE name = ? AND revoked_at IS NULL", (name,)
+            )
+            if cur.fetchone() is not None:
+                raise TokenExists(f"a live token is already named {name!r}: revoke it first")
+            cur.execute(
+                "INSERT INTO ingest_tokens (name, token_hash, prefix, created_at) "
+                "VALUES (?, ?, ?, ?)",
+                (name, token_hash, prefix, at),
+            )
+
+        self._run(q, write=True)
+        return TokenInfo(name, prefix, at)
+
+    def list_tokens(self) -> list[TokenInfo]:
+        """Every token ever created, live and revoked, oldest first."""
+
+        def q(cur: Cursor) -> list[Any]:
+            cur.execute(
+                "SELECT name, prefix, created_at, revoked_at FROM ingest_tokens "
+                "ORDER BY created_at, token_id"
+            )
+            return cur.fetchall()
+
+        return [TokenInfo(*row) for row in self._run(q, write=False)]
+
+    def revoke_token(self, name: str) -> int:
+        """Revoke the live token of that name; the number revoked (0 or 1)."""
+        at = now()
+
+        def q(cur: Cursor) -> int:
+            cur.execute(
+                "UPDATE ingest_tokens SET revoked_at = ? WHERE name = ? AND revoked_at IS NULL "
+                "RETURNING token_id",
+                (at, name),
+            )
+            return len(cur.fetchall())
+
+        return self._run(q, write=True)
+
+    def token_hashes(self) -> list[tuple[str, str, bool]]:
+        """(token_hash, name, live) of every token: what a receiver checks bearer tokens with."""
+
+        def q(cur: Cursor) -> list[Any]:
+            cur.execute("SELECT token_hash, name, revoked_at IS NULL FROM ingest_tokens")
+            return cur.fetchall()
+
+        return [(h, n, bool(live)) for h, n, live in self._run(q, write=False)]
+
     # -- reading ---------------------------------------------------------------------------
     def iter_facts(
         self, filters: FactFilter | None = None, *, batch_size: int = 500
     ) -> Iterator[InferenceCall]:
-        """Facts in (started_at or observed_at, inference_call_id) order, in constant memory."""
+        """Facts in (started_at or observed_at, inference_call_id) order, in constant memory;
+        grouped by session first with ``FactFilter(order="session")``."""
         where, params = fact_where(filters)
-        sql = (
-            f"SELECT {self._fact_body} FROM {self._fact_from}{where} "
-            "ORDER BY sort_at, inference_call_id"
-            f"{_limit(filters.limit if filters else None)}"
+        limit = filters.limit if filters else None
+        if filters is None or filters.order == "time":
+            sql = (
+                f"SELECT {self._fact_body} FROM {self._fact_from}{where} "
+                f"ORDER BY sort_at, inference_call_id{_limit(limit)}"
+            )
+            for (body,) in self._stream(sql, params, batch_size):
+                yield _fact_decoder.decode(body)
+            return
+        if filters.order != "session":
+            raise ValueError(f"unknown fact order {filters.order!r}: use 'time' or 'session'")
+        # Two queries rather than one ORDER BY with NULLS LAST: each follows an index
+        # (facts_session, facts_order) on both backends, whose NULL orders differ.
+        and_ = " AND " if where else " WHERE "
+        queries = (
+            f"{where}{and_}session_id IS NOT NULL ORDER BY session_id, sort_at, inference_call_id",
+            f"{where}{and_}session_id IS NULL ORDER BY sort_at, inference_call_id",
         )
-        for (body,) in self._stream(sql, params, batch_size):
-            yield _fact_decoder.decode(body)
+        left = None if limit is None else max(0, int(limit))
+        for tail in queries:
+            if left == 0:
+                return
+            sql = f"SELECT {self._fact_body} FROM {self._fact_from}{tail}{_limit(left)}"
+            for (body,) in self._stream(sql, params, batch_size):
+                if left is not None:
+                    left -= 1
+                yield _fact_decoder.decode(body)
 
     def iter_feedback(
         self, filters: FeedbackFilter | None = None, *, batch_size: int = 500

@@ -123,6 +123,34 @@ _V1_POSTGRES = (
     "CREATE INDEX feedback_order ON feedback (sort_at, feedback_id)",
 )
 
-MIGRATIONS: tuple[Migration, ...] = (Migration(1, "facts and feedback", _V1_SQLITE, _V1_POSTGRES),)
+# Ingest tokens for `lithify serve`: only a SHA-256 of each token is kept (tokens are 256-bit
+# random strings, so a plain hash is enough: nothing to brute-force). A name is unique among
+# live tokens; a revoked token keeps its row, so `token list` shows it and auth stays required.
+_V2_SQLITE = (
+    """CREATE TABLE ingest_tokens (
+        token_id INTEGER PRIMARY KEY,
+        name TEXT NOT NULL,
+        token_hash TEXT NOT NULL UNIQUE,
+        prefix TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        revoked_at TEXT)""",
+    "CREATE UNIQUE INDEX ingest_tokens_live_name ON ingest_tokens (name) WHERE revoked_at IS NULL",
+)
+
+_V2_POSTGRES = (
+    """CREATE TABLE ingest_tokens (
+        token_id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        name TEXT COLLATE "C" NOT NULL,
+        token_hash TEXT COLLATE "C" NOT NULL UNIQUE,
+        prefix TEXT COLLATE "C" NOT NULL,
+        created_at TEXT COLLATE "C" NOT NULL,
+        revoked_at TEXT COLLATE "C")""",
+    "CREATE UNIQUE INDEX ingest_tokens_live_name ON ingest_tokens (name) WHERE revoked_at IS NULL",
+)
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(1, "facts and feedback", _V1_SQLITE, _V1_POSTGRES),
+    Migration(2, "ingest tokens", _V2_SQLITE, _V2_POSTGRES),
+)
 
 LATEST = MIGRATIONS[-1].version

@@ -22,7 +22,7 @@ from lithify.model import (
     ToolCallPart,
     ToolDefinition,
 )
-from lithify.translate.redact import may_hold_credentials, redact_value
+from lithify.translate.redact import ESCAPED, SUSPECT, redact_value, screen
 
 # The OTel finish-reason values, and every provider spelling that maps onto one of them.
 _FINISH_REASONS = {
@@ -244,21 +244,36 @@ def merge_assistant_messages(messages: list[Message]) -> list[Message]:
 _CONTENT_FIELDS = ("input_messages", "output_messages", "tools", "request", "raw")
 
 
+def _suspect(raw: Any, fields: dict[str, Any]) -> bool:
+    """Whether the fact may hold a credential, from a screen of its encoded raw payload.
+
+    Everything in a fact is derived from raw, so screening raw is enough, except for text that
+    was decoded from raw (JSON inside JSON): when raw holds escapes, the content is screened too.
+    """
+    verdict = screen(msgspec.json.encode(raw))
+    if verdict == ESCAPED:
+        content = [fields.get(k) for k in _CONTENT_FIELDS if k != "raw"]
+        verdict = screen(msgspec.json.encode(content))
+    return verdict == SUSPECT
+
+
 def finish(
     *,
     source: str,
     deg: Degradations,
     identity: tuple[Any, ...] | None,
     raw: Any,
+    screened: bool = False,
     **fields: Any,
 ) -> InferenceCall:
     """Redact, count and identify a fact. ``identity`` None means: a hash of the redacted raw.
 
+    ``screened`` says the bytes ``raw`` was decoded from were screened already and are clean
+    (redact.CLEAN): nothing derived from them can hold a credential.
     Identity fields (ids, session) are never redacted: only content and ``raw`` are.
     """
-    # Everything in a fact is derived from its raw payload, so screening raw is enough; the
-    # structured walk over content and raw runs only when something may match.
-    if not may_hold_credentials(msgspec.json.encode(raw)):
+    # The structured walk over content and raw runs only when something may match.
+    if screened or not _suspect(raw, fields):
         ident = identity if identity is not None else ("raw", dumps_canonical(raw).decode())
         return InferenceCall(
             inference_call_id=stable_hash(*ident),

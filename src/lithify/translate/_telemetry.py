@@ -153,12 +153,14 @@ def build(
     parent_span_id: str | None,
     session_id: str | None,
     times: dict[str, Any],
+    screened: bool = False,
 ) -> InferenceCall:
     return finish(
         source=content.source,
         deg=deg,
         identity=identity,
         raw=raw,
+        screened=screened,
         session_id=session_id,
         trace_id=trace_id,
         span_id=span_id,

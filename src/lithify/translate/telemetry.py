@@ -87,6 +87,7 @@ def translate_span(
         parent_span_id=span.parent_span_id,
         session_id=session,
         times=timing(span.start_time_unix_nano, span.end_time_unix_nano),
+        screened=span.screened and raw is None,
     )
 
 

@@ -1,0 +1,277 @@
+"""Benchmark: `lithify serve` under load, on loopback, into SQLite and PostgreSQL.
+
+    .venv/bin/python bench/serve.py                      # both backends, ≈1 minute
+    .venv/bin/python bench/serve.py --backend sqlite --seconds 20 --clients 8
+
+Starts a real `lithify serve` process on a fresh store, then N concurrent OTLP/HTTP exporters
+(threads with keep-alive connections, as the SDK's exporters use) each send batches of 512
+realistic GenAI spans (bench/convert.py's generator, ≈5 KB of content a span; every batch gets
+fresh trace/span/response ids so nothing deduplicates) for a fixed time. Prints spans/s stored,
+p50/p99 request latency, and losses: spans acknowledged (HTTP 200) but not in the store — must be
+0. The ceiling is the same spans converted without the server: one process, and one process per
+core.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import http.client
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import orjson
+import psycopg
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from convert import make_requests  # noqa: E402
+
+from lithify.store import open_store  # noqa: E402
+from lithify.translate import translate_protobuf  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+args_rate_cap = 9000  # spans/s the pre-built bodies are sized for
+LITHIFY = Path(sys.executable).with_name("lithify")
+
+
+class Batches:
+    """Fresh copies of a few template requests: new ids per batch, so every span is a new fact."""
+
+    def __init__(self, templates: list[bytes], encoding: str) -> None:
+        self.templates = [ExportTraceServiceRequest.FromString(t) for t in templates]
+        self.encoding = encoding
+        self.counter = 0
+        self.lock = threading.Lock()
+        self.run = uuid.uuid4().bytes[:6]
+
+    def next(self) -> tuple[bytes, int]:
+        with self.lock:
+            k = self.counter
+            self.counter += 1
+        req = ExportTraceServiceRequest()
+        req.CopyFrom(self.templates[k % len(self.templates)])
+        n = 0
+        for rs in req.resource_spans:
+            for ss in rs.scope_spans:
+                for s in ss.spans:
+                    n += 1
+                    s.trace_id = self.run + k.to_bytes(6, "big") + n.to_bytes(4, "big")
+                    s.span_id = k.to_bytes(5, "big") + n.to_bytes(3, "big")
+                    for kv in s.attributes:
+                        if kv.key == "gen_ai.response.id":
+                            kv.value.string_value = f"chatcmpl-{self.run.hex()}-{k}-{n}"
+        if self.encoding == "protobuf":
+            return req.SerializeToString(), n
+        return _to_json(req), n
+
+
+def _to_json(req: ExportTraceServiceRequest) -> bytes:
+    """OTLP/JSON as exporters write it (hex ids, integer enums, int64 as strings)."""
+    spans = []
+    for rs in req.resource_spans:
+        for ss in rs.scope_spans:
+            for s in ss.spans:
+                attrs = []
+                for kv in s.attributes:
+                    v = kv.value
+                    which = v.WhichOneof("value")
+                    if which == "string_value":
+                        val: dict[str, object] = {"stringValue": v.string_value}
+                    elif which == "int_value":
+                        val = {"intValue": str(v.int_value)}
+                    elif which == "double_value":
+                        val = {"doubleValue": v.double_value}
+                    elif which == "bool_value":
+                        val = {"boolValue": v.bool_value}
+                    else:
+                        val = {
+                            "arrayValue": {
+                                "values": [{"stringValue": x.string_value} for x in v.array_value.values]
+                            }
+                        }
+                    attrs.append({"key": kv.key, "value": val})
+                spans.append(
+                    {
+                        "traceId": s.trace_id.hex(),
+                        "spanId": s.span_id.hex(),
+                        "name": s.name,
+                        "kind": s.kind,
+                        "startTimeUnixNano": str(s.start_time_unix_nano),
+                        "endTimeUnixNano": str(s.end_time_unix_nano),
+                        "attributes": attrs,
+                    }
+                )
+    doc = {"resourceSpans": [{"scopeSpans": [{"scope": {"name": "bench"}, "spans": spans}]}]}
+    return orjson.dumps(doc)
+
+
+def start_server(store: str, workers: int | None, extra: list[str]) -> tuple[subprocess.Popen[bytes], int, Path]:
+    log = Path(tempfile.mkstemp(prefix="lithify-serve-", suffix=".log")[1])
+    cmd = [str(LITHIFY), "serve", "--store", store, "--port", "0", *extra]
+    if workers is not None:
+        cmd += ["--workers", str(workers)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log.open("wb"))
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        for line in log.read_text().splitlines():
+            if '"event":"listening"' in line:
+                return proc, int(orjson.loads(line)["port"]), log
+        if proc.poll() is not None:
+            raise RuntimeError(f"lithify serve exited: {log.read_text()[-2000:]}")
+        time.sleep(0.1)
+    proc.kill()
+    raise RuntimeError("lithify serve did not start in 60 s")
+
+
+def load(port: int, batches: Batches, clients: int, seconds: float) -> dict[str, object]:
+    """Send for ``seconds`` (or until the pre-built bodies run out): bodies are built before
+    the clock starts, so the clients spend no CPU the server could use."""
+    expected = int(args_rate_cap * seconds / 512) + clients
+    bodies = [batches.next() for _ in range(expected)]
+    bodies.reverse()
+    latencies: list[float] = []
+    acked = 0
+    statuses: dict[int, int] = {}
+    lock = threading.Lock()
+    ctype = "application/x-protobuf" if batches.encoding == "protobuf" else "application/json"
+
+    def client() -> None:
+        nonlocal acked
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+        while time.monotonic() < stop:
+            with lock:
+                if not bodies:
+                    break
+                body, n = bodies.pop()
+            t0 = time.perf_counter()
+            conn.request("POST", "/v1/traces", body=body, headers={"Content-Type": ctype})
+            resp = conn.getresponse()
+            resp.read()
+            dt = time.perf_counter() - t0
+            with lock:
+                statuses[resp.status] = statuses.get(resp.status, 0) + 1
+                if resp.status == 200:
+                    acked += n
+                    latencies.append(dt)
+            if resp.status != 200:
+                time.sleep(float(resp.getheader("Retry-After") or 1))
+        conn.close()
+
+    stop = time.monotonic() + seconds
+    t0 = time.perf_counter()
+    threads = [threading.Thread(target=client) for _ in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    elapsed = time.perf_counter() - t0
+    latencies.sort()
+    return {
+        "elapsed": elapsed,
+        "acked": acked,
+        "statuses": statuses,
+        "p50": statistics.median(latencies) if latencies else float("nan"),
+        "p99": latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))]
+        if latencies
+        else float("nan"),
+    }
+
+
+def run_backend(name: str, store: str, args: argparse.Namespace, templates: list[bytes]) -> dict[str, object]:
+    extra = ["--max-inflight", str(max(16, args.clients * 2))]
+    proc, port, log = start_server(store, args.workers, extra)
+    try:
+        batches = Batches(templates, args.encoding)
+        # Warm-up: a few requests, not counted.
+        load(port, batches, 2, 2.0)
+        with open_store(store) as s:
+            before = s.count()
+        result = load(port, batches, args.clients, args.seconds)
+        with open_store(store) as s:
+            after = s.count()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+    stored = after - before
+    result.update(backend=name, stored=stored, lost=int(result["acked"]) - stored, log=str(log))  # type: ignore[call-overload]
+    return result
+
+
+def ceiling(templates: list[bytes], seconds: float, procs: int) -> float:
+    """Spans/s of plain conversion (protobuf → facts), without HTTP or store."""
+
+    if procs == 1:
+        return _convert_for(templates, seconds)
+    with concurrent.futures.ProcessPoolExecutor(procs) as pool:
+        rates = list(pool.map(_convert_for, [templates] * procs, [seconds] * procs))
+    return sum(rates)
+
+
+def _convert_for(templates: list[bytes], seconds: float) -> float:
+    n = 0
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        for data in templates:
+            n += sum(1 for _ in translate_protobuf(data, "otlp-traces"))
+    return n / (time.perf_counter() - t0)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--backend", choices=["sqlite", "postgres", "both"], default="both")
+    ap.add_argument("--clients", type=int, default=4, help="concurrent exporters")
+    ap.add_argument("--seconds", type=float, default=20.0, help="load time per backend")
+    ap.add_argument("--workers", type=int, default=None, help="lithify serve --workers")
+    ap.add_argument("--encoding", choices=["protobuf", "json"], default="protobuf")
+    ap.add_argument("--postgres", help="a PostgreSQL URL (default: scripts/postgres)")
+    args = ap.parse_args()
+    _, templates = make_requests(4, 512)
+
+    rows = []
+    tmp = Path(tempfile.mkdtemp(prefix="lithify-bench-serve-", dir=os.environ.get("LITHIFY_BENCH_TMP")))
+    if args.backend in ("sqlite", "both"):
+        rows.append(run_backend("sqlite", f"sqlite://{tmp / 'facts.db'}", args, templates))
+    if args.backend in ("postgres", "both"):
+        url = args.postgres or subprocess.run(
+            ["bash", str(ROOT / "scripts" / "postgres"), "start"], check=True, capture_output=True, text=True
+        ).stdout.strip().splitlines()[-1]
+        schema = "bench_" + uuid.uuid4().hex[:12]
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(f"CREATE SCHEMA {schema}")  # type: ignore[arg-type]
+        try:
+            sep = "&" if "?" in url else "?"
+            rows.append(run_backend("postgres", f"{url}{sep}options=-csearch_path%3D{schema}", args, templates))
+        finally:
+            with psycopg.connect(url, autocommit=True) as conn:
+                conn.execute(f"DROP SCHEMA {schema} CASCADE")  # type: ignore[arg-type]
+    one = ceiling(templates, 5.0, 1)
+    cores = os.cpu_count() or 1
+    many = ceiling(templates, 5.0, cores) if cores > 1 else one
+
+    print(
+        f"lithify serve: {args.clients} concurrent exporters, 512 spans a request ({args.encoding}), "
+        f"{args.seconds:g} s, loopback, {cores} cores, workers={args.workers if args.workers is not None else cores}"
+    )
+    print(f"{'backend':<28}{'spans/s':>10}{'p50 ms':>9}{'p99 ms':>9}{'acked':>9}{'stored':>9}{'lost':>6}  statuses")
+    for r in rows:
+        print(
+            f"{r['backend']:<28}{int(r['stored']) / float(r['elapsed']):>10,.0f}"  # type: ignore[call-overload]
+            f"{float(r['p50']) * 1000:>9.0f}{float(r['p99']) * 1000:>9.0f}"  # type: ignore[arg-type]
+            f"{r['acked']:>9}{r['stored']:>9}{r['lost']:>6}  {r['statuses']}"
+        )
+    print(f"{'convert only, 1 process':<28}{one:>10,.0f}")
+    print(f"{f'convert only, {cores} processes':<28}{many:>10,.0f}")
+    if any(int(r["lost"]) for r in rows):  # type: ignore[call-overload]
+        sys.exit("LOSSES: acknowledged spans missing from the store")
+
+
+if __name__ == "__main__":
+    main()

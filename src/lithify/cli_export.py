@@ -1,0 +1,379 @@
+"""`lithify export KIND`: training rows from the store or from fact files (docs/export.md)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from dataclasses import replace
+from enum import IntEnum
+from pathlib import Path
+from typing import Annotated, Any
+
+import msgspec
+import orjson
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from lithify.derive import SPLIT_REASONS
+from lithify.derive.feedback import FEEDBACK_DROP_REASONS
+from lithify.derive.sessions import DeriveStats, sort_facts
+from lithify.export import (
+    KINDS,
+    PROFILE_CHANGES,
+    PROFILES,
+    SKIP_REASONS,
+    ExportOptions,
+    ExportSummary,
+    ProfileError,
+    RowInvalid,
+    WhereError,
+    export,
+    make_builder,
+)
+from lithify.model import Feedback, InferenceCall
+from lithify.store import FactFilter, StoreError, open_store
+
+
+class ExportExit(IntEnum):
+    """Exit codes of `lithify export` beyond the shared ones (cli.Exit)."""
+
+    INVALID_ROW = 6  # a row failed its schema: a defect in lithify, nothing was written
+
+
+class FactsFileError(Exception):
+    """A fact file that cannot be read, or a line in it that is not a fact."""
+
+
+_fact_decoder = msgspec.json.Decoder(InferenceCall)
+_feedback_decoder = msgspec.json.Decoder(Feedback)
+
+
+def read_fact_files(paths: list[Path]) -> tuple[list[InferenceCall], list[Feedback]]:
+    """Facts and feedback from JSONL files (``lithify convert`` output; feedback lines are
+    recognised by ``feedback_id``). Held in memory: files come in any order."""
+    facts: list[InferenceCall] = []
+    feedback: list[Feedback] = []
+    for path in paths:
+        try:
+            data = path.read_bytes()
+        except OSError as e:
+            raise FactsFileError(f"{path}: {e.strerror or e}") from None
+        for n, line in enumerate(data.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                # Our own encoding puts the identity first: a feedback fact starts with its id.
+                if line.lstrip().startswith(b'{"feedback_id"'):
+                    feedback.append(_feedback_decoder.decode(line))
+                else:
+                    facts.append(_fact_decoder.decode(line))
+            except msgspec.DecodeError as e:
+                raise FactsFileError(f"{path}:{n}: not a fact: {e}") from None
+    return facts, feedback
+
+
+def _match(value: str | None, wanted: list[str] | None) -> bool:
+    return not wanted or value in wanted
+
+
+def filter_facts(facts: list[InferenceCall], filters: FactFilter) -> list[InferenceCall]:
+    """The store's filters, applied to facts read from files."""
+
+    def as_list(v: object) -> list[str] | None:
+        if v is None:
+            return None
+        return [v] if isinstance(v, str) else list(v)  # type: ignore[call-overload]
+
+    sessions, models = as_list(filters.session_id), as_list(filters.model)
+    sources = as_list(filters.source)
+    out = []
+    for f in facts:
+        at = f.started_at or f.observed_at or ""  # the store's time order
+        if not (
+            _match(f.session_id, sessions)
+            and _match(f.model, models)
+            and _match(f.source.name, sources)
+        ):
+            continue
+        if filters.since is not None and at < str(filters.since):
+            continue
+        if filters.until is not None and at >= str(filters.until):
+            continue
+        out.append(f)
+    return out
+
+
+def summary_table(summary: ExportSummary) -> Table:
+    t = Table(title=f"lithify export {summary.kind}", show_header=True, header_style="bold")
+    t.add_column("what")
+    t.add_column("count", justify="right")
+    t.add_column("meaning", style="dim")
+    t.add_row("facts read", str(summary.facts_read), "")
+    d = summary.derive
+    t.add_row(
+        "calls", str(d.get("calls", 0)), f"{d.get('duplicates', 0)} duplicate captures dropped"
+    )
+    t.add_row("segments", str(d.get("segments", 0)), f"in {d.get('sessions', 0)} sessions")
+    for reason, n in d.get("splits", {}).items():
+        t.add_row(f"segment start: {reason}", str(n), SPLIT_REASONS.get(reason, ""))
+    for split in ("train", "eval"):
+        t.add_row(
+            f"[green]rows: {split}[/]",
+            str(summary.rows.get(split, 0)),
+            summary.files.get(split, ""),
+        )
+    if summary.filtered:
+        t.add_row("filtered out", str(summary.filtered), "rows --where left out")
+    for reason, n in sorted(summary.skipped.items()):
+        t.add_row(f"skipped: {reason}", str(n), SKIP_REASONS.get(reason, ""))
+    for reason, n in sorted(summary.changes.items()):
+        t.add_row(f"changed: {reason}", str(n), PROFILE_CHANGES.get(reason, ""))
+    for reason, n in summary.feedback_dropped.items():
+        t.add_row(f"feedback not joined: {reason}", str(n), FEEDBACK_DROP_REASONS.get(reason, ""))
+    return t
+
+
+StoreOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--store",
+        "-s",
+        help="Store URL: sqlite:///path.db, postgresql://… (default: the per-user SQLite file).",
+        envvar="LITHIFY_STORE",
+        show_default=False,
+    ),
+]
+
+
+def register(app: typer.Typer) -> None:
+    """Add `lithify export` to the main app."""
+    app.command("export")(export_cmd)
+
+
+def export_cmd(
+    kind: Annotated[str, typer.Argument(help=f"Row kind: {', '.join(KINDS)}.")],
+    out_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--output",
+            "-o",
+            help="Folder for train/eval files (default: ./export-KIND).",
+            envvar="LITHIFY_EXPORT_OUTPUT",
+        ),
+    ] = None,
+    store_url: StoreOpt = None,
+    facts_files: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--facts",
+            help="Read facts (and feedback) from this JSONL file, not the store.",
+            envvar="LITHIFY_EXPORT_FACTS",
+        ),
+    ] = None,
+    profile: Annotated[
+        str, typer.Option(help=f"Target trainer: {', '.join(PROFILES)}.")
+    ] = "canonical",
+    reasoning_key: Annotated[
+        str | None,
+        typer.Option(help="Key of assistant reasoning: thinking or reasoning_content."),
+    ] = None,
+    arguments: Annotated[
+        str | None, typer.Option(help="Tool-call arguments as an object or a JSON string.")
+    ] = None,
+    shape: Annotated[
+        str | None, typer.Option(help="SFT rows: messages (default) or prompt-completion.")
+    ] = None,
+    fmt: Annotated[
+        str, typer.Option("--format", help="jsonl or parquet.", envvar="LITHIFY_EXPORT_FORMAT")
+    ] = "jsonl",
+    eval_fraction: Annotated[
+        float, typer.Option(help="Share of sessions in the eval split (by a hash of the id).")
+    ] = 0.0,
+    where: Annotated[
+        list[str] | None,
+        typer.Option(help="Feedback filter, e.g. 'score>=0.8' (repeatable: all must hold)."),
+    ] = None,
+    reward: Annotated[
+        str, typer.Option(help="Feedback name used as reward and preference score.")
+    ] = "score",
+    keep_degraded: Annotated[
+        bool, typer.Option(help="Also export rows from calls that lost content at conversion.")
+    ] = False,
+    session: Annotated[
+        list[str] | None, typer.Option("--session", help="Session id (repeatable).")
+    ] = None,
+    model: Annotated[list[str] | None, typer.Option(help="Model (repeatable).")] = None,
+    source: Annotated[
+        list[str] | None, typer.Option(help="Translator that made the fact (repeatable).")
+    ] = None,
+    since: Annotated[str | None, typer.Option(help="From this time on (RFC 3339).")] = None,
+    until: Annotated[str | None, typer.Option(help="Before this time (RFC 3339).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+    progress: Annotated[
+        bool | None,
+        typer.Option("--progress/--no-progress", help="Progress bar (default: on a terminal)."),
+    ] = None,
+) -> None:
+    """Export training rows: SFT conversations, NeMo Gym rows, preference pairs, RL rows.
+
+    Reads facts from the store (or --facts files), rebuilds sessions and segments, maps them to the target trainer's format, validates every row against its schema and writes train/eval files atomically. Rows that cannot be represented are skipped and counted by reason.
+    """
+    from lithify.cli import Exit, err
+
+    options = ExportOptions(
+        kind=kind,
+        profile=profile,
+        reasoning_key=reasoning_key,
+        arguments=arguments,
+        shape=shape,
+        fmt=fmt,
+        eval_fraction=eval_fraction,
+        where=tuple(where or ()),
+        reward=reward,
+        keep_degraded=keep_degraded,
+    )
+    try:
+        make_builder(options)  # reject bad options before reading anything
+    except (ProfileError, WhereError) as e:
+        err.print(f"[red]{e}[/]")
+        raise typer.Exit(Exit.USAGE) from None
+    target = out_dir if out_dir is not None else Path(f"export-{kind}")
+    filters = FactFilter(
+        session_id=session or None,
+        model=model or None,
+        source=source or None,
+        since=since,
+        until=until,
+        order="session",
+    )
+    show = sys.stderr.isatty() if progress is None else progress
+    try:
+        if facts_files:
+            facts, feedback = read_fact_files(facts_files)
+            stats = DeriveStats()
+            selected = sort_facts(filter_facts(facts, filters), stats)
+            summary = _run(selected, feedback, target, options, show, len(selected), stats)
+        else:
+            with open_store(store_url) as store:
+                total = store.count(replace(filters, order="time"))
+                summary = _run(
+                    store.iter_facts(filters),
+                    list(store.iter_feedback()),
+                    target,
+                    options,
+                    show,
+                    total,
+                    None,
+                )
+    except FactsFileError as e:
+        err.print(f"[red]unreadable:[/] {e}")
+        raise typer.Exit(Exit.UNREADABLE) from None
+    except StoreError as e:
+        err.print(f"[red]store error:[/] {e}")
+        raise typer.Exit(Exit.STORE) from None
+    except RowInvalid as e:
+        err.print(f"[red]bug: a row fails its schema; nothing was written.[/] {e}")
+        err.print("Please report it with the facts of the source call ids above.")
+        raise typer.Exit(ExportExit.INVALID_ROW) from None
+    except OSError as e:
+        err.print(f"[red]cannot write[/] {target}: {e.strerror or e}")
+        raise typer.Exit(Exit.UNREADABLE) from None
+    if as_json:
+        typer.echo(orjson.dumps(summary.to_json(), option=orjson.OPT_INDENT_2).decode())
+    else:
+        err.print(summary_table(summary))
+
+
+def _run(
+    facts: Iterator[InferenceCall] | list[InferenceCall],
+    feedback: list[Feedback],
+    target: Path,
+    options: ExportOptions,
+    show: bool,
+    total: int | None,
+    stats: DeriveStats | None,
+) -> ExportSummary:
+    if not show:
+        return export(facts, feedback, target, options, stats=stats)
+    from lithify.cli import err
+
+    bars = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+    )
+    with bars:
+        task = bars.add_task("facts", total=total)
+        return export(
+            facts, feedback, target, options, progress=lambda n: bars.advance(task, n), stats=stats
+        )
+
+
+def run_demo(examples: list[Path], out_dir: Path, store_url: str | None) -> dict[str, Any]:
+    """Import the example telemetry into the store, then export SFT rows and NeMo Gym rows of
+    those facts (selected by their trace ids) into ``out_dir``. Returns what happened.
+
+    Traces go first: a call captured as a span and as log events is stored once, and the span
+    is the capture that carries the session.
+    """
+    examples = sorted(examples, key=lambda p: (".logs." in p.name, p.name))
+    from lithify.ingest.convert import run
+    from lithify.ingest.importer import StoreSink
+
+    class _Traces:
+        """The store sink, noting the trace ids of the facts that pass."""
+
+        def __init__(self, inner: StoreSink) -> None:
+            self.inner = inner
+            self.traces: set[str] = set()
+
+        def fact(self, call: InferenceCall) -> None:
+            if call.trace_id:
+                self.traces.add(call.trace_id)
+            self.inner.fact(call)
+
+        def feedback(self, item: Feedback) -> None:
+            self.inner.feedback(item)
+
+        def flush(self) -> None:
+            self.inner.flush()
+
+    with open_store(store_url) as store:
+        sink = _Traces(StoreSink(store))
+        converted = run(examples, sink)
+        filters = FactFilter(trace_id=sorted(sink.traces) or ["-"], order="session")
+        exports = {}
+        for name, options in (
+            ("sft", ExportOptions(kind="sft")),
+            ("nemo-gym", ExportOptions(kind="nemo-gym", profile="nemo-gym")),
+        ):
+            exports[name] = export(store.iter_facts(filters), [], out_dir / name, options)
+        url = store.url
+    return {
+        "store": url,
+        "examples": [str(p) for p in examples],
+        "facts": converted.facts,
+        **sink.inner.counts(),
+        "exports": exports,
+    }
+
+
+def print_demo(result: dict[str, Any]) -> None:
+    from lithify.cli import err
+
+    err.print(
+        f"Imported {len(result['examples'])} example files recorded from real instrumentations: "
+        f"{result['facts']} facts, [green]{result['stored']}[/] new in {result['store']} "
+        f"({result['duplicates']} already there or captured twice)."
+    )
+    for summary in result["exports"].values():
+        err.print(summary_table(summary))
+    sft = result["exports"]["sft"].files["train"]
+    gym = result["exports"]["nemo-gym"].files["train"]
+    err.print(f"SFT rows: [bold]{sft}[/]; NeMo Gym rows: [bold]{gym}[/]. Look at one with:")
+    err.print(f"  head -n 1 {sft} | python3 -m json.tool")
+    err.print("Next: `lithify export --help` for profiles (trl, openai, axolotl, nemo-gym).")

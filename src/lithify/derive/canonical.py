@@ -1,0 +1,63 @@
+"""The canonical form messages are compared in (EXPORTS.md): bytes equal iff the messages are.
+
+Two messages are the same when their roles and parts are, with ``finish_reason`` ignored (an
+output carries one, its replay in the next input does not) and dict key order ignored. Types
+stay apart: ``true`` is not ``1`` and ``1`` is not ``1.0`` (Python's ``True == 1`` and
+``1 == 1.0`` would merge them, so values are compared as typed bytes, never with ``==``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from lithify.model import Message
+
+_encoder = msgspec.msgpack.Encoder(order="sorted")
+# 0xC1 is never used by msgpack, so a fallback encoding cannot equal a fast one.
+_FALLBACK = b"\xc1"
+
+
+def canonical_message(message: Message) -> bytes:
+    """Sorted-key msgpack of ``(role, parts)``; a typed text form for values msgpack refuses.
+
+    Every form is self-delimiting (msgpack is; the typed form carries its length), so a
+    concatenation of forms starts with another concatenation only when the messages do.
+    """
+    try:
+        return _encoder.encode((message.role, message.parts))
+    except (UnicodeEncodeError, OverflowError, TypeError):
+        # Lone surrogates and integers beyond 64 bits (both survive the store's codec).
+        value = msgspec.to_builtins((message.role, message.parts))
+        text = _typed(value).encode("utf-8", "surrogatepass")
+        return _FALLBACK + len(text).to_bytes(8, "big") + text
+
+
+def canonical_messages(messages: list[Message]) -> list[bytes]:
+    return [canonical_message(m) for m in messages]
+
+
+def canonical_body(messages: list[Message]) -> bytes:
+    """The concatenated canonical forms of ``messages``, in one encoder call when possible.
+
+    ``a.startswith(b)`` on two bodies says that ``b``'s messages begin ``a``'s, boundaries
+    included, because every form is self-delimiting.
+    """
+    try:
+        # msgpack writes an array as its header followed by each element's encoding.
+        data = _encoder.encode([(m.role, m.parts) for m in messages])
+    except (UnicodeEncodeError, OverflowError, TypeError):
+        return b"".join(canonical_message(m) for m in messages)
+    n = len(messages)
+    return data[1 if n < 16 else 3 if n < 65536 else 5 :]
+
+
+def _typed(value: Any) -> str:
+    """``repr`` keeps True, 1, 1.0, '1' and None apart; dicts get their keys sorted."""
+    if isinstance(value, dict):
+        items = sorted((_typed(k), _typed(v)) for k, v in value.items())
+        return "{" + ",".join(f"{k}:{v}" for k, v in items) + "}"
+    if isinstance(value, list | tuple):
+        return "[" + ",".join(_typed(v) for v in value) + "]"
+    return repr(value)

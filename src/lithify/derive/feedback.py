@@ -1,0 +1,120 @@
+"""Feedback joined to calls, segments and sessions, unique-or-drop (docs/derive.md).
+
+Rules, by name:
+
+- a call's feedback: what targets the call itself, else what targets its trace;
+- a session's feedback: what targets the session;
+- a segment's feedback: its latest call's that has one (turns read last to first), else its
+  session's.
+
+When feedback facts with one name on one target disagree, none of them is used: the join is
+ambiguous and counted, and the lookup goes on as if that target had none. Equal values given
+more than once are one value (the earliest fact is the one returned).
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Iterable
+
+import msgspec
+
+from lithify.derive import Segment
+from lithify.model import Feedback, InferenceCall
+from lithify.store.codec import encode
+
+# Why a feedback fact was not joined (closed list; the export summary prints it).
+FEEDBACK_DROP_REASONS = {
+    "ambiguous": "another feedback fact with the same name on the same target has a different value",
+    "unmatched": "no derived call, trace or session is its target (absent, or filtered out)",
+}
+
+_Key = tuple[str, str]  # (target_kind, target_id)
+
+
+def _value_key(value: object) -> tuple[str, object]:
+    # Feedback values are compared as JSON values: a bool is not a number, 1 equals 1.0.
+    if isinstance(value, bool):
+        return "bool", value
+    if isinstance(value, int | float):
+        return "number", value
+    return type(value).__name__, value
+
+
+def _order(fb: Feedback) -> tuple[str, str]:
+    return fb.observed_at or "", fb.feedback_id
+
+
+class FeedbackIndex:
+    """Feedback facts by target, ready to join; holds all given feedback in memory.
+
+    Lookups record which targets were met, so that ``dropped()`` after a full derivation
+    counts the feedback that matched nothing.
+    """
+
+    def __init__(self, feedback: Iterable[Feedback]) -> None:
+        by_id: dict[str, Feedback] = {}
+        # The same feedback_id twice is one fact; the first in (observed_at, id, bytes) order.
+        for fb in sorted(feedback, key=lambda f: (_order(f), encode(f))):
+            by_id.setdefault(fb.feedback_id, fb)
+        groups: dict[_Key, dict[str, list[Feedback]]] = defaultdict(lambda: defaultdict(list))
+        for fb in by_id.values():
+            groups[(fb.target_kind, fb.target_id)][fb.name].append(fb)
+        self._drops: Counter[str] = Counter()
+        self._sizes: dict[_Key, int] = {}
+        self._by_target: dict[_Key, dict[str, Feedback]] = {}
+        for key, names in groups.items():
+            joined: dict[str, Feedback] = {}
+            used = 0
+            for name, items in names.items():
+                if len({_value_key(fb.value) for fb in items}) > 1:
+                    self._drops["ambiguous"] += len(items)
+                    continue
+                joined[name] = min(items, key=_order)
+                used += len(items)
+            if joined:
+                self._by_target[key] = joined
+                self._sizes[key] = used
+        self._met: set[_Key] = set()
+
+    def _get(self, kind: str, target: str | None) -> dict[str, Feedback]:
+        if target is None:
+            return {}
+        key = (kind, target)
+        found = self._by_target.get(key)
+        if found is None:
+            return {}
+        self._met.add(key)
+        return found
+
+    def for_call(self, call: InferenceCall) -> dict[str, Feedback]:
+        """Feedback by name on one call: its own, else its trace's."""
+        out = dict(self._get("trace", call.trace_id))
+        out.update(self._get("call", call.inference_call_id))
+        return dict(sorted(out.items()))
+
+    def for_session(self, session_id: str | None) -> dict[str, Feedback]:
+        return dict(sorted(self._get("session", session_id).items()))
+
+    def for_segment(self, segment: Segment) -> dict[str, Feedback]:
+        """Feedback by name on a segment: its latest call's that has one, else its session's."""
+        out: dict[str, Feedback] = {}
+        for turn in reversed(segment.turns):
+            for name, fb in self.for_call(turn.call).items():
+                out.setdefault(name, fb)
+        for name, fb in self.for_session(segment.session_id).items():
+            out.setdefault(name, fb)
+        return dict(sorted(out.items()))
+
+    def attach(self, segment: Segment) -> Segment:
+        """The segment with ``feedback`` set: one fact per name, sorted by name."""
+        return msgspec.structs.replace(segment, feedback=list(self.for_segment(segment).values()))
+
+    def dropped(self) -> dict[str, int]:
+        """Feedback facts not joined, by reason (FEEDBACK_DROP_REASONS); ``unmatched`` is final
+        once every derived call and session has been looked up."""
+        drops = Counter(self._drops)
+        for key, n in self._sizes.items():
+            if key not in self._met:
+                drops["unmatched"] += n
+        return dict(sorted((k, v) for k, v in drops.items() if v))

@@ -1,0 +1,145 @@
+"""Sessions: facts deduplicated, ordered and grouped by session (docs/derive.md).
+
+The store reads facts grouped by session (``FactFilter(order="session")``); ``iter_sessions``
+turns that stream into one group per session, holding one session at a time. Fact files come
+in any order: ``sort_facts`` deduplicates and orders them the same way in memory.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from operator import itemgetter
+
+from lithify.model import InferenceCall
+from lithify.store.codec import col, encode
+
+
+@dataclass
+class DeriveStats:
+    """What derivation saw and made; the export summary prints it."""
+
+    calls: int = 0  # distinct calls, each in one segment
+    duplicates: int = 0  # facts dropped as another capture of a call (facts read: the sum)
+    sessions: int = 0  # groups with a session id
+    segments: int = 0
+    splits: Counter[str] = field(default_factory=Counter)  # segment starts by SPLIT_REASONS
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "calls": self.calls,
+            "duplicates": self.duplicates,
+            "sessions": self.sessions,
+            "segments": self.segments,
+            "splits": dict(sorted(self.splits.items())),
+        }
+
+
+def call_order_key(fact: InferenceCall) -> tuple[str, str]:
+    """A session's call order (EXPORTS.md): (started_at or observed_at, inference_call_id),
+    as the store's ``sort_at`` column and index order it ('' first when there is no time)."""
+    t = fact.started_at or fact.observed_at
+    return col(t) if t else "", col(fact.inference_call_id)
+
+
+def session_order_key(fact: InferenceCall) -> tuple[bool, str, str, str]:
+    """The store's ``order="session"``: by session id, facts without a session last.
+
+    Strings compare in their column form (code point order, as both databases compare them),
+    so files and stores give sessions in one order.
+    """
+    sid = col(fact.session_id)
+    return (sid is None, sid or "", *call_order_key(fact))
+
+
+def _canonical_order(facts: Iterable[InferenceCall]) -> list[InferenceCall]:
+    keyed = sorted(((call_order_key(f), f) for f in facts), key=itemgetter(0))
+    out = [f for _, f in keyed]
+    # Equal keys are different captures of one identity: the lossless encoding orders them, so
+    # the one kept does not depend on arrival order. Only such runs pay for the encoding.
+    i = 0
+    while i < len(keyed) - 1:
+        j = i + 1
+        while j < len(keyed) and keyed[j][0] == keyed[i][0]:
+            j += 1
+        if j - i > 1:
+            out[i:j] = sorted(out[i:j], key=encode)
+        i = j
+    return out
+
+
+def dedupe(facts: Iterable[InferenceCall]) -> tuple[list[InferenceCall], int]:
+    """One fact per call, in call order: ``inference_call_id`` and ``model_call_id`` identify
+    it (as the store does), and the first in (call order, encoded fact) order is kept.
+
+    Returns the kept facts and how many were dropped.
+    """
+    kept: list[InferenceCall] = []
+    ids: set[str] = set()
+    model_ids: set[str] = set()
+    ordered = _canonical_order(facts)
+    for fact in ordered:
+        mid = fact.model_call_id
+        if fact.inference_call_id in ids or (mid is not None and mid in model_ids):
+            continue
+        ids.add(fact.inference_call_id)
+        if mid is not None:
+            model_ids.add(mid)
+        kept.append(fact)
+    return kept, len(ordered) - len(kept)
+
+
+def sort_facts(
+    facts: Iterable[InferenceCall], stats: DeriveStats | None = None
+) -> list[InferenceCall]:
+    """Facts from anywhere (files, in any order, duplicates included), deduplicated and in
+    the store's session order, ready for ``iter_sessions``. Holds them all in memory."""
+    kept, dropped = dedupe(facts)
+    if stats is not None:
+        stats.duplicates += dropped
+    kept.sort(key=session_order_key)
+    return kept
+
+
+def iter_sessions(
+    facts: Iterable[InferenceCall], stats: DeriveStats | None = None
+) -> Iterator[tuple[str | None, list[InferenceCall]]]:
+    """``(session_id, calls)`` per session, calls deduplicated and in call order; a call without
+    a session is a group of its own (``(None, [call])``).
+
+    ``facts`` must come grouped by session (``FactFilter(order="session")`` or
+    ``sort_facts``); only one session is held at a time. A session that comes back after
+    another one raises ``ValueError``: the input was not grouped, and splitting the session
+    silently would change its segments.
+    """
+    done: set[str] = set()
+    current: str | None = None
+    group: list[InferenceCall] = []
+
+    def flush() -> tuple[str | None, list[InferenceCall]]:
+        calls, dropped = dedupe(group)
+        if stats is not None:
+            stats.duplicates += dropped
+            stats.sessions += 1
+        return current, calls
+
+    for fact in facts:
+        sid = fact.session_id
+        if sid is None:
+            if group:
+                yield flush()
+                group = []
+            yield None, [fact]
+            continue
+        if sid != current or not group:
+            if group:
+                yield flush()
+                group = []
+            if sid in done:
+                raise ValueError(f"facts are not grouped by session: {sid!r} came back")
+            done.add(sid)
+            current = sid
+        group.append(fact)
+    if group:
+        yield flush()

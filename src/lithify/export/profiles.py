@@ -1,0 +1,120 @@
+"""Profiles: the same rows in the shape each trainer reads (EXPORTS.md "Profiles")."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from lithify.export.trainer import arguments_text
+
+KINDS = ("sft", "nemo-gym", "dpo", "rl")
+PROFILES = ("canonical", "trl", "openai", "axolotl", "nemo-gym")
+REASONING_KEYS = ("thinking", "reasoning_content")
+ARGUMENTS = ("object", "string")
+
+# Which profiles each row kind has a shape for.
+SUPPORTED: dict[str, tuple[str, ...]] = {
+    "sft": ("canonical", "trl", "openai", "axolotl"),
+    "nemo-gym": ("canonical", "nemo-gym"),
+    "dpo": ("canonical", "trl", "openai"),
+    "rl": ("canonical", "trl", "nemo-gym"),
+}
+
+# What a profile changed in a row because its target has no place for it: counted, never silent.
+PROFILE_CHANGES: dict[str, str] = {
+    "reasoning_dropped": "assistant reasoning left out: the profile's format has no reasoning field",
+}
+
+
+class ProfileError(ValueError):
+    """Options that do not fit together (a usage error)."""
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    reasoning_key: str | None  # None: the format has no reasoning field (reasoning is dropped)
+    arguments: Literal["object", "string"]
+    tool_result_name: bool  # tool messages carry the function name
+    weights: bool  # assistant messages carry weight 0/1 (context/target)
+
+    @property
+    def canonical_messages(self) -> bool:
+        """Messages exactly as the canonical trainer schemas define them."""
+        return (
+            self.reasoning_key == "thinking"
+            and self.arguments == "object"
+            and self.tool_result_name
+            and not self.weights
+        )
+
+    def tag(self) -> str:
+        """A short name of the message shape, part of the row schema id."""
+        reasoning = self.reasoning_key or "none"
+        return f"{self.name}.{reasoning}.{self.arguments}"
+
+    def messages(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Canonical trainer messages (fresh dicts) reshaped in place for this profile.
+
+        Reasoning the profile has no field for is removed; the caller counts it beforehand.
+        """
+        if self.canonical_messages:
+            return messages
+        for m in messages:
+            role = m["role"]
+            if role == "assistant":
+                if "thinking" in m:
+                    thinking = m.pop("thinking")
+                    if self.reasoning_key is not None:
+                        # Keep the key before content, as in the canonical form.
+                        rest = {k: m.pop(k) for k in list(m) if k != "role"}
+                        m[self.reasoning_key] = thinking
+                        m.update(rest)
+                if self.arguments == "string":
+                    for c in m.get("tool_calls", ()):
+                        fn = c["function"]
+                        fn["arguments"] = arguments_text(fn["arguments"])
+            elif role == "tool" and not self.tool_result_name:
+                del m["name"]
+        return messages
+
+
+def resolve(
+    kind: str, name: str, *, reasoning_key: str | None = None, arguments: str | None = None
+) -> Profile:
+    """The profile ``name`` for row kind ``kind``, with the overrides the user gave."""
+    if kind not in KINDS:
+        raise ProfileError(f"unknown row kind {kind!r}: choose one of {', '.join(KINDS)}")
+    if name not in PROFILES:
+        raise ProfileError(f"unknown profile {name!r}: choose one of {', '.join(PROFILES)}")
+    if name not in SUPPORTED[kind]:
+        raise ProfileError(
+            f"{kind} rows have no {name} profile: choose one of {', '.join(SUPPORTED[kind])}"
+        )
+    if reasoning_key is not None and reasoning_key not in REASONING_KEYS:
+        raise ProfileError(f"--reasoning-key must be one of {', '.join(REASONING_KEYS)}")
+    if arguments is not None and arguments not in ARGUMENTS:
+        raise ProfileError(f"--arguments must be one of {', '.join(ARGUMENTS)}")
+    if name == "openai":
+        # OpenAI fine-tuning: arguments as JSON strings, no reasoning field, no tool names.
+        if reasoning_key is not None:
+            raise ProfileError("the openai profile has no reasoning field: drop --reasoning-key")
+        if arguments == "object":
+            raise ProfileError("the openai profile needs --arguments string")
+        return Profile("openai", None, "string", False, kind == "sft")
+    if name == "nemo-gym":
+        # Responses items: arguments are JSON strings and reasoning is a reasoning item.
+        if reasoning_key is not None or arguments is not None:
+            raise ProfileError(
+                "the nemo-gym profile writes Responses items: --reasoning-key and --arguments "
+                "do not apply"
+            )
+        return Profile("nemo-gym", "thinking", "string", True, False)
+    default_key = "thinking" if name == "canonical" else "reasoning_content"
+    return Profile(
+        name,
+        reasoning_key or default_key,
+        "string" if arguments == "string" else "object",
+        True,
+        False,
+    )

@@ -1,0 +1,573 @@
+"""Row kinds: SFT, NeMo Gym, preference (DPO) and RL rows from segments (EXPORTS.md).
+
+A ``RowBuilder`` turns segments into validated rows for one kind, shape and profile. Rows that
+cannot be represented are counted by reason (``skipped``), rows the ``--where`` filter leaves
+out are counted as ``filtered``; nothing is dropped without a count.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+import orjson
+
+from lithify import __version__
+from lithify.derive import Segment, Turn
+from lithify.derive.feedback import FeedbackIndex
+from lithify.export.profiles import Profile
+from lithify.export.trainer import (
+    LOSSY_DEGRADATIONS,
+    RowSkip,
+    check_id,
+    check_value,
+    flat_tools,
+    response_items,
+    trainer_messages,
+    trainer_tools,
+)
+from lithify.export.validate import RowValidator, row_schema_id
+from lithify.export.where import Condition, Value, numeric
+from lithify.model import (
+    InferenceCall,
+    Message,
+    ToolCallPart,
+    ToolCallResponsePart,
+    ToolDefinition,
+)
+
+EXPORTER = f"lithify {__version__}"
+
+# The shapes each kind can take (the first is the default).
+SHAPES: dict[str, tuple[str, ...]] = {
+    "sft": ("messages", "prompt-completion"),
+    "nemo-gym": ("segment",),
+    "dpo": ("preference",),
+    "rl": ("segment",),
+}
+
+
+def shape_for(kind: str, profile: Profile, requested: str | None) -> str:
+    """The row shape for ``kind`` under ``profile`` (``requested``: the SFT ``--shape``)."""
+    if profile.name == "nemo-gym":
+        return "native"
+    if kind == "dpo":
+        return "openai-preference" if profile.name == "openai" else "preference"
+    if kind == "rl":
+        return "prompt-completion" if profile.name == "trl" else "segment"
+    if kind == "sft":
+        shape = requested or "messages"
+        if shape not in SHAPES["sft"]:
+            raise ValueError(f"--shape must be one of {', '.join(SHAPES['sft'])}")
+        if shape != "messages" and profile.name == "openai":
+            raise ValueError("the openai profile writes messages rows only")
+        return shape
+    return "segment"
+
+
+def split_of(key: str, eval_fraction: float) -> str:
+    """``train`` or ``eval`` from a hash of ``key`` (the session id): no seed, no state."""
+    if eval_fraction <= 0:
+        return "train"
+    if eval_fraction >= 1:
+        return "eval"
+    h = int.from_bytes(hashlib.sha256(key.encode("utf-8", "surrogatepass")).digest()[:8], "big")
+    return "eval" if h < eval_fraction * 2**64 else "train"
+
+
+def digest(value: Any) -> bytes:
+    """16 bytes identifying an exact prompt (its JSON as exported)."""
+    return hashlib.blake2b(orjson.dumps(value), digest_size=16).digest()
+
+
+@dataclass(slots=True)
+class Row:
+    data: dict[str, Any]
+    encoded: bytes  # the row's JSON, one line without the newline
+    split: str
+    prompt: bytes  # digest of the row's exact prompt
+    source_ids: list[str]
+
+
+@dataclass
+class Counts:
+    rows: Counter[str] = field(default_factory=Counter)  # built (before the eval prompt rule)
+    skipped: Counter[str] = field(default_factory=Counter)
+    filtered: int = 0
+    changes: Counter[str] = field(default_factory=Counter)
+    segments: int = 0
+
+
+def _lossy(call: InferenceCall) -> str | None:
+    for reason in call.degradations:
+        if reason in LOSSY_DEGRADATIONS:
+            return reason
+    return None
+
+
+def _canonical_row(m: Message, *, omit_null_finish: bool) -> dict[str, Any]:
+    doc = msgspec.to_builtins(m)
+    if omit_null_finish and doc.get("finish_reason") is None:
+        doc.pop("finish_reason", None)
+    return doc
+
+
+def _check_canonical(messages: Sequence[Message]) -> None:
+    """What canonical NeMo Gym rows cannot carry: NUL/surrogate ids, non-finite numbers."""
+    for m in messages:
+        for p in m.parts:
+            if isinstance(p, ToolCallPart):
+                check_id(p.id)
+                check_value(p.arguments)
+            elif isinstance(p, ToolCallResponsePart):
+                check_id(p.id)
+                check_value(p.result)
+
+
+def _output(turn: Turn) -> Message | None:
+    outs = turn.call.output_messages
+    return outs[turn.chosen] if 0 <= turn.chosen < len(outs) else None
+
+
+@dataclass
+class _Candidate:
+    score: float
+    call_id: str
+    output: list[dict[str, Any]]
+    split_key: str
+    session_id: str | None
+    segment_id: str
+    model: str | None
+    source_ids: list[str]
+
+
+class RowBuilder:
+    """Rows of one kind, shape and profile; validated, encoded and assigned a split."""
+
+    def __init__(
+        self,
+        kind: str,
+        profile: Profile,
+        *,
+        shape: str | None = None,
+        eval_fraction: float = 0.0,
+        where: Sequence[Condition] = (),
+        reward: str = "score",
+        keep_degraded: bool = False,
+        feedback: FeedbackIndex | None = None,
+    ) -> None:
+        self.kind = kind
+        self.profile = profile
+        self.shape = shape_for(kind, profile, shape)
+        self.eval_fraction = eval_fraction
+        self.where = list(where)
+        self.reward_name = reward
+        self.keep_degraded = keep_degraded
+        self.feedback = feedback
+        self.validator = RowValidator(kind, self.shape, profile)
+        self.schema_id = row_schema_id(kind, self.shape, profile)
+        self.counts = Counts()
+        self._last_tools: tuple[list[ToolDefinition], list[dict[str, Any]]] | None = None
+        # DPO: per exact prompt, the best and the worst scored completion seen so far.
+        self._prompts: dict[bytes, tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {}
+        self._best: dict[bytes, _Candidate] = {}
+        self._worst: dict[bytes, _Candidate] = {}
+
+    # -- shared ------------------------------------------------------------------------------
+    def _messages(
+        self, messages: Sequence[Message], names: dict[str, str]
+    ) -> tuple[list[dict[str, Any]], int]:
+        """Profile-shaped trainer messages, and how many lost their reasoning to the profile."""
+        out = trainer_messages(messages, names)
+        dropped = 0
+        if self.profile.reasoning_key is None:
+            dropped = sum(1 for m in out if "thinking" in m)
+        return self.profile.messages(out), dropped
+
+    def _metadata(
+        self,
+        source_ids: list[str],
+        session_id: str | None,
+        segment_id: str,
+        model: str | None,
+        split: str,
+        **extra: Any,
+    ) -> dict[str, Any]:
+        return {
+            "source_call_ids": source_ids,
+            "session_id": session_id,
+            "segment_id": segment_id,
+            "model": model,
+            "split": split,
+            "schema": self.schema_id,
+            "exporter": EXPORTER,
+            **extra,
+        }
+
+    def _finish(self, data: dict[str, Any], prompt: Any, split: str, ids: list[str]) -> Row:
+        try:
+            encoded = orjson.dumps(data)
+        except orjson.JSONEncodeError as e:  # lone surrogates, integers beyond 64 bits
+            raise RowSkip("unrepresentable_value", str(e)) from None
+        self.validator.check(data, ids)
+        self.counts.rows[split] += 1
+        return Row(data, encoded, split, digest(prompt), ids)
+
+    def _skip(self, e: RowSkip) -> None:
+        self.counts.skipped[e.reason] += 1
+
+    def _degraded(self, calls: Sequence[InferenceCall]) -> RowSkip | None:
+        if self.keep_degraded:
+            return None
+        for c in calls:
+            reason = _lossy(c)
+            if reason is not None:
+                return RowSkip("degraded_fact", f"{c.inference_call_id}: {reason}")
+        return None
+
+    def _tools(self, call: InferenceCall) -> list[dict[str, Any]]:
+        """Trainer tools; the calls of a session mostly offer the same tools, mapped once."""
+        if self._last_tools is not None and self._last_tools[0] == call.tools:
+            return self._last_tools[1]
+        tools = trainer_tools(call.tools)
+        self._last_tools = (call.tools, tools)
+        return tools
+
+    def _call_values(self, segment: Segment, call: InferenceCall) -> dict[str, Value]:
+        """Feedback on one call: its own, else its trace's, else its session's."""
+        if self.feedback is None:
+            return {}
+        values = {n: f.value for n, f in self.feedback.for_session(segment.session_id).items()}
+        values.update({n: f.value for n, f in self.feedback.for_call(call).items()})
+        return values
+
+    # -- entry points ------------------------------------------------------------------------
+    def rows(self, segment: Segment) -> Iterator[Row]:
+        """The rows of one segment (DPO rows come from ``pairs()`` once all are seen)."""
+        self.counts.segments += 1
+        if self.kind == "sft":
+            yield from self._sft(segment)
+        elif self.kind == "dpo":
+            self._observe(segment)
+        elif self.shape == "native":
+            row = self._guard(self._native, segment)
+            if row is not None:
+                yield row
+        elif self.shape == "prompt-completion":
+            row = self._guard(self._rl_trainer, segment)
+            if row is not None:
+                yield row
+        else:
+            row = self._guard(self._segment, segment)
+            if row is not None:
+                yield row
+
+    def _guard(self, build: Any, segment: Segment) -> Row | None:
+        calls = [t.call for t in segment.turns]
+        # The segment's feedback as derivation joins it: its latest call's, else its session's.
+        joined = self.feedback.for_segment(segment).values() if self.feedback else segment.feedback
+        values: dict[str, Value] = {f.name: f.value for f in joined}
+        if self.where and not all(c.matches(values) for c in self.where):
+            self.counts.filtered += 1
+            return None
+        reward = numeric(values.get(self.reward_name))
+        try:
+            failure = self._degraded(calls)
+            if failure is not None:
+                raise failure
+            if not segment.turns[0].new_messages:
+                raise RowSkip("no_prompt")
+            if self.kind == "rl" and reward is None:
+                raise RowSkip("no_reward", f"no numeric {self.reward_name!r} feedback")
+            return build(segment, reward)
+        except RowSkip as e:
+            self._skip(e)
+            return None
+
+    # -- SFT ---------------------------------------------------------------------------------
+    def _sft(self, segment: Segment) -> Iterator[Row]:
+        names: dict[str, str] = {}
+        context: list[dict[str, Any]] = []
+        dropped = 0
+        failure: RowSkip | None = None
+        ids: list[str] = []
+        split_key = segment.session_id or segment.segment_id
+        split = split_of(split_key, self.eval_fraction)
+        for k, turn in enumerate(segment.turns):
+            call = turn.call
+            ids.append(call.inference_call_id)
+            if failure is None:
+                failure = self._degraded([call])
+            if failure is None:
+                try:
+                    msgs, d = self._messages(turn.new_messages, names)
+                    context.extend(msgs)
+                    dropped += d
+                except RowSkip as e:
+                    failure = e
+            output = _output(turn)
+            wanted = not self.where or all(
+                c.matches(self._call_values(segment, call)) for c in self.where
+            )
+            target: list[dict[str, Any]] = []
+            if failure is None and output is not None:
+                try:
+                    target, d = self._messages([output], names)
+                    dropped += d
+                except RowSkip as e:
+                    failure = e
+            if not wanted:
+                self.counts.filtered += 1
+            elif output is None:
+                self._skip(RowSkip("no_output"))
+            elif failure is not None:
+                self._skip(failure)
+            elif not context:
+                self._skip(RowSkip("no_prompt"))
+            else:
+                row = self._sft_row(segment, k, call, context, target, list(ids), split, dropped)
+                if row is not None:
+                    yield row
+            context.extend(target)
+
+    def _sft_row(
+        self,
+        segment: Segment,
+        k: int,
+        call: InferenceCall,
+        context: list[dict[str, Any]],
+        target: list[dict[str, Any]],
+        ids: list[str],
+        split: str,
+        dropped: int,
+    ) -> Row | None:
+        try:
+            tools = self._tools(call)
+        except RowSkip as e:
+            self._skip(e)
+            return None
+        meta = self._metadata(
+            ids, segment.session_id, segment.segment_id, call.model, split, turn=k
+        )
+        if self.profile.weights:
+            # Earlier assistant turns are context: weight 0; the target turn weight 1.
+            prompt = [{**m, "weight": 0} if m["role"] == "assistant" else m for m in context]
+            completion = [{**m, "weight": 1} for m in target]
+        else:
+            prompt, completion = list(context), target
+        if self.shape == "messages":
+            data = {"messages": prompt + completion, "tools": tools, "metadata": meta}
+        else:
+            data = {"prompt": prompt, "completion": completion, "tools": tools, "metadata": meta}
+        try:
+            row = self._finish(data, [prompt, tools], split, ids)
+        except RowSkip as e:
+            self._skip(e)
+            return None
+        if dropped:
+            self.counts.changes["reasoning_dropped"] += 1
+        return row
+
+    # -- NeMo Gym / RL, canonical ------------------------------------------------------------
+    def _segment(self, segment: Segment, reward: float | None) -> Row:
+        first = segment.turns[0]
+        every = [m for t in segment.turns for m in t.new_messages]
+        outputs = [o for t in segment.turns if (o := _output(t)) is not None]
+        _check_canonical(every + outputs)
+        tools = trainer_tools(first.call.tools)
+        params = {"input": [_canonical_row(m, omit_null_finish=True) for m in first.new_messages]}
+        turns = []
+        for k, t in enumerate(segment.turns):
+            out = _output(t)
+            turns.append(
+                {
+                    "inference_call_id": t.call.inference_call_id,
+                    "messages": []
+                    if k == 0
+                    else [_canonical_row(m, omit_null_finish=False) for m in t.new_messages],
+                    "output": None if out is None else _canonical_row(out, omit_null_finish=False),
+                }
+            )
+        ids = [t.call.inference_call_id for t in segment.turns]
+        split = split_of(segment.session_id or segment.segment_id, self.eval_fraction)
+        meta = self._metadata(ids, segment.session_id, segment.segment_id, first.call.model, split)
+        data: dict[str, Any] = {"responses_create_params": params, "tools": tools, "turns": turns}
+        if reward is not None:
+            data["reward"] = reward
+        data["metadata"] = meta
+        return self._finish(data, [params, tools], split, ids)
+
+    # -- NeMo Gym / RL, native Responses items -----------------------------------------------
+    def _native(self, segment: Segment, reward: float | None) -> Row:
+        first = segment.turns[0]
+        names: dict[str, str] = {}
+        seed = segment.segment_id
+        items = response_items(first.new_messages, f"{seed}:input", names)
+        rest: list[Message] = []
+        for k, t in enumerate(segment.turns):
+            if k:
+                rest.extend(t.new_messages)
+            out = _output(t)
+            if out is not None:
+                rest.append(out)
+        recorded = response_items(rest, f"{seed}:output", names)
+        params = {"input": items, "tools": flat_tools(first.call.tools)}
+        ids = [t.call.inference_call_id for t in segment.turns]
+        split = split_of(segment.session_id or segment.segment_id, self.eval_fraction)
+        extra = {} if reward is None else {"reward": reward}
+        meta = self._metadata(
+            ids, segment.session_id, segment.segment_id, first.call.model, split, **extra
+        )
+        data = {"responses_create_params": params, "recorded_output": recorded, "metadata": meta}
+        return self._finish(data, params, split, ids)
+
+    # -- RL, trainer messages ----------------------------------------------------------------
+    def _rl_trainer(self, segment: Segment, reward: float | None) -> Row:
+        first = segment.turns[0]
+        names: dict[str, str] = {}
+        prompt, dropped = self._messages(first.new_messages, names)
+        rest: list[Message] = []
+        for k, t in enumerate(segment.turns):
+            if k:
+                rest.extend(t.new_messages)
+            out = _output(t)
+            if out is not None:
+                rest.append(out)
+        if not any(m.role == "assistant" for m in rest):
+            raise RowSkip("no_output")
+        completion, d = self._messages(rest, names)
+        tools = trainer_tools(first.call.tools)
+        ids = [t.call.inference_call_id for t in segment.turns]
+        split = split_of(segment.session_id or segment.segment_id, self.eval_fraction)
+        meta = self._metadata(ids, segment.session_id, segment.segment_id, first.call.model, split)
+        data = {
+            "prompt": prompt,
+            "completion": completion,
+            "tools": tools,
+            "reward": reward,
+            "metadata": meta,
+        }
+        row = self._finish(data, [prompt, tools], split, ids)
+        if dropped or d:
+            self.counts.changes["reasoning_dropped"] += 1
+        return row
+
+    # -- DPO ---------------------------------------------------------------------------------
+    def _observe(self, segment: Segment) -> None:
+        """Remember, per exact prompt, the best and worst scored completion."""
+        names: dict[str, str] = {}
+        context: list[dict[str, Any]] = []
+        ids: list[str] = []
+        failure: RowSkip | None = None
+        for turn in segment.turns:
+            call = turn.call
+            ids.append(call.inference_call_id)
+            if failure is None:
+                failure = self._degraded([call])
+            if failure is None:
+                try:
+                    context.extend(self._messages(turn.new_messages, names)[0])
+                except RowSkip as e:
+                    failure = e
+            output = _output(turn)
+            target: list[dict[str, Any]] = []
+            if failure is None and output is not None:
+                try:
+                    target = self._messages([output], names)[0]
+                except RowSkip as e:
+                    failure = e
+            values = self._call_values(segment, call)
+            score = numeric(values.get(self.reward_name))
+            if score is not None and output is not None:
+                if self.where and not all(c.matches(values) for c in self.where):
+                    self.counts.filtered += 1
+                elif failure is not None:
+                    self._skip(failure)
+                elif not context:
+                    self._skip(RowSkip("no_prompt"))
+                else:
+                    self._candidate(segment, call, context, target, score, list(ids))
+            context.extend(target)
+
+    def _candidate(
+        self,
+        segment: Segment,
+        call: InferenceCall,
+        context: list[dict[str, Any]],
+        target: list[dict[str, Any]],
+        score: float,
+        ids: list[str],
+    ) -> None:
+        try:
+            tools = trainer_tools(call.tools)
+            key = digest([context, tools])
+        except (RowSkip, orjson.JSONEncodeError):
+            self.counts.skipped["unrepresentable_value"] += 1
+            return
+        split_key = segment.session_id or segment.segment_id
+        cand = _Candidate(
+            score,
+            call.inference_call_id,
+            target,
+            split_key,
+            segment.session_id,
+            segment.segment_id,
+            call.model,
+            ids,
+        )
+        if key not in self._prompts:
+            self._prompts[key] = (list(context), tools)
+        # Ties go to the smallest call id, so the pair does not depend on the reading order.
+        best = self._best.get(key)
+        if best is None or (score, best.call_id) > (best.score, cand.call_id):
+            self._best[key] = cand
+        worst = self._worst.get(key)
+        if worst is None or (score, cand.call_id) < (worst.score, worst.call_id):
+            self._worst[key] = cand
+
+    def pairs(self) -> Iterator[Row]:
+        """DPO rows, one per prompt with a better and a worse completion, in prompt order."""
+        for key in sorted(self._prompts):
+            best, worst = self._best[key], self._worst[key]
+            if best.score <= worst.score:
+                continue  # no preference: every completion scored the same
+            if orjson.dumps(best.output) == orjson.dumps(worst.output):
+                self._skip(RowSkip("identical_pair", f"{best.call_id}, {worst.call_id}"))
+                continue
+            prompt, tools = self._prompts[key]
+            split = split_of(best.split_key, self.eval_fraction)
+            ids = [best.call_id, worst.call_id]
+            meta = self._metadata(
+                ids,
+                best.session_id,
+                best.segment_id,
+                best.model,
+                split,
+                chosen_call_id=best.call_id,
+                rejected_call_id=worst.call_id,
+                chosen_score=best.score,
+                rejected_score=worst.score,
+            )
+            if self.shape == "openai-preference":
+                data = {
+                    "input": {"messages": prompt, "tools": tools},
+                    "preferred_output": best.output,
+                    "non_preferred_output": worst.output,
+                    "metadata": meta,
+                }
+            else:
+                data = {
+                    "prompt": prompt,
+                    "chosen": best.output,
+                    "rejected": worst.output,
+                    "tools": tools,
+                    "metadata": meta,
+                }
+            try:
+                yield self._finish(data, [prompt, tools], split, ids)
+            except RowSkip as e:
+                self._skip(e)

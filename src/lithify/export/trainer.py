@@ -1,0 +1,349 @@
+"""Canonical messages → trainer messages and OpenAI Responses items (EXPORTS.md).
+
+Pure functions. What a target cannot express is never bent into shape: the row is skipped with
+a reason from ``SKIP_REASONS`` (``RowSkip``), and the export counts it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Iterable, Sequence
+from itertools import groupby
+from typing import Any
+
+import orjson
+
+from lithify.model import (
+    Message,
+    ReasoningPart,
+    TextPart,
+    ToolCallPart,
+    ToolCallResponsePart,
+    ToolDefinition,
+)
+
+# Why a row was not exported. A closed vocabulary: adding a reason is a contract change
+# (docs/export.md lists them).
+SKIP_REASONS: dict[str, str] = {
+    "no_output": "the target call has no output message to learn from",
+    "no_prompt": "the call has no input messages (a response captured without its request)",
+    "empty_assistant": "an assistant turn with no parts",
+    "empty_tool_message": "a tool message without a tool result",
+    "orphan_tool_response": "a tool result whose call is not earlier in the conversation",
+    "reasoning_outside_assistant": "reasoning in a system, developer, user or tool message",
+    "misplaced_part": "a tool call outside an assistant turn, a tool result outside a tool "
+    "message, or text in a tool message",
+    "part_order": "assistant parts in an order trainer messages cannot express "
+    "(they hold reasoning, then text, then tool calls)",
+    "unknown_role": "a role other than system, developer, user, assistant or tool",
+    "invalid_id": "a tool-call id holding NUL or a lone surrogate",
+    "unrepresentable_value": "a value JSON output cannot carry: a non-finite number, an integer "
+    "beyond 64 bits, a lone surrogate",
+    "degraded_fact": "a call that lost content at conversion (see LOSSY_DEGRADATIONS); "
+    "--keep-degraded exports it anyway",
+    "no_reward": "an RL row without a numeric reward from feedback",
+    "identical_pair": "a preference pair whose chosen and rejected completions are the same",
+    "eval_prompt_in_train": "an eval row whose exact prompt is also a train row's prompt",
+}
+
+# Degradations that change what the model saw or said; rows built on such calls are skipped
+# unless asked (opaque reasoning and redactions leave the visible conversation intact).
+LOSSY_DEGRADATIONS = frozenset(
+    {
+        "unsupported_content",
+        "content_reference",
+        "malformed_messages",
+        "malformed_arguments",
+        "truncated_stream",
+        "orphan_tool_response",
+        "unsupported_tool",
+    }
+)
+
+TEXT_ROLES = frozenset({"system", "developer", "user"})
+# Text parts are one stream of characters: joined as they are. Reasoning parts are separate
+# blocks (Responses summary paragraphs), so a blank line keeps them apart.
+TEXT_JOIN = ""
+REASONING_JOIN = "\n\n"
+
+
+class RowSkip(Exception):
+    """A row that cannot be represented; ``reason`` is a key of ``SKIP_REASONS``."""
+
+    def __init__(self, reason: str, detail: str = "") -> None:
+        assert reason in SKIP_REASONS, reason
+        super().__init__(f"{reason}: {detail}" if detail else reason)
+        self.reason = reason
+        self.detail = detail
+
+
+# -- values --------------------------------------------------------------------------------
+
+_INT_MIN = -(2**63)
+_UINT_MAX = 2**64 - 1
+
+
+def check_value(value: Any) -> None:
+    """Raise ``RowSkip`` for values orjson would silently change (NaN → null) or refuse."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, float):
+            if not math.isfinite(v):
+                raise RowSkip("unrepresentable_value", repr(v))
+        elif isinstance(v, bool):
+            continue
+        elif isinstance(v, int):
+            if not _INT_MIN <= v <= _UINT_MAX:
+                raise RowSkip("unrepresentable_value", "an integer beyond 64 bits")
+        elif isinstance(v, dict):
+            for k in v:
+                if not isinstance(k, str):
+                    raise RowSkip("unrepresentable_value", f"a {type(k).__name__} object key")
+            stack.extend(v.values())
+        elif isinstance(v, list | tuple):
+            stack.extend(v)
+
+
+def result_text(result: Any) -> str:
+    """A tool result as text: a string verbatim, any other value as compact sorted-key JSON."""
+    if isinstance(result, str):
+        return result
+    check_value(result)
+    try:
+        return orjson.dumps(result, option=orjson.OPT_SORT_KEYS).decode()
+    except orjson.JSONEncodeError as e:
+        raise RowSkip("unrepresentable_value", str(e)) from None
+
+
+def arguments_text(arguments: dict[str, Any]) -> str:
+    """Tool-call arguments as the compact JSON string string-argument targets read."""
+    try:
+        return orjson.dumps(arguments).decode()
+    except orjson.JSONEncodeError as e:
+        raise RowSkip("unrepresentable_value", str(e)) from None
+
+
+def check_id(value: str) -> None:
+    """Raise ``RowSkip`` for an id NeMo Gym rows cannot hold (NUL, a lone surrogate)."""
+    if "\x00" in value:
+        raise RowSkip("invalid_id", "NUL in a tool-call id")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise RowSkip("invalid_id", "a lone surrogate in a tool-call id") from None
+
+
+# -- trainer messages ------------------------------------------------------------------------
+
+
+def _text_only(m: Message) -> str:
+    texts: list[str] = []
+    for p in m.parts:
+        if isinstance(p, TextPart):
+            texts.append(p.content)
+        elif isinstance(p, ReasoningPart):
+            raise RowSkip("reasoning_outside_assistant", f"reasoning in a {m.role} message")
+        else:
+            raise RowSkip("misplaced_part", f"a {type(p).__name__} in a {m.role} message")
+    return TEXT_JOIN.join(texts)
+
+
+_RANK = {ReasoningPart: 0, TextPart: 1, ToolCallPart: 2}
+
+
+def _assistant(m: Message) -> dict[str, Any]:
+    thinking: list[str] = []
+    texts: list[str] = []
+    calls: list[dict[str, Any]] = []
+    phase = 0
+    for p in m.parts:
+        rank = _RANK.get(type(p))
+        if rank is None:
+            raise RowSkip("misplaced_part", "a tool result in an assistant message")
+        if rank < phase:
+            raise RowSkip("part_order", "an assistant message with " + _shape(m))
+        phase = rank
+        if isinstance(p, ReasoningPart):
+            thinking.append(p.content)
+        elif isinstance(p, TextPart):
+            texts.append(p.content)
+        else:
+            assert isinstance(p, ToolCallPart)
+            check_value(p.arguments)
+            calls.append(
+                {
+                    "id": p.id,
+                    "type": "function",
+                    "function": {"name": p.name, "arguments": p.arguments},
+                }
+            )
+    if not m.parts:
+        raise RowSkip("empty_assistant")
+    out: dict[str, Any] = {"role": "assistant"}
+    if thinking:
+        out["thinking"] = REASONING_JOIN.join(thinking)
+    if texts:
+        out["content"] = TEXT_JOIN.join(texts)
+    if calls:
+        out["tool_calls"] = calls
+    return out
+
+
+def _shape(m: Message) -> str:
+    names = {ReasoningPart: "reasoning", TextPart: "text", ToolCallPart: "tool_call"}
+    seq: list[str] = []
+    for p in m.parts:
+        n = names.get(type(p), "tool_call_response")
+        if not seq or seq[-1] != n:
+            seq.append(n)
+    return " → ".join(seq)
+
+
+def trainer_messages(
+    messages: Iterable[Message], calls: dict[str, str] | None = None
+) -> list[dict[str, Any]]:
+    """Trainer messages in the canonical trainer form (``thinking``, arguments as objects).
+
+    ``calls`` maps tool-call ids seen so far to their names; it is updated in place, so a
+    conversation can be mapped in pieces (prompt, then completion).
+    """
+    names: dict[str, str] = {} if calls is None else calls
+    out: list[dict[str, Any]] = []
+    for m in messages:
+        if m.role in TEXT_ROLES:
+            out.append({"role": m.role, "content": _text_only(m)})
+        elif m.role == "assistant":
+            msg = _assistant(m)
+            for c in msg.get("tool_calls", ()):
+                names[c["id"]] = c["function"]["name"]
+            out.append(msg)
+        elif m.role == "tool":
+            out.extend(_tool_messages(m, names))
+        else:
+            raise RowSkip("unknown_role", repr(m.role))
+    return out
+
+
+def _tool_messages(m: Message, names: dict[str, str]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for p in m.parts:
+        if isinstance(p, ToolCallResponsePart):
+            name = names.get(p.id)
+            if name is None:
+                raise RowSkip("orphan_tool_response", f"no earlier call with id {p.id!r}")
+            out.append(
+                {
+                    "role": "tool",
+                    "name": name,
+                    "tool_call_id": p.id,
+                    "content": result_text(p.result),
+                }
+            )
+        elif isinstance(p, ReasoningPart):
+            raise RowSkip("reasoning_outside_assistant", "reasoning in a tool message")
+        else:
+            raise RowSkip("misplaced_part", f"a {type(p).__name__} in a tool message")
+    if not out:
+        raise RowSkip("empty_tool_message")
+    return out
+
+
+def trainer_tools(tools: Sequence[ToolDefinition]) -> list[dict[str, Any]]:
+    """Tool definitions as the JSON Schemas chat templates and TRL read."""
+    out: list[dict[str, Any]] = []
+    for t in tools:
+        check_value(t.parameters)
+        fn: dict[str, Any] = {"name": t.name}
+        if t.description is not None:
+            fn["description"] = t.description
+        fn["parameters"] = t.parameters
+        out.append({"type": "function", "function": fn})
+    return out
+
+
+# -- Responses items (NeMo Gym native) -------------------------------------------------------
+
+
+def reasoning_id(seed: str, index: int) -> str:
+    """A deterministic id for a reasoning item (NeMo Gym requires one)."""
+    digest = hashlib.sha256(f"{seed}\x00{index}".encode("utf-8", "surrogatepass")).hexdigest()
+    return f"rs_{digest[:32]}"
+
+
+def response_items(
+    messages: Iterable[Message], seed: str, calls: dict[str, str] | None = None
+) -> list[dict[str, Any]]:
+    """OpenAI Responses input items, as NeMo Gym reads them, in part order.
+
+    Runs of reasoning parts become one reasoning item (a summary entry per part), runs of text
+    one assistant message. ``seed`` makes reasoning ids unique and stable (the segment id and
+    where the piece starts); ``calls`` tracks tool-call ids across pieces of a conversation.
+    """
+    names: dict[str, str] = {} if calls is None else calls
+    items: list[dict[str, Any]] = []
+    n = 0
+    for m in messages:
+        if m.role in TEXT_ROLES:
+            items.append({"type": "message", "role": m.role, "content": _text_only(m)})
+        elif m.role == "assistant":
+            if not m.parts:
+                raise RowSkip("empty_assistant")
+            for kind, group in groupby(m.parts, key=type):
+                run = list(group)
+                if kind is ReasoningPart:
+                    summary = [{"type": "summary_text", "text": p.content} for p in run]
+                    items.append(
+                        {"type": "reasoning", "id": reasoning_id(seed, n), "summary": summary}
+                    )
+                    n += 1
+                elif kind is TextPart:
+                    text = TEXT_JOIN.join(p.content for p in run)
+                    items.append({"type": "message", "role": "assistant", "content": text})
+                elif kind is ToolCallPart:
+                    for p in run:
+                        check_id(p.id)
+                        check_value(p.arguments)
+                        names[p.id] = p.name
+                        items.append(
+                            {
+                                "type": "function_call",
+                                "call_id": p.id,
+                                "name": p.name,
+                                "arguments": arguments_text(p.arguments),
+                            }
+                        )
+                else:
+                    raise RowSkip("misplaced_part", "a tool result in an assistant message")
+        elif m.role == "tool":
+            for t in _tool_messages(m, names):
+                check_id(t["tool_call_id"])
+                items.append(
+                    {
+                        "type": "function_call_output",
+                        "call_id": t["tool_call_id"],
+                        "output": t["content"],
+                    }
+                )
+        else:
+            raise RowSkip("unknown_role", repr(m.role))
+    return items
+
+
+def flat_tools(tools: Sequence[ToolDefinition]) -> list[dict[str, Any]]:
+    """Tool definitions as Responses function tools: flat, with ``strict`` and ``parameters``.
+
+    ``strict`` is false: a captured definition does not say it was strict, and strict mode
+    demands schema constraints the capture may not meet.
+    """
+    out: list[dict[str, Any]] = []
+    for t in tools:
+        check_value(t.parameters)
+        tool: dict[str, Any] = {"type": "function", "name": t.name}
+        if t.description is not None:
+            tool["description"] = t.description
+        tool["parameters"] = t.parameters
+        tool["strict"] = False
+        out.append(tool)
+    return out

@@ -1,0 +1,277 @@
+"""Train/eval files: JSONL or Parquet, written atomically in constant memory.
+
+Train rows stream straight into a temporary file in the output folder. Eval rows are spooled
+to disk until the end, because an eval row whose exact prompt is also a train row's prompt is
+left out (``eval_prompt_in_train``), and that is only known once every row has been seen. Then
+both files are fsynced and renamed over ``train.EXT`` / ``eval.EXT``: a failed export leaves an
+earlier one untouched.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+import orjson
+
+from lithify.export.rows import Row
+
+FORMATS = ("jsonl", "parquet")
+ROW_GROUP = 4096  # rows per Parquet row group at most…
+ROW_GROUP_BYTES = 32 << 20  # …and about this much JSON: memory stays bounded by one group
+_BUFFER = 1 << 20
+
+# The columns of each row shape: nested values are JSON strings (keys that differ between rows
+# are then not null-filled), rewards are doubles.
+COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
+    "messages": (("messages", "json"), ("tools", "json"), ("metadata", "json")),
+    "prompt-completion": (
+        ("prompt", "json"),
+        ("completion", "json"),
+        ("tools", "json"),
+        ("reward", "float"),
+        ("metadata", "json"),
+    ),
+    "preference": (
+        ("prompt", "json"),
+        ("chosen", "json"),
+        ("rejected", "json"),
+        ("tools", "json"),
+        ("metadata", "json"),
+    ),
+    "openai-preference": (
+        ("input", "json"),
+        ("preferred_output", "json"),
+        ("non_preferred_output", "json"),
+        ("metadata", "json"),
+    ),
+    "segment": (
+        ("responses_create_params", "json"),
+        ("tools", "json"),
+        ("turns", "json"),
+        ("reward", "float"),
+        ("metadata", "json"),
+    ),
+    "native": (
+        ("responses_create_params", "json"),
+        ("recorded_output", "json"),
+        ("metadata", "json"),
+    ),
+}
+
+
+def columns_for(kind: str, shape: str) -> tuple[tuple[str, str], ...]:
+    cols = COLUMNS[shape]
+    if shape == "prompt-completion" and kind == "sft":
+        cols = tuple(c for c in cols if c[0] != "reward")
+    return cols
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+class _Parquet:
+    """Rows appended to a Parquet file one row group at a time."""
+
+    def __init__(self, path: Path, columns: tuple[tuple[str, str], ...]) -> None:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        self._pa = pa
+        self.columns = columns
+        self.schema = pa.schema(
+            [pa.field(n, pa.string() if t == "json" else pa.float64()) for n, t in columns]
+        )
+        # No statistics or page index that would vary with the library's defaults; the
+        # bytes depend on the rows alone (and on the pyarrow version, named in the footer).
+        self.writer = pq.ParquetWriter(
+            str(path), self.schema, compression="zstd", write_statistics=False
+        )
+        self.buffer: list[list[Any]] = [[] for _ in columns]
+        self.size = 0
+
+    def add(self, data: dict[str, Any]) -> None:
+        for i, (name, kind) in enumerate(self.columns):
+            value = data.get(name)
+            if kind == "json" and value is not None:
+                value = orjson.dumps(value).decode()
+                self.size += len(value)
+            self.buffer[i].append(value)
+        if len(self.buffer[0]) >= ROW_GROUP or self.size >= ROW_GROUP_BYTES:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self.buffer[0]:
+            return
+        table = self._pa.Table.from_arrays(
+            [
+                self._pa.array(col, type=f.type)
+                for col, f in zip(self.buffer, self.schema, strict=True)
+            ],
+            schema=self.schema,
+        )
+        self.writer.write_table(table)
+        self.buffer = [[] for _ in self.columns]
+        self.size = 0
+
+    def close(self) -> None:
+        self.flush()
+        self.writer.close()
+
+
+class _Output:
+    """One temporary output file that becomes ``final`` on ``commit``."""
+
+    def __init__(self, folder: Path, final: Path, fmt: str, columns: tuple[tuple[str, str], ...]):
+        fd, tmp = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".tmp", dir=folder)
+        self.tmp = Path(tmp)
+        self.final = final
+        self.fmt = fmt
+        self.rows = 0
+        self.fh: IO[bytes] | None = None
+        self.parquet: _Parquet | None = None
+        if fmt == "jsonl":
+            self.fh = os.fdopen(fd, "wb", buffering=_BUFFER)
+        else:
+            os.close(fd)
+            self.parquet = _Parquet(self.tmp, columns)
+
+    def add(self, encoded: bytes, data: dict[str, Any] | None) -> None:
+        self.rows += 1
+        if self.fh is not None:
+            self.fh.write(encoded)
+            self.fh.write(b"\n")
+        else:
+            assert self.parquet is not None
+            self.parquet.add(data if data is not None else orjson.loads(encoded))
+
+    def close(self) -> None:
+        if self.fh is not None:
+            self.fh.flush()
+            os.fsync(self.fh.fileno())
+            self.fh.close()
+            self.fh = None
+        elif self.parquet is not None:
+            self.parquet.close()
+            self.parquet = None
+            with open(self.tmp, "rb") as fh:
+                os.fsync(fh.fileno())
+
+    def commit(self) -> None:
+        # mkstemp makes 0600 files; an export gets the usual mode for new files.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(self.tmp, 0o666 & ~umask)
+        os.replace(self.tmp, self.final)
+
+    def discard(self) -> None:
+        try:
+            if self.fh is not None:
+                self.fh.close()
+            elif self.parquet is not None:
+                self.parquet.writer.close()
+        except Exception:
+            pass
+        self.tmp.unlink(missing_ok=True)
+
+
+class SplitWriter:
+    """Writes rows to ``DIR/train.EXT`` and ``DIR/eval.EXT``; use as a context manager.
+
+    Leaving the block normally commits both files; an exception discards everything written.
+    """
+
+    def __init__(self, folder: Path, fmt: str, columns: tuple[tuple[str, str], ...]) -> None:
+        if fmt not in FORMATS:
+            raise ValueError(f"format must be one of {', '.join(FORMATS)}")
+        self.folder = Path(folder)
+        self.fmt = fmt
+        self.columns = columns
+        self.paths = {s: self.folder / f"{s}.{fmt}" for s in ("train", "eval")}
+        self.written = {"train": 0, "eval": 0}
+        self.eval_prompt_in_train = 0
+        self._temps: list[Path] = []
+
+    def __enter__(self) -> SplitWriter:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.train = _Output(self.folder, self.paths["train"], self.fmt, self.columns)
+        self._train_prompts = self._temp(".train-prompts.")
+        self._eval_spool = self._temp(".eval-spool.")
+        self._eval_prompts: set[bytes] = set()
+        return self
+
+    def _temp(self, prefix: str) -> IO[bytes]:
+        fd, tmp = tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=self.folder)
+        self._temps.append(Path(tmp))
+        return os.fdopen(fd, "w+b", buffering=_BUFFER)
+
+    def write(self, row: Row) -> None:
+        if row.split == "train":
+            self.train.add(row.encoded, row.data)
+            self._train_prompts.write(row.prompt)
+        else:
+            self._eval_prompts.add(row.prompt)
+            self._eval_spool.write(row.prompt)
+            self._eval_spool.write(len(row.encoded).to_bytes(8, "big"))
+            self._eval_spool.write(row.encoded)
+
+    def _conflicts(self) -> set[bytes]:
+        """Eval prompts that are also train prompts (the train digests are read back)."""
+        found: set[bytes] = set()
+        fh = self._train_prompts
+        fh.flush()
+        fh.seek(0)
+        while chunk := fh.read(16 * 65536):
+            for i in range(0, len(chunk), 16):
+                d = chunk[i : i + 16]
+                if d in self._eval_prompts:
+                    found.add(d)
+        return found
+
+    def _spooled(self) -> Iterator[tuple[bytes, bytes]]:
+        fh = self._eval_spool
+        fh.flush()
+        fh.seek(0)
+        while head := fh.read(24):
+            n = int.from_bytes(head[16:], "big")
+            yield head[:16], fh.read(n)
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        evals: _Output | None = None
+        try:
+            if exc_type is not None:
+                return
+            conflicts = self._conflicts()
+            evals = _Output(self.folder, self.paths["eval"], self.fmt, self.columns)
+            for prompt, encoded in self._spooled():
+                if prompt in conflicts:
+                    self.eval_prompt_in_train += 1
+                    continue
+                evals.add(encoded, None)
+            self.train.close()
+            evals.close()
+            self.train.commit()
+            evals.commit()
+            _fsync_dir(self.folder)
+            self.written = {"train": self.train.rows, "eval": evals.rows}
+        finally:
+            self.train.discard()
+            if evals is not None:
+                evals.discard()
+            for fh in (self._train_prompts, self._eval_spool):
+                fh.close()
+            for p in self._temps:
+                p.unlink(missing_ok=True)

@@ -1,0 +1,1025 @@
+"""`lithify serve`: an OTLP/HTTP receiver that turns exports into stored facts (docs/serve.md).
+
+The work of a request is split three ways so that the event loop never waits on CPU or disk:
+
+- the event loop (uvicorn + Starlette) checks auth, content type and size, reads the body under
+  a byte limit, and answers;
+- a pool of worker processes (threads with ``workers=0``) inflates, decodes and translates the
+  body and builds the store rows (``store.prepare``): the CPU-bound part, outside the GIL of
+  the loop;
+- one writer thread commits rows: whatever requests are waiting when it becomes free go into
+  one transaction (a group commit), and each request is answered once ITS rows are committed.
+
+A request is acknowledged (200) only after its facts are committed; retries are safe because the
+store deduplicates by fact identity.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import hashlib
+import hmac
+import logging
+import multiprocessing
+import os
+import queue
+import secrets
+import signal
+import sys
+import threading
+import time
+import zlib
+from collections import Counter
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceResponse
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+from starlette.applications import Starlette
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from lithify.model import Feedback, InferenceCall, Skip
+from lithify.store import (
+    FactStore,
+    InsertResult,
+    Prepared,
+    StoreError,
+    StoreUnavailable,
+    open_store,
+    prepare,
+)
+from lithify.translate import feedback as feedback_doc
+from lithify.translate.otlp import (
+    OTLPDecodeError,
+    iter_json_logs,
+    iter_json_spans,
+    iter_pb_logs,
+    iter_pb_spans,
+)
+from lithify.translate.provider import translator_error
+from lithify.translate.telemetry import translate_logs, translate_spans
+
+log = logging.getLogger("lithify.serve")
+
+DEFAULT_MAX_BODY = 20 * 1024 * 1024  # the OTLP specification's recommended limit
+PROTOBUF = "application/x-protobuf"
+JSON = "application/json"
+_CONTENT_TYPES = {PROTOBUF: "protobuf", "application/protobuf": "protobuf", JSON: "json"}
+_ENCODINGS = ("gzip", "deflate", "identity", "")
+
+# google.rpc.Code values for the Status body (informative only: OTLP clients go by HTTP status).
+_RPC_CODE = {400: 3, 401: 16, 404: 5, 405: 12, 408: 4, 413: 8, 415: 3, 429: 8, 500: 13, 503: 14}
+
+# Units that could not be taken: a defect met them, or they were not OTLP objects at all.
+REJECTED = frozenset({"translator_error", "undecodable"})
+# Taken, but worth telling the sender: capture is off, or events cannot be tied to a call.
+_WARN = {
+    "content_not_captured": "{n} model-call {unit} carried no message content, so gave no fact "
+    "(turn content capture on, e.g. OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT)",
+    "uncorrelated_events": "{n} per-message log events had no span context and gave no fact",
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# configuration
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    store: str | None = None  # None: $LITHIFY_STORE, else the per-user default
+    host: str = "127.0.0.1"
+    port: int = 4318
+    max_body_size: int = DEFAULT_MAX_BODY  # on the wire AND after decompression
+    require_token: bool = False
+    workers: int = field(default_factory=lambda: os.cpu_count() or 1)  # 0: threads in-process
+    max_inflight: int = 16  # requests admitted at once; more get 429
+    retry_after: int = 2  # seconds, on 503 (store unavailable)
+    overload_retry_after: int = 1  # seconds, on 429
+    shutdown_timeout: int = 30  # seconds to drain in-flight requests on SIGTERM/SIGINT
+    body_timeout: float = 60.0  # seconds to receive a body; slower clients get 408
+    group_rows: int = 4096  # rows per group commit at most (one request is never split)
+    token_refresh: float = 2.0  # seconds between reloads of the token list
+
+
+# ---------------------------------------------------------------------------------------------
+# request processing: pure, picklable, runs in a worker process or a thread
+
+
+class BodyTooLarge(Exception):
+    pass
+
+
+class BadBody(Exception):
+    pass
+
+
+@dataclass(slots=True)
+class Processed:
+    """What one request body gave: rows to write, counts for the answer and the log."""
+
+    status: int = 200  # 200, or 400 / 413 for a body that cannot be taken at all
+    message: str = ""
+    units: int = 0  # spans, log records or feedback items in the request
+    facts: int = 0
+    feedback: int = 0
+    degraded: int = 0  # facts with at least one degradation
+    rejected: int = 0
+    errors: list[str] = field(default_factory=list)  # why units were rejected
+    warnings: list[str] = field(default_factory=list)
+    skipped: dict[str, int] = field(default_factory=dict)
+    rows: Prepared | None = None
+    decoded_bytes: int = 0
+
+
+def inflate(body: bytes, encoding: str, limit: int) -> bytes:
+    """The body without its Content-Encoding, never holding more than ``limit + 1`` bytes of
+    output (a zip bomb is cut off as soon as it exceeds the limit)."""
+    if encoding in ("", "identity"):
+        if len(body) > limit:
+            raise BodyTooLarge
+        return body
+    # gzip may hold several members back to back; HTTP "deflate" is zlib, sometimes raw.
+    wbits = 31 if encoding == "gzip" else 15
+    out = bytearray()
+    data = body
+    while True:
+        d = zlib.decompressobj(wbits)
+        try:
+            out += d.decompress(data, limit + 1 - len(out))
+        except zlib.error as e:
+            if encoding == "deflate" and wbits == 15 and not out:
+                wbits = -15
+                continue
+            raise BadBody(f"the body is not valid {encoding} data: {e}") from None
+        if len(out) > limit:
+            raise BodyTooLarge
+        if not d.eof:
+            raise BadBody(f"the {encoding} body is truncated")
+        data = d.unused_data
+        if not data.strip(b"\x00"):  # trailing padding some writers leave
+            return bytes(out)
+        if encoding != "gzip":
+            raise BadBody(f"trailing bytes after the {encoding} data")
+
+
+def _guarded(results: Iterator[Any]) -> Iterator[Any]:
+    """Like ``lithify.translate``'s own guard: a defect becomes a counted Skip, never a crash."""
+    try:
+        yield from results
+    except RecursionError:
+        yield Skip("undecodable", "nested too deeply to represent")
+    except Exception as e:
+        yield translator_error(e)
+
+
+def _json_non_objects(doc: dict[str, Any], signal: str) -> int:
+    """Items of an OTLP/JSON request's span / log record lists that are not JSON objects (the
+    decoder passes over them; the receiver counts them as rejected)."""
+    outer, inner, leaf = (
+        ("resourceSpans", "scopeSpans", "spans")
+        if signal == "traces"
+        else ("resourceLogs", "scopeLogs", "logRecords")
+    )
+    n = 0
+    for r in doc.get(outer) or ():
+        if isinstance(r, dict):
+            for s in r.get(inner) or ():
+                if isinstance(s, dict) and isinstance(s.get(leaf), list):
+                    n += sum(not isinstance(x, dict) for x in s[leaf])
+    return n
+
+
+def process(signal: str, kind: str, body: bytes, content_encoding: str, limit: int) -> Processed:
+    """Inflate, decode and translate one request body; build its store rows. Never raises on
+    bad input: the outcome says 400 / 413 and why."""
+    try:
+        data = inflate(body, content_encoding, limit)
+    except BodyTooLarge:
+        return Processed(413, f"the decompressed body is larger than the {limit}-byte limit")
+    except BadBody as e:
+        return Processed(400, str(e))
+    if signal == "feedback":
+        return _process_feedback(data)
+    unit = "spans" if signal == "traces" else "log records"
+    non_objects = 0
+    try:
+        if kind == "protobuf":
+            units: list[Any] = list(
+                iter_pb_spans(data) if signal == "traces" else iter_pb_logs(data)
+            )
+        else:
+            try:
+                doc = orjson.loads(data)
+            except orjson.JSONDecodeError as e:
+                return Processed(400, f"the body is not valid JSON: {e}", decoded_bytes=len(data))
+            if doc == {}:
+                units = []  # an empty request is a valid one
+            else:
+                units = list(iter_json_spans(doc) if signal == "traces" else iter_json_logs(doc))
+                non_objects = _json_non_objects(doc, signal)
+    except OTLPDecodeError as e:
+        if kind == "protobuf":
+            return Processed(400, str(e), decoded_bytes=len(data))
+        what = "ExportTraceServiceRequest" if signal == "traces" else "ExportLogsServiceRequest"
+        return Processed(400, f"not an OTLP/JSON {what}: {e}", decoded_bytes=len(data))
+    except RecursionError:
+        return Processed(400, "the body is nested too deeply to decode", decoded_bytes=len(data))
+
+    out = Processed(units=len(units) + non_objects, decoded_bytes=len(data))
+    translated = translate_spans(units) if signal == "traces" else translate_logs(units)
+    facts: list[InferenceCall] = []
+    feedback: list[Feedback] = []
+    skipped: Counter[str] = Counter()
+    failures: list[Skip] = []
+    for r in _guarded(translated):
+        if isinstance(r, InferenceCall):
+            facts.append(r)
+            out.degraded += bool(r.degradations)
+        elif isinstance(r, Feedback):
+            feedback.append(r)
+        elif r.reason in REJECTED:
+            failures.append(r)
+        else:
+            skipped[r.reason] += 1
+    if failures:
+        # Translation stopped at the defect: every unit without a result was not taken. (Log
+        # events of one call share a result, so for logs this may count a few taken records.)
+        taken = len(facts) + len(feedback) + sum(skipped.values())
+        out.rejected += max(len(failures), len(units) - taken)
+        out.errors.append(
+            f"{failures[0].reason}: {failures[0].detail} — a defect in lithify met these "
+            f"{unit}; please report it with the request"
+        )
+    if non_objects:
+        out.rejected += non_objects
+        out.errors.append(f"{non_objects} {unit} were not JSON objects")
+    rows = Prepared([], [])
+    for fact in facts:
+        try:
+            rows.facts.extend(prepare([fact]).facts)
+        except (ValueError, TypeError) as e:
+            out.rejected += 1
+            out.errors.append(f"a fact could not be stored: {e}")
+    for item in feedback:
+        try:
+            rows.feedback.extend(prepare([], [item]).feedback)
+        except (ValueError, TypeError) as e:
+            out.rejected += 1
+            out.errors.append(f"feedback could not be stored: {e}")
+    out.facts, out.feedback = len(rows.facts), len(rows.feedback)
+    out.rows = rows if rows.facts or rows.feedback else None
+    out.skipped = dict(skipped)
+    for reason, template in _WARN.items():
+        if skipped.get(reason):
+            out.warnings.append(template.format(n=skipped[reason], unit=unit))
+    return out
+
+
+def _process_feedback(data: bytes) -> Processed:
+    """A feedback document, or a JSON list of them (docs/serve.md)."""
+    try:
+        doc = orjson.loads(data)
+    except orjson.JSONDecodeError as e:
+        return Processed(400, f"the body is not valid JSON: {e}")
+    items = doc if isinstance(doc, list) else [doc]
+    out = Processed(units=len(items), decoded_bytes=len(data))
+    good: list[Feedback] = []
+    for i, item in enumerate(items):
+        r = feedback_doc.from_document(item, source="http")
+        if isinstance(r, Feedback):
+            good.append(r)
+        else:
+            out.rejected += 1
+            if len(out.errors) < 20:
+                out.errors.append(f"item {i}: {r.detail}")
+    if items and not good:
+        return Processed(400, "no valid feedback: " + "; ".join(out.errors), units=len(items))
+    try:
+        out.rows = prepare([], good) if good else None
+    except (ValueError, TypeError) as e:
+        return Processed(400, f"feedback could not be stored: {e}", units=len(items))
+    out.feedback = len(good)
+    return out
+
+
+def _worker_init() -> None:
+    """Worker processes: die with the receiver, and leave SIGINT/SIGTERM to it (it drains and
+    then shuts the pool down; a Ctrl-C sent to the whole process group must not kill a worker
+    in the middle of a request)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: a receiver killed -9 takes us along
+
+
+def _warm() -> int:
+    time.sleep(0.05)  # long enough that each warm-up task lands on its own worker
+    return os.getpid()
+
+
+# ---------------------------------------------------------------------------------------------
+# responses
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+def status_body(kind: str, code: int, message: str) -> bytes:
+    """A google.rpc.Status (code, message), the body OTLP/HTTP gives every 4xx and 5xx."""
+    rpc = _RPC_CODE.get(code, 2)
+    if kind == "protobuf":
+        msg = message.encode("utf-8", "replace")
+        return b"\x08" + _varint(rpc) + b"\x12" + _varint(len(msg)) + msg
+    return orjson.dumps({"code": rpc, "message": message})
+
+
+def export_body(signal: str, kind: str, rejected: int, message: str) -> bytes:
+    """Export{Trace,Logs}ServiceResponse; partial_success only when something is to be said."""
+    if kind == "json":
+        if not rejected and not message:
+            return b"{}"
+        partial: dict[str, Any] = {}
+        if rejected:  # int64: a decimal string in proto3 JSON
+            partial["rejectedSpans" if signal == "traces" else "rejectedLogRecords"] = str(rejected)
+        if message:
+            partial["errorMessage"] = message
+        return orjson.dumps({"partialSuccess": partial})
+    resp: Any = ExportTraceServiceResponse() if signal == "traces" else ExportLogsServiceResponse()
+    if rejected or message:
+        if signal == "traces":
+            resp.partial_success.rejected_spans = rejected
+        else:
+            resp.partial_success.rejected_log_records = rejected
+        resp.partial_success.error_message = message
+    return resp.SerializeToString()
+
+
+_MEDIA = {"protobuf": PROTOBUF, "json": JSON}
+
+
+def _response(
+    kind: str, status: int, body: bytes, headers: dict[str, str] | None = None
+) -> Response:
+    return Response(body, status_code=status, media_type=_MEDIA[kind], headers=headers)
+
+
+# ---------------------------------------------------------------------------------------------
+# the group-commit writer
+
+
+class GroupWriter:
+    """One thread that commits prepared rows; batches waiting together share one transaction.
+
+    A group that fails for a reason other than the store being unavailable is retried batch by
+    batch, so one bad batch cannot fail the others.
+    """
+
+    def __init__(self, store: Callable[[], FactStore | None], max_rows: int) -> None:
+        self._store = store
+        self._max_rows = max_rows
+        self._queue: queue.SimpleQueue[tuple[Prepared, concurrent.futures.Future[Any]] | None] = (
+            queue.SimpleQueue()
+        )
+        self._thread = threading.Thread(target=self._loop, name="lithify-writer", daemon=True)
+        self._thread.start()
+        self.groups = 0
+        self.batches = 0
+
+    def submit(
+        self, rows: Prepared
+    ) -> concurrent.futures.Future[tuple[InsertResult, InsertResult]]:
+        fut: concurrent.futures.Future[tuple[InsertResult, InsertResult]] = (
+            concurrent.futures.Future()
+        )
+        self._queue.put((rows, fut))
+        return fut
+
+    def close(self) -> None:
+        """Commit what is queued, then stop."""
+        self._queue.put(None)
+        self._thread.join()
+
+    def _loop(self) -> None:
+        stop = False
+        while not stop:
+            item = self._queue.get()
+            if item is None:
+                return
+            group = [item]
+            size = len(item[0].facts) + len(item[0].feedback)
+            while size < self._max_rows:
+                try:
+                    nxt = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if nxt is None:
+                    stop = True
+                    break
+                group.append(nxt)
+                size += len(nxt[0].facts) + len(nxt[0].feedback)
+            self._write(group)
+
+    def _write(self, group: list[tuple[Prepared, concurrent.futures.Future[Any]]]) -> None:
+        store = self._store()
+        try:
+            if store is None:
+                raise StoreUnavailable("the store is not open yet")
+            results = store.insert_prepared([rows for rows, _ in group])
+        except StoreUnavailable as e:
+            for _, fut in group:
+                fut.set_exception(e)
+            return
+        except BaseException as e:
+            if len(group) > 1:
+                for one in group:
+                    self._write([one])
+                return
+            group[0][1].set_exception(e)
+            return
+        self.groups += 1
+        self.batches += len(group)
+        for (_, fut), result in zip(group, results, strict=True):
+            fut.set_result(result)
+
+
+# ---------------------------------------------------------------------------------------------
+# tokens
+
+
+TOKEN_PREFIX = "lith_"
+
+
+def new_token() -> str:
+    """A fresh ingest token: 256 random bits, URL-safe."""
+    return TOKEN_PREFIX + secrets.token_urlsafe(32)
+
+
+def token_hash(token: str) -> str:
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+def token_prefix(token: str) -> str:
+    return token[: len(TOKEN_PREFIX) + 6]
+
+
+class TokenCache:
+    """The store's token hashes, reloaded every few seconds (revocation takes effect then)."""
+
+    def __init__(self, require: bool) -> None:
+        self.require = require
+        self.loaded = False
+        self.configured = False  # any token ever created: auth stays on once it is
+        self._live: list[tuple[bytes, str]] = []
+        self.loaded_at = 0.0
+
+    def load(self, rows: Iterable[tuple[str, str, bool]]) -> None:
+        rows = list(rows)
+        self._live = [(bytes.fromhex(h), name) for h, name, live in rows if live]
+        self.configured = bool(rows)
+        self.loaded = True
+        self.loaded_at = time.monotonic()
+
+    @property
+    def required(self) -> bool:
+        return self.require or self.configured
+
+    def check(self, authorization: str | None) -> str | None:
+        """The name of the token the header carries, if it is live; compared in constant time
+        against every live token (no early exit)."""
+        if not authorization:
+            return None
+        scheme, _, token = authorization.partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            return None
+        digest = hashlib.sha256(token.strip().encode("utf-8")).digest()
+        found = None
+        for h, name in self._live:
+            if hmac.compare_digest(digest, h):
+                found = name
+        return found
+
+
+# ---------------------------------------------------------------------------------------------
+# structured logs
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time, level, event, and the record's ``fields``."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        t = datetime.fromtimestamp(record.created, UTC)
+        out: dict[str, Any] = {
+            "ts": f"{t:%Y-%m-%dT%H:%M:%S}.{t.microsecond // 1000:03d}Z",
+            "level": record.levelname.lower(),
+            "event": record.getMessage(),
+        }
+        fields = getattr(record, "fields", None)
+        if isinstance(fields, dict):
+            out.update(fields)
+        if record.name.startswith("uvicorn"):
+            out["logger"] = record.name
+        if record.exc_info:
+            out["exception"] = self.formatException(record.exc_info)
+        return orjson.dumps(out, default=str).decode()
+
+
+def log_config(level: str = "info") -> dict[str, Any]:
+    """logging.config for uvicorn and lithify: JSON lines on stderr."""
+    handler = {"class": "logging.StreamHandler", "formatter": "json", "stream": "ext://sys.stderr"}
+    lvl = level.upper()
+    return {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "formatters": {"json": {"()": f"{__name__}.JsonFormatter"}},
+        "handlers": {"stderr": handler},
+        "loggers": {
+            "uvicorn": {"handlers": ["stderr"], "level": lvl, "propagate": False},
+            "uvicorn.error": {"level": lvl},
+            "uvicorn.access": {"handlers": [], "level": "WARNING", "propagate": False},
+            "lithify.serve": {"handlers": ["stderr"], "level": lvl, "propagate": False},
+        },
+    }
+
+
+def _event(level: int, event: str, **fields: Any) -> None:
+    log.log(level, event, extra={"fields": fields})
+
+
+# ---------------------------------------------------------------------------------------------
+# the receiver
+
+
+class Receiver:
+    """State shared by the request handlers: store, pools, writer, tokens, counters."""
+
+    def __init__(self, config: ServeConfig, store: FactStore | None = None) -> None:
+        self.config = config
+        self.store: FactStore | None = store
+        self.store_url = store.url if store is not None else (config.store or "(default)")
+        self.available = store is not None
+        self.store_error: str | None = None if store is not None else "not opened yet"
+        self.tokens = TokenCache(config.require_token)
+        self.inflight = 0
+        self.started = time.monotonic()
+        self.counts: Counter[str] = Counter()
+        self.pool: concurrent.futures.Executor | None = None
+        self.writer: GroupWriter | None = None
+        self._probe: asyncio.Task[None] | None = None
+        self._refresher: asyncio.Task[None] | None = None
+        self._down_logged = False
+        self._token_lock = asyncio.Lock()
+        self._pool_lock = threading.Lock()
+
+    # -- lifetime --------------------------------------------------------------------------
+    def _new_pool(self) -> concurrent.futures.Executor:
+        if self.config.workers <= 0:
+            return concurrent.futures.ThreadPoolExecutor(
+                max_workers=2, thread_name_prefix="lithify-translate"
+            )
+        return concurrent.futures.ProcessPoolExecutor(
+            max_workers=self.config.workers,
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=_worker_init,
+        )
+
+    async def startup(self) -> None:
+        loop = asyncio.get_running_loop()
+        self.pool = self._new_pool()
+        if self.config.workers > 0:
+            # Start every worker now (imports included), not on the first request.
+            await asyncio.gather(
+                *(loop.run_in_executor(self.pool, _warm) for _ in range(self.config.workers))
+            )
+        self.writer = GroupWriter(lambda: self.store, self.config.group_rows)
+        if self.store is None:
+            await self._open_store()
+        if self.store is not None:
+            await self._reload_tokens()
+        if not self.available:
+            self._start_probe()
+        self._refresher = asyncio.create_task(self._refresh_tokens())
+
+    async def shutdown(self) -> None:
+        for task in (self._probe, self._refresher):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        if self.writer is not None:
+            await asyncio.to_thread(self.writer.close)
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+        if self.store is not None:
+            await asyncio.to_thread(self.store.close)
+        _event(logging.INFO, "stopped", **self._totals())
+
+    def _totals(self) -> dict[str, Any]:
+        return {
+            "requests": self.counts["requests"],
+            "facts_stored": self.counts["facts"],
+            "duplicates": self.counts["duplicates"],
+            "feedback_stored": self.counts["feedback"],
+            "rejected": self.counts["rejected"],
+        }
+
+    async def _open_store(self) -> None:
+        try:
+            self.store = await asyncio.to_thread(open_store, self.config.store)
+        except StoreUnavailable as e:
+            self._mark_unavailable(e)
+            return
+        self.store_url = self.store.url
+        self.available, self.store_error = True, None
+
+    # -- store availability --------------------------------------------------------------
+    def _mark_unavailable(self, e: BaseException) -> None:
+        if self.available or not self._down_logged:
+            _event(logging.WARNING, "store_unavailable", store=self.store_url, error=str(e))
+            self._down_logged = True
+        self.available = False
+        self.store_error = str(e)
+        self._start_probe()
+
+    def _start_probe(self) -> None:
+        if self._probe is None or self._probe.done():
+            self._probe = asyncio.create_task(self._probe_store())
+
+    async def _probe_store(self) -> None:
+        """While the store is down, ingest is answered 503 at once; this brings it back."""
+        while not self.available:
+            await asyncio.sleep(min(1.0, self.config.retry_after))
+            try:
+                if self.store is None:
+                    await self._open_store()
+                    if self.store is None:
+                        continue
+                else:
+                    await asyncio.to_thread(self.store.schema_version)
+            except StoreUnavailable as e:
+                self.store_error = str(e)
+                continue
+            except StoreError as e:
+                self.store_error = str(e)
+                continue
+            self.available, self.store_error, self._down_logged = True, None, False
+            await self._reload_tokens()
+            _event(logging.INFO, "store_available", store=self.store_url)
+
+    # -- tokens --------------------------------------------------------------------------
+    async def _reload_tokens(self) -> None:
+        store = self.store
+        if store is None:
+            return
+        async with self._token_lock:
+            try:
+                rows = await asyncio.to_thread(store.token_hashes)
+            except StoreError as e:
+                if isinstance(e, StoreUnavailable):
+                    self._mark_unavailable(e)
+                return
+            self.tokens.load(rows)
+
+    async def _refresh_tokens(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.token_refresh)
+            if self.available:
+                await self._reload_tokens()
+
+    async def authorize(self, request: Request) -> tuple[bool, str | None]:
+        """(allowed, token name). Auth is on once any token exists or with --require-token."""
+        if not self.tokens.required:
+            return True, None
+        header = request.headers.get("authorization")
+        name = self.tokens.check(header)
+        if name is None and header and time.monotonic() - self.tokens.loaded_at > 1.0:
+            # A token created since the last reload: look again, at most once a second.
+            await self._reload_tokens()
+            name = self.tokens.check(header)
+        return name is not None, name
+
+    # -- request handling ----------------------------------------------------------------
+    async def run(self, fn: Callable[..., Processed], *args: Any) -> Processed:
+        loop = asyncio.get_running_loop()
+        pool = self.pool
+        assert pool is not None
+        try:
+            return await loop.run_in_executor(pool, fn, *args)
+        except BrokenProcessPool:
+            # A worker died (killed, out of memory): replace the pool; the sender retries.
+            with self._pool_lock:
+                if self.pool is pool:
+                    _event(logging.ERROR, "worker_pool_broken")
+                    self.pool = self._new_pool()
+            raise
+
+
+async def _read_body(request: Request, limit: int, timeout: float) -> bytes | int:
+    """The body, or an HTTP status (413 past ``limit`` bytes, 408 past ``timeout``): the limit is
+    checked as the bytes arrive, so nothing over it is ever buffered."""
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        async with asyncio.timeout(timeout):
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > limit:
+                    return 413
+                chunks.append(chunk)
+    except TimeoutError:
+        return 408
+    return b"".join(chunks)
+
+
+def build_app(config: ServeConfig, store: FactStore | None = None) -> Starlette:
+    """The ASGI app: routes, and a lifespan that starts and drains the receiver."""
+    rx = Receiver(config, store)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        await rx.startup()
+        try:
+            yield
+        finally:
+            await rx.shutdown()
+
+    async def ingest(request: Request, signal: str) -> Response:
+        t0 = time.perf_counter()
+        info: dict[str, Any] = {"method": request.method, "path": request.url.path}
+        if request.client is not None:
+            info["client"] = f"{request.client.host}:{request.client.port}"
+        try:
+            response = await _ingest(request, signal, info)
+        except ClientDisconnect:
+            info["status"] = 499
+            info["error"] = "the client went away before sending its body"
+            response = Response(status_code=499)
+        info["latency_ms"] = round((time.perf_counter() - t0) * 1000, 2)
+        rx.counts["requests"] += 1
+        status = info.get("status", response.status_code)
+        _event(logging.WARNING if status >= 500 else logging.INFO, "request", **info)
+        return response
+
+    def fail(
+        kind: str, status: int, message: str, info: dict[str, Any], **headers: str
+    ) -> Response:
+        info["status"] = status
+        info["error"] = message
+        return _response(kind, status, status_body(kind, status, message), headers or None)
+
+    async def _ingest(request: Request, signal: str, info: dict[str, Any]) -> Response:
+        raw_type = request.headers.get("content-type", "")
+        media = raw_type.split(";", 1)[0].strip().lower()
+        kind = _CONTENT_TYPES.get(media)
+        reply = kind or "json"  # errors for an unknown type are answered in JSON
+        info["signal"] = signal
+
+        if not rx.tokens.loaded:  # who may send is in the store: unknown until it answers
+            return fail(
+                reply, 503, f"the store is unavailable: {rx.store_error}", info,
+                **{"Retry-After": str(config.retry_after)},
+            )  # fmt: skip
+        allowed, token = await rx.authorize(request)
+        if token:
+            info["token"] = token
+        if not allowed:
+            return fail(
+                reply, 401, "a valid ingest token is required: Authorization: Bearer <token>",
+                info, **{"WWW-Authenticate": 'Bearer realm="lithify"'},
+            )  # fmt: skip
+        if kind is None or (signal == "feedback" and kind != "json"):
+            want = "application/json" if signal == "feedback" else f"{PROTOBUF} or {JSON}"
+            got = raw_type or "none"
+            return fail(reply, 415, f"unsupported Content-Type {got!r}: send {want}", info)
+        info["content_type"] = kind
+        encoding = request.headers.get("content-encoding", "").strip().lower()
+        if encoding not in _ENCODINGS:
+            return fail(
+                kind, 415, f"unsupported Content-Encoding {encoding!r}: use gzip or none", info
+            )
+        if encoding:
+            info["content_encoding"] = encoding
+        limit = config.max_body_size
+        declared = request.headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            # Unread bytes are discarded by the server; past a point, stop reading them at all.
+            close = {"Connection": "close"} if int(declared) > 4 * limit else {}
+            return fail(
+                kind, 413, f"the body ({declared} bytes) is larger than the {limit}-byte limit",
+                info, **close,
+            )  # fmt: skip
+        if not rx.available:
+            return fail(
+                kind, 503, f"the store is unavailable: {rx.store_error}", info,
+                **{"Retry-After": str(config.retry_after)},
+            )  # fmt: skip
+        if rx.inflight >= config.max_inflight:
+            return fail(
+                kind, 429, f"overloaded: {rx.inflight} requests in progress, retry later", info,
+                **{"Retry-After": str(config.overload_retry_after)},
+            )  # fmt: skip
+
+        rx.inflight += 1
+        try:
+            body = await _read_body(request, limit, config.body_timeout)
+            if body == 413:
+                return fail(
+                    kind, 413, f"the body is larger than the {limit}-byte limit", info,
+                    Connection="close",
+                )  # fmt: skip
+            if body == 408:
+                return fail(
+                    kind, 408, f"the body did not arrive within {config.body_timeout:g} s", info,
+                    Connection="close",
+                )  # fmt: skip
+            assert isinstance(body, bytes)
+            info["bytes"] = len(body)
+            try:
+                out = await rx.run(process, signal, kind, body, encoding, limit)
+            except BrokenProcessPool:
+                return fail(
+                    kind, 503, "a translation worker died; retry", info,
+                    **{"Retry-After": str(config.overload_retry_after)},
+                )  # fmt: skip
+            if out.status != 200:
+                return fail(kind, out.status, out.message, info)
+            info["units"] = out.units
+            stored = (InsertResult(0, 0, []), InsertResult(0, 0, []))
+            if out.rows is not None:
+                if not rx.available:
+                    return fail(
+                        kind, 503, f"the store is unavailable: {rx.store_error}", info,
+                        **{"Retry-After": str(config.retry_after)},
+                    )  # fmt: skip
+                assert rx.writer is not None
+                try:
+                    stored = await asyncio.wrap_future(rx.writer.submit(out.rows))
+                except StoreUnavailable as e:
+                    rx._mark_unavailable(e)
+                    return fail(
+                        kind, 503, f"the store is unavailable: {e}", info,
+                        **{"Retry-After": str(config.retry_after)},
+                    )  # fmt: skip
+                except Exception as e:
+                    _event(logging.ERROR, "store_error", error=f"{type(e).__name__}: {e}")
+                    return fail(kind, 500, f"the store failed: {type(e).__name__}: {e}", info)
+        finally:
+            rx.inflight -= 1
+
+        facts, feedback = stored
+        rx.counts["facts"] += facts.inserted
+        rx.counts["duplicates"] += facts.duplicates + feedback.duplicates
+        rx.counts["feedback"] += feedback.inserted
+        rx.counts["rejected"] += out.rejected
+        info.update(
+            status=200,
+            facts=facts.inserted,
+            duplicates=facts.duplicates,
+            feedback=feedback.inserted,
+            feedback_duplicates=feedback.duplicates,
+            rejected=out.rejected,
+        )
+        if out.degraded:
+            info["degraded"] = out.degraded
+        if out.skipped:
+            info["skipped"] = out.skipped
+        if out.errors:
+            info["errors"] = out.errors[:5]
+        if signal == "feedback":
+            body_out = orjson.dumps(
+                {
+                    "stored": feedback.inserted,
+                    "duplicates": feedback.duplicates,
+                    "rejected": out.rejected,
+                    "errors": out.errors,
+                }
+            )
+            return _response("json", 200, body_out)
+        message = "; ".join([*out.errors, *out.warnings])
+        return _response(kind, 200, export_body(signal, kind, out.rejected, message))
+
+    async def traces(request: Request) -> Response:
+        return await ingest(request, "traces")
+
+    async def logs(request: Request) -> Response:
+        return await ingest(request, "logs")
+
+    async def feedback(request: Request) -> Response:
+        return await ingest(request, "feedback")
+
+    def health_doc() -> dict[str, Any]:
+        return {
+            "store": {"url": rx.store_url, "available": rx.available, "error": rx.store_error},
+            "auth": "token" if rx.tokens.required else "open",
+            "inflight": rx.inflight,
+            "workers": config.workers,
+            "uptime_s": round(time.monotonic() - rx.started, 1),
+            **rx._totals(),
+        }
+
+    async def health(request: Request) -> Response:
+        """Liveness: the process serves requests."""
+        return Response(orjson.dumps({"status": "ok", **health_doc()}), media_type=JSON)
+
+    async def ready(request: Request) -> Response:
+        """Readiness: ingest would be taken now (the store is reachable)."""
+        ok = rx.available and rx.tokens.loaded
+        doc = {"status": "ready" if ok else "unavailable", **health_doc()}
+        return Response(orjson.dumps(doc), status_code=200 if ok else 503, media_type=JSON)
+
+    app = Starlette(
+        routes=[
+            Route("/v1/traces", traces, methods=["POST"]),
+            Route("/v1/logs", logs, methods=["POST"]),
+            Route("/v1/feedback", feedback, methods=["POST"]),
+            Route("/health", health, methods=["GET"]),
+            Route("/health/ready", ready, methods=["GET"]),
+        ],
+        lifespan=lifespan,
+    )
+    app.state.receiver = rx
+    return app
+
+
+def serve(config: ServeConfig, store: FactStore | None = None, *, log_level: str = "info") -> None:
+    """Run the receiver until SIGINT/SIGTERM, then drain in-flight requests and stop."""
+    import uvicorn
+
+    app = build_app(config, store)
+    server = uvicorn.Server(
+        uvicorn.Config(
+            app,
+            host=config.host,
+            port=config.port,
+            lifespan="on",
+            access_log=False,
+            log_config=log_config(log_level),
+            proxy_headers=False,
+            server_header=False,
+            timeout_keep_alive=65,  # above the SDK's 5 s batch delay: connections get reused
+            timeout_graceful_shutdown=config.shutdown_timeout,
+        )
+    )
+    _announce(server, config, app)
+    # uvicorn re-raises the signal that stopped it once it has drained, under the handlers in
+    # place before it ran: make those no-ops, so a graceful stop exits 0 (not -15, nor a
+    # KeyboardInterrupt traceback).
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: None)
+    server.run()
+    if not server.started:
+        sys.exit(1)
+
+
+def _announce(server: Any, config: ServeConfig, app: Starlette) -> None:
+    """Log the address actually bound (``--port 0`` picks one) once uvicorn has started."""
+    startup = server.startup
+
+    async def wrapped(sockets: Any = None) -> None:
+        await startup(sockets=sockets)
+        if not server.started:
+            return
+        rx: Receiver = app.state.receiver
+        bound = [s.getsockname() for srv in server.servers for s in srv.sockets]
+        host, port = bound[0][:2] if bound else (config.host, config.port)
+        url = f"http://{'[' + host + ']' if ':' in host else host}:{port}"
+        _event(
+            logging.INFO,
+            "listening",
+            url=url,
+            port=port,
+            store=rx.store_url,
+            store_available=rx.available,
+            auth="token" if rx.tokens.required else "open",
+            workers=config.workers,
+            max_body_size=config.max_body_size,
+            pid=os.getpid(),
+        )
+        if not rx.tokens.required and host not in ("127.0.0.1", "::1", "localhost"):
+            _event(
+                logging.WARNING,
+                "open_ingest",
+                message=f"ingest on {url} takes data from anyone who can reach it: create a "
+                "token (`lithify token create NAME`) or pass --require-token",
+            )
+
+    server.startup = wrapped

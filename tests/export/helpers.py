@@ -1,0 +1,159 @@
+"""Facts, segments and feedback for export tests, built from the contract types."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from lithify.derive import Segment, Turn
+from lithify.derive.sessions import sort_facts
+from lithify.export import ExportOptions, ExportSummary, export
+from lithify.ingest.files import read_file, read_pair
+from lithify.model import (
+    Feedback,
+    InferenceCall,
+    Message,
+    Part,
+    ReasoningPart,
+    Source,
+    TextPart,
+    ToolCallPart,
+    ToolCallResponsePart,
+    ToolDefinition,
+)
+from tests.conftest import CORPUS
+
+WEATHER = ToolDefinition(
+    "get_weather",
+    "Weather for a city",
+    {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+)
+
+
+def system(text: str) -> Message:
+    return Message("system", [TextPart(text)])
+
+
+def user(text: str) -> Message:
+    return Message("user", [TextPart(text)])
+
+
+def assistant(*parts: Part, finish: str | None = "stop") -> Message:
+    return Message("assistant", list(parts), finish)
+
+
+def text(content: str) -> TextPart:
+    return TextPart(content)
+
+
+def think(content: str) -> ReasoningPart:
+    return ReasoningPart(content)
+
+
+def call(id_: str, name: str = "get_weather", **arguments: Any) -> ToolCallPart:
+    return ToolCallPart(id_, name, arguments)
+
+
+def tool(id_: str, result: Any) -> Message:
+    return Message("tool", [ToolCallResponsePart(id_, result)])
+
+
+def replay(m: Message) -> Message:
+    return Message(m.role, m.parts, None)
+
+
+def at(second: int) -> str:
+    return f"2025-06-01T10:{second // 60:02d}:{second % 60:02d}.000000000Z"
+
+
+def fact(
+    id_: str,
+    inputs: list[Message],
+    outputs: list[Message],
+    *,
+    session: str | None = None,
+    second: int = 0,
+    tools: list[ToolDefinition] | None = None,
+    model: str = "m-1",
+    degradations: dict[str, int] | None = None,
+    trace: str | None = None,
+) -> InferenceCall:
+    return InferenceCall(
+        inference_call_id=id_,
+        session_id=session,
+        trace_id=trace,
+        source=Source("test"),
+        model=model,
+        input_messages=inputs,
+        output_messages=outputs,
+        tools=[WEATHER] if tools is None else tools,
+        started_at=at(second),
+        degradations=degradations or {},
+    )
+
+
+def segment(*calls: InferenceCall, session: str | None = "s-1", seg_id: str = "seg-1") -> Segment:
+    """A segment of calls whose inputs replay each other (new messages computed here)."""
+    turns = []
+    seen = 0
+    for c in calls:
+        turns.append(Turn(call=c, new_messages=list(c.input_messages[seen:]), chosen=0))
+        seen = len(c.input_messages) + 1
+    return Segment(segment_id=seg_id, session_id=session, index=0, split_reason=None, turns=turns)
+
+
+def feedback(target: str, value: Any, *, kind: str = "call", name: str = "score") -> Feedback:
+    return Feedback(
+        feedback_id=f"fb-{kind}-{target}-{name}",
+        target_kind=kind,  # type: ignore[arg-type]
+        target_id=target,
+        name=name,
+        value=value,
+        source="test",
+    )
+
+
+def tool_session(session: str = "s-1", *, answer: str = "Sunny.") -> list[InferenceCall]:
+    """A two-call agent turn: a tool call, then the answer after the tool result."""
+    first_in = [system("Be brief."), user("Weather in Paris?")]
+    first_out = assistant(think("Need the tool."), call("c1", city="Paris"), finish="tool_call")
+    second_in = [*first_in, replay(first_out), tool("c1", {"temp": 21, "sky": "clear"})]
+    second_out = assistant(text(answer))
+    return [
+        fact(f"{session}-a", first_in, [first_out], session=session, second=1),
+        fact(f"{session}-b", second_in, [second_out], session=session, second=2),
+    ]
+
+
+def corpus_facts() -> list[InferenceCall]:
+    """Every fact the corpus converts to: single payloads and request/response pairs."""
+    out: list[InferenceCall] = []
+    for p in sorted(CORPUS.rglob("*")):
+        if not p.is_file() or p.name == "SOURCES.md" or p.parent.name == "nemo-gym":
+            continue
+        for located in read_file(p):
+            if isinstance(located.result, InferenceCall):
+                out.append(located.result)
+    for req in sorted(CORPUS.rglob("*.request.json")):
+        for suffix in (".response.json", ".response.sse"):
+            resp = req.with_name(req.name.replace(".request.json", suffix))
+            if resp.exists():
+                result = read_pair(req, resp).result
+                if isinstance(result, InferenceCall):
+                    out.append(result)
+    return out
+
+
+def run_export(
+    facts: list[InferenceCall],
+    out: Path,
+    fb: list[Feedback] | None = None,
+    **options: Any,
+) -> ExportSummary:
+    return export(sort_facts(facts), fb or [], out, ExportOptions(**options))
+
+
+def read_rows(path: Path) -> list[dict[str, Any]]:
+    return [orjson.loads(line) for line in path.read_bytes().splitlines()]

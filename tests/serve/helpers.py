@@ -1,0 +1,332 @@
+"""Servers and requests for the receiver tests: an in-process uvicorn on a free loopback port, a
+real `lithify serve` process, OTLP bodies of GenAI spans, and a plain HTTP client."""
+
+from __future__ import annotations
+
+import http.client
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+import uvicorn
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from lithify.ingest.receiver import ServeConfig, build_app
+from lithify.store import FactStore
+from lithify.translate.feedback import call_id_of_span
+
+ROOT = Path(__file__).resolve().parents[2]
+LITHIFY = Path(sys.executable).with_name("lithify")
+PB = "application/x-protobuf"
+JSON = "application/json"
+
+
+# -- HTTP ------------------------------------------------------------------------------------
+
+
+@dataclass
+class Reply:
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+    def json(self) -> Any:
+        return orjson.loads(self.body)
+
+
+def post(
+    port: int,
+    path: str,
+    body: bytes,
+    content_type: str | None = PB,
+    headers: dict[str, str] | None = None,
+    timeout: float = 30,
+) -> Reply:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        h = dict(headers or {})
+        if content_type is not None:
+            h["Content-Type"] = content_type
+        conn.request("POST", path, body=body, headers=h)
+        r = conn.getresponse()
+        return Reply(r.status, {k.lower(): v for k, v in r.getheaders()}, r.read())
+    finally:
+        conn.close()
+
+
+def get(port: int, path: str) -> Reply:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        conn.request("GET", path)
+        r = conn.getresponse()
+        return Reply(r.status, {k.lower(): v for k, v in r.getheaders()}, r.read())
+    finally:
+        conn.close()
+
+
+def status_message(reply: Reply) -> str:
+    """The message of a google.rpc.Status body, protobuf or JSON."""
+    if reply.headers.get("content-type", "").startswith(JSON):
+        return str(reply.json()["message"])
+    data = reply.body
+    assert data[0] == 0x08, data[:20]  # field 1, varint: the code
+    i = 2
+    assert data[i] == 0x12, data[:20]  # field 2, length-delimited: the message
+    i += 1
+    n = shift = 0
+    while True:
+        b = data[i]
+        i += 1
+        n |= (b & 0x7F) << shift
+        shift += 7
+        if not b & 0x80:
+            break
+    return data[i : i + n].decode()
+
+
+# -- OTLP bodies -----------------------------------------------------------------------------
+
+
+def genai_attrs(key: str, *, content: bool = True) -> list[tuple[str, Any]]:
+    attrs: list[tuple[str, Any]] = [
+        ("gen_ai.operation.name", "chat"),
+        ("gen_ai.provider.name", "openai"),
+        ("gen_ai.request.model", "gpt-4o-mini"),
+        ("gen_ai.response.id", f"resp-{key}"),
+        ("gen_ai.usage.input_tokens", 12),
+        ("gen_ai.usage.output_tokens", 5),
+    ]
+    if content:
+        inputs = [{"role": "user", "parts": [{"type": "text", "content": f"question {key}"}]}]
+        outputs = [
+            {
+                "role": "assistant",
+                "parts": [{"type": "text", "content": f"answer {key}"}],
+                "finish_reason": "stop",
+            }
+        ]
+        attrs += [
+            ("gen_ai.input.messages", orjson.dumps(inputs).decode()),
+            ("gen_ai.output.messages", orjson.dumps(outputs).decode()),
+        ]
+    return attrs
+
+
+@dataclass
+class SpanSpec:
+    trace_id: str
+    span_id: str
+    attrs: list[tuple[str, Any]]
+    name: str = "chat gpt-4o-mini"
+
+    @property
+    def call_id(self) -> str:
+        return call_id_of_span(self.trace_id, self.span_id)
+
+
+def genai_spans(tag: str, n: int, **kw: Any) -> list[SpanSpec]:
+    """``n`` GenAI model-call spans whose ids and response ids derive from ``tag``."""
+    import hashlib
+
+    out = []
+    for i in range(n):
+        h = hashlib.sha256(f"{tag}:{i}".encode()).hexdigest()
+        out.append(SpanSpec(h[:32], h[32:48], genai_attrs(f"{tag}-{i}", **kw)))
+    return out
+
+
+def other_span(tag: str) -> SpanSpec:
+    import hashlib
+
+    h = hashlib.sha256(f"http:{tag}".encode()).hexdigest()
+    return SpanSpec(h[:32], h[32:48], [("http.request.method", "GET")], name="GET /")
+
+
+def _pb_value(any_value: Any, v: Any) -> None:
+    if isinstance(v, bool):
+        any_value.bool_value = v
+    elif isinstance(v, int):
+        any_value.int_value = v
+    elif isinstance(v, float):
+        any_value.double_value = v
+    else:
+        any_value.string_value = str(v)
+
+
+def traces_pb(spans: list[SpanSpec]) -> bytes:
+    req = ExportTraceServiceRequest()
+    ss = req.resource_spans.add().scope_spans.add()
+    ss.scope.name = "tests.serve"
+    for sp in spans:
+        s = ss.spans.add()
+        s.trace_id, s.span_id = bytes.fromhex(sp.trace_id), bytes.fromhex(sp.span_id)
+        s.name, s.kind = sp.name, 3
+        s.start_time_unix_nano = 1_760_000_000_000_000_000
+        s.end_time_unix_nano = 1_760_000_000_500_000_000
+        for k, v in sp.attrs:
+            kv = s.attributes.add()
+            kv.key = k
+            _pb_value(kv.value, v)
+    return req.SerializeToString()
+
+
+def _json_value(v: Any) -> dict[str, Any]:
+    if isinstance(v, bool):
+        return {"boolValue": v}
+    if isinstance(v, int):
+        return {"intValue": str(v)}
+    if isinstance(v, float):
+        return {"doubleValue": v}
+    return {"stringValue": str(v)}
+
+
+def traces_json_doc(spans: list[SpanSpec]) -> dict[str, Any]:
+    return {
+        "resourceSpans": [
+            {
+                "scopeSpans": [
+                    {
+                        "scope": {"name": "tests.serve"},
+                        "spans": [
+                            {
+                                "traceId": sp.trace_id,
+                                "spanId": sp.span_id,
+                                "name": sp.name,
+                                "kind": 3,
+                                "startTimeUnixNano": "1760000000000000000",
+                                "endTimeUnixNano": "1760000000500000000",
+                                "attributes": [
+                                    {"key": k, "value": _json_value(v)} for k, v in sp.attrs
+                                ],
+                            }
+                            for sp in spans
+                        ],
+                    }
+                ]
+            }
+        ]
+    }
+
+
+def evaluation_logs_pb(trace_id: str, span_id: str, name: str, score: float) -> bytes:
+    """A gen_ai.evaluation.result log event on one span: a feedback fact."""
+    req = ExportLogsServiceRequest()
+    sl = req.resource_logs.add().scope_logs.add()
+    r = sl.log_records.add()
+    r.trace_id, r.span_id = bytes.fromhex(trace_id), bytes.fromhex(span_id)
+    r.event_name = "gen_ai.evaluation.result"
+    r.time_unix_nano = 1_760_000_001_000_000_000
+    for k, v in (("gen_ai.evaluation.name", name), ("gen_ai.evaluation.score.value", score)):
+        kv = r.attributes.add()
+        kv.key = k
+        _pb_value(kv.value, v)
+    return req.SerializeToString()
+
+
+# -- servers ---------------------------------------------------------------------------------
+
+
+@dataclass
+class LiveServer:
+    """The receiver's ASGI app under uvicorn, in a thread of the test process."""
+
+    port: int
+    server: uvicorn.Server
+    thread: threading.Thread
+    app: Any
+
+    @property
+    def receiver(self) -> Any:
+        return self.app.state.receiver
+
+
+@contextmanager
+def live_server(config: ServeConfig, store: FactStore | None = None) -> Iterator[LiveServer]:
+    app = build_app(config, store)
+    server = uvicorn.Server(
+        uvicorn.Config(
+            app,
+            host="127.0.0.1",
+            port=0,
+            lifespan="on",
+            access_log=False,
+            log_config=None,
+            timeout_graceful_shutdown=10,
+        )
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError("the in-process server did not start")
+        time.sleep(0.01)
+    port = server.servers[0].sockets[0].getsockname()[1]
+    try:
+        yield LiveServer(port, server, thread, app)
+    finally:
+        server.should_exit = True
+        thread.join(30)
+
+
+@dataclass
+class ServerProcess:
+    """A real `lithify serve` process; ``events`` reads its JSON log lines."""
+
+    proc: subprocess.Popen[bytes]
+    port: int
+    log: Path
+    args: list[str] = field(default_factory=list)
+
+    def events(self, name: str | None = None) -> list[dict[str, Any]]:
+        out = []
+        for line in self.log.read_text().splitlines():
+            if line.startswith("{"):
+                ev = orjson.loads(line)
+                if name is None or ev.get("event") == name:
+                    out.append(ev)
+        return out
+
+    def kill9(self) -> None:
+        os.kill(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(10)
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(60)
+
+
+def start_server(
+    store: str, log: Path, *args: str, env: dict[str, str] | None = None
+) -> ServerProcess:
+    cmd = [str(LITHIFY), "serve", "--store", store, "--port", "0", *args]
+    fh = log.open("ab")
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.DEVNULL, stderr=fh, env={**os.environ, **(env or {})}
+    )
+    fh.close()
+    deadline = time.monotonic() + 60
+    seen = 0
+    while time.monotonic() < deadline:
+        lines = log.read_text().splitlines()
+        for line in lines[seen:]:
+            if '"event":"listening"' in line:
+                ev = orjson.loads(line)
+                if ev["pid"] == proc.pid:
+                    return ServerProcess(proc, int(ev["port"]), log, cmd)
+        if proc.poll() is not None:
+            raise RuntimeError(f"lithify serve exited {proc.returncode}: {log.read_text()[-3000:]}")
+        time.sleep(0.05)
+    proc.kill()
+    raise RuntimeError("lithify serve did not start within 60 s")

@@ -1,0 +1,241 @@
+"""Faults against a real `lithify serve` process: kill -9 mid-stream, PostgreSQL stopped and
+restarted under load, a translation worker killed, and a graceful shutdown under load."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from lithify.store import open_store, sqlite_path
+from tests.serve.helpers import (
+    PB,
+    ServerProcess,
+    genai_spans,
+    get,
+    post,
+    start_server,
+    traces_pb,
+)
+from tests.store.conftest import SCRIPT, start_postgres
+
+SPANS = 32  # per request in the streams below
+
+
+class Stream:
+    """Clients sending distinct requests until stopped; what was acknowledged, what was not."""
+
+    def __init__(self, port: int, clients: int = 2, spans: int = SPANS) -> None:
+        self.port = port
+        self.spans = spans
+        self.acked: list[str] = []
+        self.unacked: list[str] = []  # refused, failed or cut off: the sender must retry these
+        self.statuses: list[tuple[float, int, str | None]] = []
+        self.lock = threading.Lock()
+        self.stop = threading.Event()
+        self.next = 0
+        self.threads = [threading.Thread(target=self._client, daemon=True) for _ in range(clients)]
+
+    def _client(self) -> None:
+        while not self.stop.is_set():
+            with self.lock:
+                tag = f"req{self.next}"
+                self.next += 1
+            try:
+                r = post(self.port, "/v1/traces", traces_pb(genai_spans(tag, self.spans)), PB)
+            except OSError:
+                with self.lock:
+                    self.unacked.append(tag)
+                time.sleep(0.05)
+                continue
+            with self.lock:
+                self.statuses.append((time.monotonic(), r.status, r.headers.get("retry-after")))
+                (self.acked if r.status == 200 else self.unacked).append(tag)
+            if r.status != 200:
+                time.sleep(0.1)
+
+    def __enter__(self) -> Stream:
+        for t in self.threads:
+            t.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        for t in self.threads:
+            t.join(60)
+
+    def wait(self, what: str, cond: object, timeout: float = 30) -> None:
+        deadline = time.monotonic() + timeout
+        while not cond():  # type: ignore[operator]
+            if time.monotonic() > deadline:
+                pytest.fail(f"timed out waiting for {what}: {self.statuses[-5:]}")
+            time.sleep(0.02)
+
+
+def ids_of(tag: str, n: int = SPANS) -> set[str]:
+    return {s.call_id for s in genai_spans(tag, n)}
+
+
+def stored_ids(url: str) -> set[str]:
+    with open_store(url) as store:
+        return {f.inference_call_id for f in store.iter_facts()}
+
+
+def _children(pid: int) -> list[int]:
+    out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True, text=True)
+    return [int(x) for x in out.stdout.split()]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie is dead too (its parent, the killed server, never reaped it).
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except OSError:
+        return False
+
+
+def test_kill_9_mid_stream_loses_no_acknowledged_span(tmp_path: Path) -> None:
+    url = f"sqlite://{tmp_path / 'facts.db'}"
+    log = tmp_path / "serve.log"
+    srv = start_server(url, log, "--workers", "1")
+    workers = _children(srv.proc.pid)
+    assert workers, "the server runs its translation worker(s) as child processes"
+    with Stream(srv.port, clients=3) as stream:
+        stream.wait("acknowledged requests", lambda: len(stream.acked) >= 8)
+        srv.kill9()  # with requests in flight
+        stream.stop.set()
+    # The workers die with their server (no orphan keeps translating or holds the port).
+    deadline = time.monotonic() + 10
+    while any(_alive(p) for p in workers) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(_alive(p) for p in workers)
+
+    path = sqlite_path(url)
+    assert path is not None
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+    conn.close()
+
+    srv = start_server(url, log, "--workers", "1")  # the same store, restarted
+    try:
+        stored = stored_ids(url)
+        for tag in stream.acked:
+            assert ids_of(tag) <= stored, f"acknowledged {tag} lost"
+        sent = stream.acked + stream.unacked
+        for tag in sent:  # each request is all or nothing
+            assert len(ids_of(tag) & stored) in (0, SPANS), tag
+        assert len(stored) % SPANS == 0
+        # The sender retries what was not acknowledged: everything is there, once.
+        for tag in stream.unacked:
+            assert post(srv.port, "/v1/traces", traces_pb(genai_spans(tag, SPANS))).status == 200
+        assert stored_ids(url) == set().union(*(ids_of(t) for t in sent))
+    finally:
+        assert srv.stop() == 0
+
+
+@pytest.fixture
+def own_postgres() -> Iterator[tuple[Path, str]]:
+    """A throwaway PostgreSQL of this test's own, which it stops and starts."""
+    folder = Path(tempfile.mkdtemp(prefix="lithify-serve-pg-"))  # not tmp_path: 0700 parents
+    try:
+        yield folder, start_postgres(folder)
+    finally:
+        subprocess.run(["bash", str(SCRIPT), "destroy", "--dir", str(folder)], check=False)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_postgres_stopped_and_restarted_under_load(
+    own_postgres: tuple[Path, str], tmp_path: Path
+) -> None:
+    folder, url = own_postgres
+    srv = start_server(url, tmp_path / "serve.log", "--workers", "1", "--retry-after", "1")
+    try:
+        with Stream(srv.port, clients=2, spans=8) as stream:
+            stream.wait("acknowledged requests", lambda: len(stream.acked) >= 5)
+            subprocess.run(["bash", str(SCRIPT), "stop", "--dir", str(folder)], check=True)
+            stopped_at = time.monotonic()
+            stream.wait("503 answers", lambda: any(s == 503 for _, s, _ in stream.statuses))
+            assert get(srv.port, "/health/ready").status == 503
+            assert get(srv.port, "/health").status == 200
+            assert srv.proc.poll() is None  # up all along
+
+            assert start_postgres(folder) == url
+            restarted_at = time.monotonic()
+            stream.wait(
+                "a 200 after the restart",
+                lambda: any(t > restarted_at and s == 200 for t, s, _ in stream.statuses),
+            )
+        unavailable = [(t, ra) for t, s, ra in stream.statuses if s == 503]
+        assert all(ra == "1" for _, ra in unavailable)  # Retry-After on every 503
+        assert all(stopped_at - 1 < t for t, _ in unavailable)
+        assert get(srv.port, "/health/ready").status == 200
+        for tag in stream.unacked:  # what the sender retries
+            r = post(srv.port, "/v1/traces", traces_pb(genai_spans(tag, 8)))
+            assert r.status == 200
+        sent = stream.acked + stream.unacked
+        assert stored_ids(url) == set().union(*(ids_of(t, 8) for t in sent))
+        events = {e["event"] for e in srv.events()}
+        assert {"store_unavailable", "store_available"} <= events
+    finally:
+        assert srv.stop() == 0
+
+
+def test_a_killed_worker_is_replaced(tmp_path: Path) -> None:
+    url = f"sqlite://{tmp_path / 'facts.db'}"
+    srv = start_server(url, tmp_path / "serve.log", "--workers", "1")
+    try:
+        workers = [
+            p
+            for p in _children(srv.proc.pid)
+            if "spawn_main" in Path(f"/proc/{p}/cmdline").read_text()
+        ]
+        assert len(workers) == 1
+        os.kill(workers[0], signal.SIGKILL)
+        time.sleep(0.3)
+        first = post(srv.port, "/v1/traces", traces_pb(genai_spans("w1", 4)))
+        assert first.status in (200, 503)  # 503 (retryable) if it met the broken pool
+        if first.status == 503:
+            assert first.headers["retry-after"]
+            assert post(srv.port, "/v1/traces", traces_pb(genai_spans("w1", 4))).status == 200
+        assert stored_ids(url) == ids_of("w1", 4)
+    finally:
+        assert srv.stop() == 0
+
+
+def test_sigterm_drains_requests_in_flight(tmp_path: Path) -> None:
+    url = f"sqlite://{tmp_path / 'facts.db'}"
+    srv: ServerProcess = start_server(url, tmp_path / "serve.log", "--workers", "1")
+    bodies = [traces_pb(genai_spans(f"drain{i}", 256)) for i in range(3)]
+    results: list[int] = []
+
+    def send(body: bytes) -> None:
+        results.append(post(srv.port, "/v1/traces", body, timeout=60).status)
+
+    threads = [threading.Thread(target=send, args=(b,)) for b in bodies]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + 10
+    while get(srv.port, "/health").json()["inflight"] < 3:
+        assert time.monotonic() < deadline, "the requests never got in flight"
+        time.sleep(0.005)
+    srv.proc.send_signal(signal.SIGTERM)
+    for t in threads:
+        t.join(60)
+    assert srv.proc.wait(60) == 0
+    assert results == [200, 200, 200]
+    assert len(stored_ids(url)) == 3 * 256
+    stopped = srv.events("stopped")
+    assert stopped and stopped[-1]["facts_stored"] == 3 * 256
