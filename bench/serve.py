@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import contextlib
 import http.client
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -32,10 +34,9 @@ import psycopg
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from convert import make_requests  # noqa: E402
-
-from lithify.store import open_store  # noqa: E402
-from lithify.translate import translate_protobuf  # noqa: E402
+from convert import make_requests
+from lithify.store import open_store
+from lithify.translate import translate_protobuf
 
 ROOT = Path(__file__).resolve().parents[1]
 args_rate_cap = 9000  # spans/s the pre-built bodies are sized for
@@ -94,7 +95,9 @@ def _to_json(req: ExportTraceServiceRequest) -> bytes:
                     else:
                         val = {
                             "arrayValue": {
-                                "values": [{"stringValue": x.string_value} for x in v.array_value.values]
+                                "values": [
+                                    {"stringValue": x.string_value} for x in v.array_value.values
+                                ]
                             }
                         }
                     attrs.append({"key": kv.key, "value": val})
@@ -113,7 +116,9 @@ def _to_json(req: ExportTraceServiceRequest) -> bytes:
     return orjson.dumps(doc)
 
 
-def start_server(store: str, workers: int | None, extra: list[str]) -> tuple[subprocess.Popen[bytes], int, Path]:
+def start_server(
+    store: str, workers: int | None, extra: list[str]
+) -> tuple[subprocess.Popen[bytes], int, Path]:
     log = Path(tempfile.mkstemp(prefix="lithify-serve-", suffix=".log")[1])
     cmd = [str(LITHIFY), "serve", "--store", store, "--port", "0", *extra]
     if workers is not None:
@@ -185,7 +190,9 @@ def load(port: int, batches: Batches, clients: int, seconds: float) -> dict[str,
     }
 
 
-def run_backend(name: str, store: str, args: argparse.Namespace, templates: list[bytes]) -> dict[str, object]:
+def run_backend(
+    name: str, store: str, args: argparse.Namespace, templates: list[bytes]
+) -> dict[str, object]:
     extra = ["--max-inflight", str(max(16, args.clients * 2))]
     proc, port, log = start_server(store, args.workers, extra)
     try:
@@ -194,15 +201,51 @@ def run_backend(name: str, store: str, args: argparse.Namespace, templates: list
         load(port, batches, 2, 2.0)
         with open_store(store) as s:
             before = s.count()
+        pids = [proc.pid, *_children(proc.pid)]
+        cpu0, h0 = _cpu(pids), _health(port)
         result = load(port, batches, args.clients, args.seconds)
+        cpu1, h1 = _cpu(pids), _health(port)
         with open_store(store) as s:
             after = s.count()
+        result["cpu_s"] = cpu1 - cpu0
+        commits = int(h1["commits"]) - int(h0["commits"])
+        result["per_commit"] = (int(h1["batches_committed"]) - int(h0["batches_committed"])) / max(
+            1, commits
+        )
     finally:
         proc.terminate()
         proc.wait(timeout=60)
     stored = after - before
-    result.update(backend=name, stored=stored, lost=int(result["acked"]) - stored, log=str(log))  # type: ignore[call-overload]
+    lost = int(result["acked"]) - stored  # type: ignore[call-overload]
+    if lost == 0:
+        log.unlink(missing_ok=True)
+    else:
+        print(f"{name}: LOSSES, server log kept at {log}", file=sys.stderr)
+    result.update(backend=name, stored=stored, lost=lost)
     return result
+
+
+def _children(pid: int) -> list[int]:
+    out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True, text=True)
+    return [int(x) for x in out.stdout.split()]
+
+
+def _cpu(pids: list[int]) -> float:
+    """CPU seconds (user + system) the server's processes have used so far."""
+    total = 0.0
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+def _health(port: int) -> dict[str, object]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    conn.request("GET", "/health")
+    doc: dict[str, object] = orjson.loads(conn.getresponse().read())
+    conn.close()
+    return doc
 
 
 def ceiling(templates: list[bytes], seconds: float, procs: int) -> float:
@@ -215,17 +258,23 @@ def ceiling(templates: list[bytes], seconds: float, procs: int) -> float:
     return sum(rates)
 
 
+_convert_cpu: list[float] = []  # CPU µs per span of the single-process ceiling
+
+
 def _convert_for(templates: list[bytes], seconds: float) -> float:
     n = 0
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     while time.perf_counter() - t0 < seconds:
         for data in templates:
             n += sum(1 for _ in translate_protobuf(data, "otlp-traces"))
+    _convert_cpu.append((time.process_time() - c0) / n * 1e6)
     return n / (time.perf_counter() - t0)
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--backend", choices=["sqlite", "postgres", "both"], default="both")
     ap.add_argument("--clients", type=int, default=4, help="concurrent exporters")
     ap.add_argument("--seconds", type=float, default=20.0, help="load time per backend")
@@ -236,19 +285,36 @@ def main() -> None:
     _, templates = make_requests(4, 512)
 
     rows = []
-    tmp = Path(tempfile.mkdtemp(prefix="lithify-bench-serve-", dir=os.environ.get("LITHIFY_BENCH_TMP")))
+    tmp = Path(
+        tempfile.mkdtemp(prefix="lithify-bench-serve-", dir=os.environ.get("LITHIFY_BENCH_TMP"))
+    )
     if args.backend in ("sqlite", "both"):
-        rows.append(run_backend("sqlite", f"sqlite://{tmp / 'facts.db'}", args, templates))
+        try:
+            rows.append(run_backend("sqlite", f"sqlite://{tmp / 'facts.db'}", args, templates))
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)  # the store (hundreds of MB) and its WAL
     if args.backend in ("postgres", "both"):
-        url = args.postgres or subprocess.run(
-            ["bash", str(ROOT / "scripts" / "postgres"), "start"], check=True, capture_output=True, text=True
-        ).stdout.strip().splitlines()[-1]
+        url = (
+            args.postgres
+            or subprocess.run(
+                ["bash", str(ROOT / "scripts" / "postgres"), "start"],
+                check=True,
+                capture_output=True,
+                text=True,
+            )
+            .stdout.strip()
+            .splitlines()[-1]
+        )
         schema = "bench_" + uuid.uuid4().hex[:12]
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute(f"CREATE SCHEMA {schema}")  # type: ignore[arg-type]
         try:
             sep = "&" if "?" in url else "?"
-            rows.append(run_backend("postgres", f"{url}{sep}options=-csearch_path%3D{schema}", args, templates))
+            rows.append(
+                run_backend(
+                    "postgres", f"{url}{sep}options=-csearch_path%3D{schema}", args, templates
+                )
+            )
         finally:
             with psycopg.connect(url, autocommit=True) as conn:
                 conn.execute(f"DROP SCHEMA {schema} CASCADE")  # type: ignore[arg-type]
@@ -260,15 +326,25 @@ def main() -> None:
         f"lithify serve: {args.clients} concurrent exporters, 512 spans a request ({args.encoding}), "
         f"{args.seconds:g} s, loopback, {cores} cores, workers={args.workers if args.workers is not None else cores}"
     )
-    print(f"{'backend':<28}{'spans/s':>10}{'p50 ms':>9}{'p99 ms':>9}{'acked':>9}{'stored':>9}{'lost':>6}  statuses")
+    print(
+        f"{'backend':<28}{'spans/s':>10}{'p50 ms':>9}{'p99 ms':>9}{'acked':>9}{'stored':>9}"
+        f"{'lost':>6}{'cpu µs/span':>13}{'req/commit':>12}  statuses"
+    )
     for r in rows:
+        stored = int(r["stored"])  # type: ignore[call-overload]
         print(
-            f"{r['backend']:<28}{int(r['stored']) / float(r['elapsed']):>10,.0f}"  # type: ignore[call-overload]
+            f"{r['backend']:<28}{stored / float(r['elapsed']):>10,.0f}"  # type: ignore[arg-type]
             f"{float(r['p50']) * 1000:>9.0f}{float(r['p99']) * 1000:>9.0f}"  # type: ignore[arg-type]
-            f"{r['acked']:>9}{r['stored']:>9}{r['lost']:>6}  {r['statuses']}"
+            f"{r['acked']:>9}{stored:>9}{r['lost']:>6}"
+            f"{float(r['cpu_s']) / max(1, stored) * 1e6:>13.0f}{float(r['per_commit']):>12.1f}"  # type: ignore[arg-type]
+            f"  {r['statuses']}"
         )
-    print(f"{'convert only, 1 process':<28}{one:>10,.0f}")
+    print(f"{'convert only, 1 process':<28}{one:>10,.0f}{'':>53}{_convert_cpu[0]:>13.0f}")
     print(f"{f'convert only, {cores} processes':<28}{many:>10,.0f}")
+    print(
+        "cpu µs/span: CPU time of the server's processes (receiver and workers) per stored span, "
+        f"and of conversion alone; {cores} dedicated cores store at most {cores}e6 / it spans/s."
+    )
     if any(int(r["lost"]) for r in rows):  # type: ignore[call-overload]
         sys.exit("LOSSES: acknowledged spans missing from the store")
 

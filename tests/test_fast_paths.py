@@ -1,8 +1,8 @@
 """The fast paths of OTLP conversion give exactly what the general paths give.
 
-The semconv message fast path (typed msgspec structs) must build the same content and count the
-same degradations as the general walk on every input, taking the general path whenever it cannot
-tell; the source-level credential screen must never let a credential through.
+The semconv message fast path and the OTLP/JSON decode from bytes (typed msgspec structs) must
+build what the general walks build on every input, taking the general path whenever they cannot
+tell; a screen of a whole request must never let a credential through.
 """
 
 from __future__ import annotations
@@ -10,11 +10,24 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import orjson
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lithify.translate import genai
+from lithify.ingest.files import translate_json
+from lithify.model import InferenceCall, TextPart, encode
+from lithify.translate import genai, redact, translate_document
 from lithify.translate._common import Degradations
+from lithify.translate.otlp import (
+    OTLPDecodeError,
+    Span,
+    decode_json_spans,
+    iter_json_spans,
+    iter_pb_spans,
+)
+from lithify.translate.redact import CLEAN, ESCAPED, SUSPECT, screen
+from lithify.translate.telemetry import translate_span
+from tests.conftest import CORPUS
 
 ROLES = (["system", "user", "assistant", "tool"], ["developer", "User", " model ", "", None, 3])
 TEXTS = st.sampled_from(["", "hi", "sk-", "x" * 40, "é😀", "\\u0073", "\x00"]) | st.text(max_size=8)
@@ -192,11 +205,11 @@ def test_odd_values_leave_the_fast_path() -> None:
 
 
 def _call(args: str) -> str:
-    return '{"type":"tool_call","id":"c1","name":"f"%s}' % args
+    return f'{{"type":"tool_call","id":"c1","name":"f"{args}}}'
 
 
 def _messages(role: str, *parts: str, extra: str = "") -> str:
-    return '[{"role":"%s","parts":[%s]%s}]' % (role, ",".join(parts), extra)
+    return '[{{"role":"{}","parts":[{}]{}}}]'.format(role, ",".join(parts), extra)
 
 
 RESPONSE = '{"type":"tool_call_response","id":"c1"%s}'
@@ -231,13 +244,15 @@ FAST_EDGES = [
         "gen_ai.response.finish_reasons": ["tool_calls", 4],
     },
     {
-        genai.OUTPUT: '[{"role":"assistant","parts":[%s]},{"role":"assistant","parts":[%s]}]'
-        % (TEXT % "a", TEXT % "b"),
+        genai.OUTPUT: '[{{"role":"assistant","parts":[{}]}},{{"role":"assistant","parts":[{}]}}]'.format(
+            TEXT % "a", TEXT % "b"
+        ),
         "gen_ai.request.choice.count": 2,
     },
     {
-        genai.OUTPUT: '[{"role":"assistant","parts":[%s]},{"role":"assistant","parts":[%s]}]'
-        % (TEXT % "a", TEXT % "b"),
+        genai.OUTPUT: '[{{"role":"assistant","parts":[{}]}},{{"role":"assistant","parts":[{}]}}]'.format(
+            TEXT % "a", TEXT % "b"
+        ),
         "gen_ai.response.finish_reasons": '["stop"]',
     },
     {genai.SYSTEM: "  plain text, kept as sent"},
@@ -264,3 +279,305 @@ def test_edge_shapes_give_what_the_general_path_gives() -> None:
         assert genai._fast_content(attrs, Degradations()) is None, attrs
         fast, general = _both(attrs)
         assert fast == general, attrs
+
+
+# ---------------------------------------------------------------------------------------------
+# OTLP/JSON decoded from bytes (typed structs) vs orjson and the general walk
+
+HEX = st.sampled_from(
+    [
+        "5b8efff798038103d269b633813fc60c",
+        "eee19b7ec3c1b174",
+        "",
+        "0" * 32,
+        "W4778JgDgQPSabYzgT/GDA==",
+        "XYZ",
+        "0x1234567890abcd",
+    ]
+)
+INTS = st.sampled_from(
+    [0, 1, 412, 2**63 - 1, 2**63, 2**64, -5, "1760000000000000000", "x", 1.0, 1.5]
+)
+
+
+@st.composite
+def any_value(draw: Any, depth: int = 0) -> Any:
+    kinds = ["stringValue", "intValue", "doubleValue", "boolValue", "bytesValue", "empty", "odd"]
+    if depth < 2:
+        kinds += ["arrayValue", "kvlistValue"]
+    kind = draw(st.sampled_from(kinds))
+    if kind == "stringValue":
+        return {kind: draw(TEXTS | st.sampled_from(["sk-proj-abcdefghijklmnopqrst", "\\u0073k-"]))}
+    if kind == "intValue":
+        return {kind: draw(INTS | st.integers(-(2**70), 2**70) | st.integers().map(str))}
+    if kind == "doubleValue":
+        odd = st.sampled_from([0.5, 1, "NaN", "Infinity", "x", 1e300, True, 2**70])
+        return {kind: draw(odd | st.floats(allow_nan=False, allow_infinity=False))}
+    if kind == "boolValue":
+        return {kind: draw(st.sampled_from([True, False, 1, None]))}
+    if kind == "bytesValue":
+        return {kind: "aGVsbG8="}
+    if kind == "arrayValue":
+        return {kind: {"values": draw(st.lists(any_value(depth + 1), max_size=2))}}
+    if kind == "kvlistValue":
+        return {kind: {"values": draw(st.lists(key_value(depth + 1), max_size=2))}}
+    if kind == "empty":
+        return {}
+    # Odd ones: snake_case, null, not an object, several kinds at once (precedence decides).
+    return draw(
+        st.sampled_from(
+            [
+                None,
+                {"string_value": "snake"},
+                {"stringValue": None},
+                3,
+                {"intValue": "1", "doubleValue": 2.5},
+                {"doubleValue": 2.5, "boolValue": True},
+                {"boolValue": False, "stringValue": "s"},
+                {"bytesValue": "aGk=", "arrayValue": {"values": []}},
+                {"kvlistValue": {"values": []}, "arrayValue": {}},
+            ]
+        )
+    )
+
+
+@st.composite
+def key_value(draw: Any, depth: int = 0) -> Any:
+    kv: dict[str, Any] = {
+        "key": draw(st.sampled_from(["a", "b", "gen_ai.operation.name", "api_key"]))
+    }
+    if not _rarely(draw):
+        kv["value"] = draw(any_value(depth))
+    if _rarely(draw):
+        kv = draw(st.sampled_from([{"key": None}, {"value": {}}, {"key": "a", "extra": 1}]))
+    return kv
+
+
+@st.composite
+def otlp_span(draw: Any) -> Any:
+    s: dict[str, Any] = {}
+    for key, values in [
+        ("traceId", HEX),
+        ("spanId", HEX),
+        ("parentSpanId", HEX),
+        ("name", st.sampled_from(["chat", ""])),
+        ("kind", st.sampled_from([3, "SPAN_KIND_CLIENT", "2", "x", True])),
+        ("startTimeUnixNano", INTS),
+        ("endTimeUnixNano", INTS),
+        ("flags", st.sampled_from([0, 256])),
+        ("traceState", st.just("a=b")),
+        ("droppedAttributesCount", st.just(0)),
+        ("links", st.just([{"traceId": "ab", "spanId": "cd", "attributes": []}])),
+    ]:
+        if draw(st.booleans()):
+            s[key] = draw(values)
+    s["attributes"] = draw(st.lists(key_value(), max_size=4))
+    if draw(st.booleans()):
+        s["events"] = [
+            {
+                "name": "gen_ai.choice",
+                "timeUnixNano": draw(INTS),
+                "attributes": draw(st.lists(key_value(), max_size=2)),
+            }
+        ]
+    if draw(st.booleans()):
+        s["status"] = draw(
+            st.sampled_from([{}, {"code": 2, "message": "boom"}, {"code": "STATUS_CODE_OK"}, None])
+        )
+    if _rarely(draw):
+        s[draw(st.sampled_from(["trace_id", "extra", "start_time_unix_nano"]))] = "x"
+    return s
+
+
+@st.composite
+def otlp_request(draw: Any) -> Any:
+    scope: dict[str, Any] = {"spans": draw(st.lists(otlp_span(), max_size=3))}
+    if draw(st.booleans()):
+        scope["scope"] = draw(
+            st.sampled_from(
+                [{}, {"name": "x", "version": "1"}, {"name": "x", "attributes": [{"key": "k"}]}]
+            )
+        )
+    group: dict[str, Any] = {"scopeSpans": [scope]}
+    if draw(st.booleans()):
+        group["resource"] = {"attributes": draw(st.lists(key_value(), max_size=2))}
+    if draw(st.booleans()):
+        group["schemaUrl"] = "https://opentelemetry.io/schemas/1.37.0"
+    doc: dict[str, Any] = {"resourceSpans": [group]}
+    if _rarely(draw):
+        doc = draw(st.sampled_from([{"resource_spans": [group]}, {"resourceSpans": None}, [doc]]))
+    return doc
+
+
+@given(otlp_request(), st.booleans())
+def test_json_spans_from_bytes_equal_the_general_decode(doc: Any, ascii_only: bool) -> None:
+    data = json.dumps(doc, ensure_ascii=ascii_only).encode()
+    spans = decode_json_spans(data)
+    try:
+        general = list(iter_json_spans(orjson.loads(data)))
+    except OTLPDecodeError:
+        general = None
+    if spans is not None:
+        assert general is not None
+        # repr, not ==: NaN (doubleValue "NaN") is not equal to itself.
+        assert repr([s.to_raw() for s in spans]) == repr([s.to_raw() for s in general])
+        assert all(s.screened == (screen(data) == CLEAN) for s in spans)
+    assert list(map(_line, translate_json(data))) == list(
+        map(_line, translate_document(orjson.loads(data)))
+    )
+
+
+def test_any_value_kinds_keep_their_precedence() -> None:
+    kinds = [
+        ("stringValue", "s"),
+        ("intValue", "7"),
+        ("doubleValue", 2.5),
+        ("boolValue", True),
+        ("arrayValue", {"values": [{"intValue": 1}]}),
+        ("kvlistValue", {"values": [{"key": "k", "value": {"boolValue": False}}]}),
+        ("bytesValue", "aGk="),
+    ]
+    attrs = [
+        {"key": f"{a}+{b}", "value": {a: x, b: y}}
+        for i, (a, x) in enumerate(kinds)
+        for b, y in kinds[i + 1 :]
+    ]
+    data = _request({"traceId": "5b8efff798038103d269b633813fc60c", "attributes": attrs})
+    spans = decode_json_spans(data)
+    assert spans is not None
+    assert spans == list(iter_json_spans(orjson.loads(data)))
+    assert spans[0].attributes["intValue+doubleValue"] == 7
+
+
+def test_the_exporters_form_takes_the_fast_path() -> None:
+    for path in sorted((CORPUS / "otlp").glob("*.otlp.json")):
+        data = path.read_bytes()
+        spans = decode_json_spans(data)
+        assert spans is not None, path
+        assert spans == list(iter_json_spans(orjson.loads(data)))
+    big = b'{"resourceSpans":[{"scopeSpans":[{"spans":[{"startTimeUnixNano":%d}]}]}]}'
+    assert decode_json_spans(big % (2**63 - 1)) is not None
+    assert decode_json_spans(big % 2**63) is None  # orjson and msgspec may read it differently
+    assert decode_json_spans(b'{"resourceSpans":[],"resourceLogs":[]}') is None
+
+
+def _line(result: Any) -> Any:
+    return orjson.loads(encode(result))
+
+
+# ---------------------------------------------------------------------------------------------
+# credential screens
+
+
+def _genai_span(content: str, **extra: Any) -> dict[str, Any]:
+    attrs = {
+        "gen_ai.operation.name": "chat",
+        genai.INPUT: json.dumps(
+            [{"role": "user", "parts": [{"type": "text", "content": content}]}]
+        ),
+        **extra,
+    }
+    return {
+        "traceId": "5b8efff798038103d269b633813fc60c",
+        "spanId": "eee19b7ec3c1b174",
+        "attributes": [
+            {"key": k, "value": {"stringValue": v} if isinstance(v, str) else v}
+            for k, v in attrs.items()
+        ],
+    }
+
+
+def _request(*spans: Any) -> bytes:
+    return json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": list(spans)}]}]}).encode()
+
+
+KEY = "sk-proj-" + "a1B2c3D4e5F6g7H8i9J0"
+
+
+def test_a_credential_escaped_inside_nested_json_is_redacted() -> None:
+    # The message attribute's JSON spells the key with an escape: the raw text does not hold it.
+    text = "my key is " + "".join(f"\\u{ord(c):04x}" for c in KEY[:3]) + KEY[3:]
+    attrs = {"gen_ai.operation.name": "chat", genai.INPUT: _messages("user", TEXT % text)}
+    fact = translate_span(
+        Span(
+            "5b8efff798038103d269b633813fc60c", "eee19b7ec3c1b174", None, "c", 3, None, None, attrs
+        )
+    )
+    assert isinstance(fact, InferenceCall)
+    assert fact.input_messages[0].parts == [TextPart("my key is [REDACTED]")]
+    assert fact.degradations == {"redacted_provider_key": 1}
+    assert screen(b"\\u0073k-") == ESCAPED
+
+
+def test_one_credential_anywhere_in_a_request_keeps_its_span_screened() -> None:
+    clean, dirty = _genai_span("hello"), _genai_span(f"use {KEY}")
+    dirty["spanId"] = "eee19b7ec3c1b175"
+    data = _request(clean, dirty)
+    spans = decode_json_spans(data)
+    assert spans is not None and not any(s.screened for s in spans)
+    facts = list(translate_json(data))
+    assert facts[1].input_messages[0].parts == [TextPart("use [REDACTED]")]
+    assert KEY not in encode(facts[1]).decode()
+    assert all(s.screened for s in decode_json_spans(_request(clean)) or [])
+
+
+def test_protobuf_spans_are_screened_unless_their_text_escapes_the_screen() -> None:
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    def request(value: Any) -> bytes:
+        req = ExportTraceServiceRequest()
+        s = req.resource_spans.add().scope_spans.add().spans.add()
+        s.trace_id, s.span_id = bytes.fromhex("5b8efff798038103d269b633813fc60c"), b"\x01" * 8
+        kv = s.attributes.add()
+        kv.key = "x"
+        if isinstance(value, bytes):
+            kv.value.bytes_value = value
+        else:
+            kv.value.array_value.values.add().string_value = value
+        return req.SerializeToString()
+
+    assert [s.screened for s in iter_pb_spans(request("plain"))] == [True]
+    # Base64 text of bytes is not in the request's bytes; a backspace in a structured value
+    # becomes `\b` when a flat convention writes the value back out as JSON text.
+    assert [s.screened for s in iter_pb_spans(request(b"AIza"))] == [False]
+    assert [s.screened for s in iter_pb_spans(request("\x08earer abcdefgh12345"))] == [False]
+    assert [s.screened for s in iter_pb_spans(request(f"key {KEY}"))] == [False]
+
+
+FRAGMENTS = ["s", "S", "k", "K", "-", "a", "I", "z", "b", "E", "r", " ", "_", "token", "passw"]
+ESCAPES = ["\\u0073", "\\u004B", "\\u002d", "\\u005f", "\\u00e9", "\\u4f60", "\\u0001", "\\"]
+
+
+@given(st.lists(st.sampled_from(FRAGMENTS + ESCAPES), max_size=12))
+def test_the_bytes_screen_finds_what_a_lowercase_search_finds(fragments: list[str]) -> None:
+    data = "".join(fragments).encode()
+    needle = any(n.encode() in data.lower() for n in redact._NEEDLES)
+    # The escapes that can spell a needle's character: \u0020-\u007f.
+    escaped = any(f"\\u00{d}".encode() in data for d in "24567")
+    assert screen(data) == (SUSPECT if needle else ESCAPED if escaped else CLEAN)
+
+
+def test_escapes_of_text_outside_the_needles_do_not_slow_the_screen() -> None:
+    text = json.dumps("café 你好" * 2000).encode()  # ensure_ascii: 12000 escapes
+    assert screen(text) == CLEAN
+    assert screen(json.dumps("é \x00").encode()) == CLEAN  # \u00e9, \u0000: no needle
+    assert screen(b'"\\u006b"') == ESCAPED
+
+
+def test_a_screened_span_gives_the_fact_an_unscreened_one_gives() -> None:
+    from dataclasses import replace
+
+    for data in [_request(_genai_span("hello")), _request(_genai_span(f"k {KEY}"))]:
+        for span in decode_json_spans(data) or []:
+            assert translate_span(span) == translate_span(replace(span, screened=False))
+
+
+def test_output_to_a_device_writes_to_it_and_leaves_it_in_place() -> None:
+    import os
+    import stat
+
+    from lithify.ingest.convert import open_output
+
+    with open_output(os.devnull) as fh:
+        fh.write(b"{}\n")
+    assert stat.S_ISCHR(os.stat(os.devnull).st_mode)

@@ -477,6 +477,7 @@ def _register_extensions() -> None:
 
     cli_serve.register(app)
     __import__("lithify.cli_export").cli_export.register(app)
+    __import__("lithify.cli_proxy").cli_proxy.register(app)
 
 
 _register_extensions()

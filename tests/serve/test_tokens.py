@@ -161,3 +161,18 @@ def test_require_token_refuses_everything_until_a_token_exists(sqlite_store_url:
         assert r.status == 401
         assert store.count() == 0
         assert get(srv.port, "/health").status == 200  # health needs no token
+
+
+# -- `lithify serve` flags ---------------------------------------------------------------------
+
+
+def test_sizes_and_bad_flags() -> None:
+    from lithify.cli_serve import parse_size
+
+    assert parse_size("20MiB") == parse_size("20M") == 20 * 1024 * 1024
+    assert parse_size("1048576") == 1024 * 1024 and parse_size("512 KiB") == 512 * 1024
+    runner = CliRunner()
+    bad = runner.invoke(app, ["serve", "--max-body-size", "huge"])
+    assert bad.exit_code == 2 and "not a size" in bad.output
+    url = runner.invoke(app, ["serve", "--store", "mysql://x/y", "--port", "0"])
+    assert url.exit_code == 1 and "unknown store URL scheme" in url.output

@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import tempfile
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import psycopg
 import pytest
 
 from lithify.store import FactFilter, StoreUnavailable, open_store
-from tests.store.conftest import SCRIPT, start_postgres
+from tests.store.conftest import SCRIPT, start_postgres, with_schema
 from tests.store.helpers import make_fact
 
 
@@ -81,7 +82,14 @@ def test_a_connection_killed_under_the_store_is_replaced(own_server: tuple[Path,
         assert store.count() == before + 2
 
 
-def test_streams_use_their_own_connection_and_release_it(pg_store_url: str) -> None:
+def test_streams_use_their_own_connection_and_release_it(own_server: tuple[Path, str]) -> None:
+    # This module's own server: connections of other tests (run in parallel on the shared
+    # server, e.g. a running receiver's) must not change the count.
+    _, url = own_server
+    schema = "t_" + uuid.uuid4().hex[:16]
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")  # type: ignore[arg-type]
+    pg_store_url = with_schema(url, schema)
     with open_store(pg_store_url) as store:
         store.insert_facts([make_fact(f"f{i}") for i in range(100)])
         stream = store.iter_facts(batch_size=10)

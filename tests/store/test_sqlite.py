@@ -62,3 +62,39 @@ def test_a_folder_that_cannot_be_created(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("x")
     with pytest.raises((StoreError, OSError)):
         SQLiteStore(tmp_path / "file" / "sub" / "f.db")
+
+
+def test_fact_bodies_are_stored_compressed_and_read_back_exactly(tmp_path: Path) -> None:
+    from lithify.store import codec
+    from tests.store.helpers import same
+
+    path = tmp_path / "f.db"
+    text = " ".join(f"word{i % 50}" for i in range(4000))  # ~30 KB of text, as prompts are
+    big, small = make_fact("big", raw={"prompt": text}), make_fact("small")
+    with SQLiteStore(path) as store:
+        store.insert_facts([big, small])
+        rows = dict(
+            sqlite3.connect(path)
+            .execute(
+                "SELECT f.inference_call_id, b.body FROM facts f "
+                "JOIN fact_bodies b ON b.id = f.rowid"
+            )
+            .fetchall()
+        )
+        stored = rows[big.inference_call_id]
+        assert stored[0] == 0x10 and len(stored) < len(codec.encode(big)) / 3  # an LZ4 block
+        assert rows[small.inference_call_id] == codec.encode(small)  # small: left as it is
+        assert same(store.get_fact(big.inference_call_id), big)
+        read = {f.inference_call_id: f for f in store.iter_facts()}
+        assert same(read[big.inference_call_id], big) and same(read[small.inference_call_id], small)
+    # A body an earlier lithify wrote uncompressed reads as before.
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute(
+        "UPDATE fact_bodies SET body = ? WHERE id = "
+        "(SELECT rowid FROM facts WHERE inference_call_id = ?)",
+        (codec.encode(big), big.inference_call_id),
+    )
+    conn.close()
+    with SQLiteStore(path) as store:
+        assert same(store.get_fact(big.inference_call_id), big)
+        assert sum(same(f, big) for f in store.iter_facts()) == 1

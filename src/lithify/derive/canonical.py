@@ -53,6 +53,33 @@ def canonical_body(messages: list[Message]) -> bytes:
     return data[1 if n < 16 else 3 if n < 65536 else 5 :]
 
 
+class Forms:
+    """Canonical forms of a stream of inputs, reusing those of the messages the previous input
+    held at the same place.
+
+    Facts read from a store share the messages a session's calls repeat (store.codec.FactReader
+    hands out the previous fact's message objects for bytes it held too): each is then encoded
+    once, not once per call that replays it. The same object always has the same form.
+    """
+
+    __slots__ = ("_forms", "_messages")
+
+    def __init__(self) -> None:
+        self._messages: list[Message] = []
+        self._forms: list[bytes] = []
+
+    def of(self, messages: list[Message]) -> list[bytes]:
+        """``canonical_messages(messages)``."""
+        prev, prev_forms = self._messages, self._forms
+        n = len(prev)
+        forms = [
+            prev_forms[i] if i < n and prev[i] is m else canonical_message(m)
+            for i, m in enumerate(messages)
+        ]
+        self._messages, self._forms = messages, forms
+        return forms
+
+
 def _typed(value: Any) -> str:
     """``repr`` keeps True, 1, 1.0, '1' and None apart; dicts get their keys sorted."""
     if isinstance(value, dict):

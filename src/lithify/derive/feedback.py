@@ -89,8 +89,12 @@ class FeedbackIndex:
 
     def for_call(self, call: InferenceCall) -> dict[str, Feedback]:
         """Feedback by name on one call: its own, else its trace's."""
-        out = dict(self._get("trace", call.trace_id))
-        out.update(self._get("call", call.inference_call_id))
+        trace = self._get("trace", call.trace_id)
+        own = self._get("call", call.inference_call_id)
+        if not trace and not own:
+            return {}  # most calls: no feedback
+        out = dict(trace)
+        out.update(own)
         return dict(sorted(out.items()))
 
     def for_session(self, session_id: str | None) -> dict[str, Feedback]:
@@ -108,7 +112,10 @@ class FeedbackIndex:
 
     def attach(self, segment: Segment) -> Segment:
         """The segment with ``feedback`` set: one fact per name, sorted by name."""
-        return msgspec.structs.replace(segment, feedback=list(self.for_segment(segment).values()))
+        joined = list(self.for_segment(segment).values())
+        if not joined and not segment.feedback:
+            return segment  # nothing to join: the segment as it is
+        return msgspec.structs.replace(segment, feedback=joined)
 
     def dropped(self) -> dict[str, int]:
         """Feedback facts not joined, by reason (FEEDBACK_DROP_REASONS); ``unmatched`` is final

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
 from lithify.derive import Segment, Turn
-from lithify.derive.canonical import canonical_body, canonical_messages
+from lithify.derive.canonical import Forms, canonical_messages
 from lithify.derive.sessions import DeriveStats, dedupe, iter_sessions
 from lithify.model import InferenceCall
 from lithify.translate._common import stable_hash
@@ -104,9 +104,10 @@ class _Open:
                 del self.tails[(n, out)]
         tail.body, tail.out = b"", []
 
-    def find(self, fact: InferenceCall, body: bytes) -> tuple[_Segment, int] | None:
-        """The open trajectory the call continues, and the choice it replays: the most
-        recently active one if several do; within one, the lowest of equal choices."""
+    def find(self, body: bytes, forms: list[bytes]) -> tuple[_Segment, int] | None:
+        """The open trajectory a call whose input is ``body`` (``forms``: its messages' forms)
+        continues, and the choice it replays: the most recently active one if several do;
+        within one, the lowest of equal choices."""
         for i, seg in enumerate(reversed(self.recent.values())):
             if i == FAST_WINDOW:
                 break
@@ -115,7 +116,6 @@ class _Open:
                 return seg, j
         if not self.indexed:
             return None
-        forms = canonical_messages(fact.input_messages)
         best: tuple[_Segment, int] | None = None
         for k in range(1, len(forms) + 1):
             for seg, j in self.tails.get((k, forms[k - 1]), ()):
@@ -190,9 +190,11 @@ def _single(fact: InferenceCall) -> Segment:
 def _segment(session_id: str, facts: list[InferenceCall]) -> list[Segment]:
     segments: list[_Segment] = []
     open_ = _Open()
+    canonical = Forms()
     for fact in facts:
-        body = canonical_body(fact.input_messages)
-        found = open_.find(fact, body)
+        forms = canonical.of(fact.input_messages)
+        body = b"".join(forms)  # canonical_body: the forms are self-delimiting
+        found = open_.find(body, forms)
         if found is not None:
             seg, choice = found
             open_.remove_tail(seg)

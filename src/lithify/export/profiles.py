@@ -26,6 +26,10 @@ PROFILE_CHANGES: dict[str, str] = {
 }
 
 
+# Profiles whose rows are rendered by chat templates.
+TEMPLATE_PROFILES = ("trl", "axolotl")
+
+
 class ProfileError(ValueError):
     """Options that do not fit together (a usage error)."""
 
@@ -70,6 +74,9 @@ class Profile:
                         rest = {k: m.pop(k) for k in list(m) if k != "role"}
                         m[self.reasoning_key] = thinking
                         m.update(rest)
+                if self.name in TEMPLATE_PROFILES:
+                    # Chat templates (DeepSeek-V3, …) read message["content"] unconditionally.
+                    m.setdefault("content", "")
                 if self.arguments == "string":
                     for c in m.get("tool_calls", ()):
                         fn = c["function"]

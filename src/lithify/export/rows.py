@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -91,6 +91,105 @@ class Row:
     split: str
     prompt: bytes  # digest of the row's exact prompt
     source_ids: list[str]
+    # Where top-level values lie in ``encoded`` (name → start, end), when the builder knows:
+    # a Parquet writer then takes their JSON from there rather than encoding them again.
+    spans: dict[str, tuple[int, int]] | None = None
+
+
+_PIECE_HEAD = len(b'{"m":[')
+
+
+def _piece(message: dict[str, Any]) -> bytes | None:
+    """A message's JSON as a row holds it in a list (``{"messages": [...]}``), or None when
+    JSON cannot carry it. Encoded at the depth it has in the row, so orjson's nesting limit
+    judges it as it would the whole row."""
+    try:
+        return orjson.dumps({"m": [message]})[_PIECE_HEAD:-2]
+    except orjson.JSONEncodeError:
+        return None
+
+
+def has_prompt(roles: Iterable[str]) -> bool:
+    """A conversation a model can answer: some user or tool message, not only instructions."""
+    return any(r in ("user", "tool") for r in roles)
+
+
+class _Messages:
+    """Messages of a row's list as the row holds them, each encoded and validated once.
+
+    Rows of one segment repeat their context: row k's prompt is row k-1's prompt and a few
+    messages more. Rows are joined from these pieces (byte for byte what encoding the whole
+    row gives, see ``_assemble``), and the prompt digest is a running hash of its JSON. The
+    messages are never changed once here.
+    """
+
+    __slots__ = ("body", "hasher", "list_name", "messages", "unrepresentable", "valid")
+
+    def __init__(self, list_name: str) -> None:
+        self.list_name = list_name  # the row's list they are in (messages, prompt, completion)
+        self.messages: list[dict[str, Any]] = []
+        self.body = bytearray()  # their JSON, joined by commas
+        self.unrepresentable = False  # one that JSON cannot carry: no row can hold them
+        self.valid = True  # every one valid as an item of the row's list
+        # digest([prompt, tools]) hashes b"[[" + the prompt's messages, then the tools.
+        self.hasher = hashlib.blake2b(b"[[", digest_size=16)
+
+    def add(self, message: dict[str, Any], piece: bytes | None, valid: bool) -> None:
+        self.messages.append(message)
+        self.valid = self.valid and valid
+        if piece is None:
+            self.unrepresentable = True
+        elif not self.unrepresentable:
+            if self.body:
+                self.body += b","
+                self.hasher.update(b",")
+            self.body += piece
+            self.hasher.update(piece)
+
+    def extend(self, messages: list[dict[str, Any]], validator: RowValidator) -> None:
+        for m in messages:
+            self.add(m, _piece(m), self.valid and validator.item_valid(self.list_name, m))
+
+    def join(self, other: _Messages) -> None:
+        """Add ``other``'s messages, encoded and validated there for the same list."""
+        self.messages.extend(other.messages)
+        self.valid = self.valid and other.valid
+        self.unrepresentable = self.unrepresentable or other.unrepresentable
+        if other.body and not self.unrepresentable:
+            if self.body:
+                self.body += b","
+                self.hasher.update(b",")
+            self.body += other.body
+            self.hasher.update(other.body)
+
+    def digest(self, tools: bytes) -> bytes:
+        """``digest([messages, tools])`` from the running hash."""
+        h = self.hasher.copy()
+        h.update(b"],")
+        h.update(tools)
+        h.update(b"]")
+        return h.digest()
+
+
+def _assemble(
+    columns: list[tuple[str, list[bytes | bytearray]]],
+) -> tuple[bytes, dict[str, tuple[int, int]]]:
+    """A row's JSON from its values' JSON (each given in chunks), as ``orjson.dumps`` writes
+    the dict (compact, keys in this order), and where each value lies in it."""
+    out: list[bytes | bytearray] = []
+    spans: dict[str, tuple[int, int]] = {}
+    at = 0
+    for i, (name, chunks) in enumerate(columns):
+        head = b'%s"%s":' % (b"," if i else b"{", name.encode())
+        out.append(head)
+        at += len(head)
+        start = at
+        for c in chunks:
+            out.append(c)
+            at += len(c)
+        spans[name] = (start, at)
+    out.append(b"}")
+    return b"".join(out), spans
 
 
 @dataclass
@@ -171,7 +270,9 @@ class RowBuilder:
         self.validator = RowValidator(kind, self.shape, profile)
         self.schema_id = row_schema_id(kind, self.shape, profile)
         self.counts = Counts()
-        self._last_tools: tuple[list[ToolDefinition], list[dict[str, Any]]] | None = None
+        self._last_tools: tuple[list[ToolDefinition], list[dict[str, Any]], bytes | None] | None = (
+            None
+        )
         # DPO: per exact prompt, the best and the worst scored completion seen so far.
         self._prompts: dict[bytes, tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {}
         self._best: dict[bytes, _Candidate] = {}
@@ -229,13 +330,22 @@ class RowBuilder:
                 return RowSkip("degraded_fact", f"{c.inference_call_id}: {reason}")
         return None
 
-    def _tools(self, call: InferenceCall) -> list[dict[str, Any]]:
-        """Trainer tools; the calls of a session mostly offer the same tools, mapped once."""
-        if self._last_tools is not None and self._last_tools[0] == call.tools:
-            return self._last_tools[1]
+    def _tools(self, call: InferenceCall) -> tuple[list[dict[str, Any]], bytes | None, bool]:
+        """Trainer tools, their JSON in a row (None: JSON cannot carry them) and whether each is
+        valid as a row's tool; the calls of a session mostly offer the same tools, mapped,
+        encoded and validated once."""
+        last = self._last_tools
+        if last is not None and (last[0] is call.tools or last[0] == call.tools):
+            return last[1], last[2], last[3]
         tools = trainer_tools(call.tools)
-        self._last_tools = (call.tools, tools)
-        return tools
+        try:
+            # At the depth tools have in a row ({"tools": [...]}), as _piece does for messages.
+            encoded: bytes | None = orjson.dumps({"t": tools})[5:-1]
+        except orjson.JSONEncodeError:
+            encoded = None
+        valid = all(self.validator.item_valid("tools", t) for t in tools)
+        self._last_tools = (call.tools, tools, encoded, valid)
+        return tools, encoded, valid
 
     def _call_values(self, segment: Segment, call: InferenceCall) -> dict[str, Value]:
         """Feedback on one call: its own, else its trace's, else its session's."""
@@ -279,7 +389,7 @@ class RowBuilder:
             failure = self._degraded(calls)
             if failure is not None:
                 raise failure
-            if not segment.turns[0].new_messages:
+            if not has_prompt(m.role for m in segment.turns[0].new_messages):
                 raise RowSkip("no_prompt")
             if self.kind == "rl" and reward is None:
                 raise RowSkip("no_reward", f"no numeric {self.reward_name!r} feedback")
@@ -291,7 +401,8 @@ class RowBuilder:
     # -- SFT ---------------------------------------------------------------------------------
     def _sft(self, segment: Segment) -> Iterator[Row]:
         names: dict[str, str] = {}
-        context: list[dict[str, Any]] = []
+        # The context: what row k shows before turn k (earlier assistant turns: weight 0).
+        context = _Messages("messages" if self.shape == "messages" else "prompt")
         dropped = 0
         failure: RowSkip | None = None
         ids: list[str] = []
@@ -305,7 +416,7 @@ class RowBuilder:
             if failure is None:
                 try:
                     msgs, d = self._messages(turn.new_messages, names)
-                    context.extend(msgs)
+                    context.extend(self._weighted(msgs, 0), self.validator)
                     dropped += d
                 except RowSkip as e:
                     failure = e
@@ -320,54 +431,87 @@ class RowBuilder:
                     dropped += d
                 except RowSkip as e:
                     failure = e
+            done: _Messages | None = None
             if not wanted:
                 self.counts.filtered += 1
             elif output is None:
                 self._skip(RowSkip("no_output"))
             elif failure is not None:
                 self._skip(failure)
-            elif not context:
+            elif not has_prompt(m["role"] for m in context.messages):
                 self._skip(RowSkip("no_prompt"))
             else:
-                row = self._sft_row(segment, k, call, context, target, list(ids), split, dropped)
+                done = _Messages("messages" if self.shape == "messages" else "completion")
+                done.extend(self._weighted(target, 1), self.validator)
+                row = self._sft_row(segment, k, call, context, done, list(ids), split, dropped)
                 if row is not None:
                     yield row
-            context.extend(target)
+            if (
+                done is not None
+                and done.list_name == context.list_name
+                and not self.profile.weights
+            ):
+                context.join(done)  # the next rows hold the target as it is: encoded, validated
+            else:
+                context.extend(self._weighted(target, 0), self.validator)
+
+    def _weighted(self, messages: list[dict[str, Any]], weight: int) -> list[dict[str, Any]]:
+        """With weights, assistant turns carry ``weight`` (1: a training target; 0: context)."""
+        if not self.profile.weights:
+            return messages
+        if weight:
+            return [{**m, "weight": weight} for m in messages]
+        return [{**m, "weight": 0} if m["role"] == "assistant" else m for m in messages]
 
     def _sft_row(
         self,
         segment: Segment,
         k: int,
         call: InferenceCall,
-        context: list[dict[str, Any]],
-        target: list[dict[str, Any]],
+        context: _Messages,
+        target: _Messages,
         ids: list[str],
         split: str,
         dropped: int,
     ) -> Row | None:
         try:
-            tools = self._tools(call)
+            tools, tools_json, tools_valid = self._tools(call)
         except RowSkip as e:
             self._skip(e)
             return None
         meta = self._metadata(
             ids, segment.session_id, segment.segment_id, call.model, split, turn=k
         )
-        if self.profile.weights:
-            # Earlier assistant turns are context: weight 0; the target turn weight 1.
-            prompt = [{**m, "weight": 0} if m["role"] == "assistant" else m for m in context]
-            completion = [{**m, "weight": 1} for m in target]
-        else:
-            prompt, completion = list(context), target
+        # Fresh lists: the context grows on after this row.
+        completion = target.messages
         if self.shape == "messages":
-            data = {"messages": prompt + completion, "tools": tools, "metadata": meta}
+            data = {"messages": context.messages + completion, "tools": tools, "metadata": meta}
         else:
+            prompt = list(context.messages)
             data = {"prompt": prompt, "completion": completion, "tools": tools, "metadata": meta}
         try:
-            row = self._finish(data, [prompt, tools], split, ids)
-        except RowSkip as e:
-            self._skip(e)
+            meta_json = orjson.dumps(meta)
+        except orjson.JSONEncodeError:  # lone surrogates, e.g. in a session id
+            meta_json = None
+        if context.unrepresentable or target.unrepresentable or None in (tools_json, meta_json):
+            # What orjson.dumps(data) refuses: the row cannot be written.
+            self._skip(RowSkip("unrepresentable_value"))
             return None
+        assert tools_json is not None and meta_json is not None
+        if self.shape == "messages":
+            comma = b"," if context.body and target.body else b""
+            lists = [("messages", [b"[", context.body, comma, target.body, b"]"])]
+        else:
+            lists = [
+                ("prompt", [b"[", context.body, b"]"]),
+                ("completion", [b"[", target.body, b"]"]),
+            ]
+        encoded, spans = _assemble([*lists, ("tools", [tools_json]), ("metadata", [meta_json])])
+        # Every row is validated: its messages and tools item by item as they were made (each
+        # once: rows repeat them), the rest of the row here.
+        self.validator.check_rest(data, ids, context.valid and target.valid and tools_valid)
+        self.counts.rows[split] += 1
+        row = Row(data, encoded, split, context.digest(tools_json), ids, spans)
         if dropped:
             self.counts.changes["reasoning_dropped"] += 1
         return row
@@ -487,7 +631,7 @@ class RowBuilder:
                     self.counts.filtered += 1
                 elif failure is not None:
                     self._skip(failure)
-                elif not context:
+                elif not has_prompt(m["role"] for m in context):
                     self._skip(RowSkip("no_prompt"))
                 else:
                     self._candidate(segment, call, context, target, score, list(ids))

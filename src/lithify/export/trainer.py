@@ -27,7 +27,8 @@ from lithify.model import (
 # (docs/export.md lists them).
 SKIP_REASONS: dict[str, str] = {
     "no_output": "the target call has no output message to learn from",
-    "no_prompt": "the call has no input messages (a response captured without its request)",
+    "no_prompt": "the input has no user or tool message to answer (e.g. a response captured "
+    "without its request: at most its echoed instructions)",
     "empty_assistant": "an assistant turn with no parts",
     "empty_tool_message": "a tool message without a tool result",
     "orphan_tool_response": "a tool result whose call is not earlier in the conversation",

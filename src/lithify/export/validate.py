@@ -255,14 +255,58 @@ def row_schema(kind: str, shape: str, profile: Profile) -> dict[str, Any]:
     }
 
 
+# The keywords of a list property whose validity is that of each item on its own, given the
+# length: such a list can be checked item by item (``RowValidator.item_valid``).
+_ITEMWISE = frozenset({"type", "items", "minItems", "maxItems"})
+
+
 class RowValidator:
-    """Validates the rows of one export (one kind, shape and profile)."""
+    """Validates the rows of one export (one kind, shape and profile).
+
+    ``check`` validates a whole row. Rows of one segment repeat their context, so a builder may
+    instead check each message once as it joins the context (``item_valid``) and then the rest
+    of each row (``check_rest``): the row schema's message lists constrain each item alone,
+    so the row is valid exactly when both are.
+    """
 
     def __init__(self, kind: str, shape: str, profile: Profile) -> None:
         self.schema = row_schema(kind, shape, profile)
         self.schema_id: str = self.schema["$id"]
         registry = jsonschema_rs.Registry(_resources(profile))
         self._validator = jsonschema_rs.validator_for(self.schema, registry=registry)
+        self._items: dict[str, Any] = {}
+        rest = copy.deepcopy(self.schema)
+        for name, prop in self.schema["properties"].items():
+            if prop.get("type") == "array" and prop.keys() <= _ITEMWISE and "items" in prop:
+                items = {"$schema": DRAFT, **prop["items"]}
+                self._items[name] = jsonschema_rs.validator_for(items, registry=registry)
+                rest["properties"][name].pop("items", None)  # lists may share one dict
+        rest["$id"] = f"{self.schema_id}:rest"
+        self._rest = jsonschema_rs.validator_for(rest, registry=registry)
+
+    def item_valid(self, name: str, item: Any) -> bool:
+        """Whether ``item`` is valid as an item of the row's list ``name`` (a message)."""
+        try:
+            return bool(self._items[name].is_valid(item))
+        except (ValueError, TypeError, OverflowError):
+            return False
+
+    def check_rest(self, row: dict[str, Any], source_ids: list[str], items_valid: bool) -> None:
+        """``check`` for a row whose lists' items (every list ``item_valid`` knows: messages,
+        tools) were each checked with ``item_valid`` (``items_valid``: all were valid), and have
+        not changed since; the rest of the row is checked here."""
+        if items_valid:
+            # The lists' lengths still count (minItems): placeholders stand for the items.
+            rest = {
+                k: [None] * len(v) if k in self._items and isinstance(v, list) else v
+                for k, v in row.items()
+            }
+            try:
+                if self._rest.is_valid(rest):
+                    return
+            except (ValueError, TypeError, OverflowError):
+                pass
+        self.check(row, source_ids)  # the whole schema decides, and names the errors
 
     def check(self, row: dict[str, Any], source_ids: list[str]) -> None:
         """Raise ``RowInvalid`` (with the row's source ids) unless ``row`` is valid."""

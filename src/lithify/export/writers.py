@@ -10,8 +10,11 @@ earlier one untouched.
 from __future__ import annotations
 
 import os
+import queue
 import tempfile
-from collections.abc import Iterator
+import threading
+from array import array
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -23,6 +26,7 @@ FORMATS = ("jsonl", "parquet")
 ROW_GROUP = 4096  # rows per Parquet row group at most…
 ROW_GROUP_BYTES = 32 << 20  # …and about this much JSON: memory stays bounded by one group
 _BUFFER = 1 << 20
+_CHUNKS = 8  # JSONL chunks of _BUFFER bytes that may wait for the disk
 
 # The columns of each row shape: nested values are JSON strings (keys that differ between rows
 # are then not null-filled), rewards are doubles.
@@ -83,8 +87,57 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+class _Background:
+    """Calls ``work`` on each item given, in order, in a thread of its own.
+
+    Compressing and writing to disk release the GIL: done here, they overlap with building the
+    next rows. At most ``depth`` items wait (memory stays bounded). An error in ``work`` is
+    raised in the caller at its next ``put`` or at ``close``; later items are dropped.
+    """
+
+    _STOP = object()
+
+    def __init__(self, work: Callable[[Any], object], depth: int) -> None:
+        self._work = work
+        self._queue: queue.Queue[Any] = queue.Queue(maxsize=depth)
+        self._error: BaseException | None = None
+        self._abandoned = False
+        self._thread = threading.Thread(target=self._run, name="lithify-export-writer", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while (item := self._queue.get()) is not self._STOP:
+            if self._error is None and not self._abandoned:
+                try:
+                    self._work(item)
+                except BaseException as e:
+                    self._error = e
+
+    def _raise(self) -> None:
+        if self._error is not None:
+            raise self._error
+
+    def put(self, item: Any) -> None:
+        self._raise()
+        self._queue.put(item)
+
+    def close(self) -> None:
+        """Wait until every item is done; raise the error of one that failed."""
+        if self._thread.is_alive():
+            self._queue.put(self._STOP)
+            self._thread.join()
+        self._raise()
+
+    def abandon(self) -> None:
+        """Stop, dropping what waits, and ignore errors (the output is being discarded)."""
+        self._abandoned = True
+        if self._thread.is_alive():
+            self._queue.put(self._STOP)
+            self._thread.join()
+
+
 class _Parquet:
-    """Rows appended to a Parquet file one row group at a time."""
+    """Rows appended to a Parquet file one row group at a time (written in the background)."""
 
     def __init__(self, path: Path, columns: tuple[tuple[str, str], ...]) -> None:
         import pyarrow as pa
@@ -102,33 +155,64 @@ class _Parquet:
         )
         self.buffer: list[list[Any]] = [[] for _ in columns]
         self.size = 0
+        # One row group compresses while the next fills; one more may wait.
+        self.background = _Background(self.writer.write_table, depth=1)
 
-    def add(self, data: dict[str, Any]) -> None:
+    def add(
+        self,
+        data: dict[str, Any],
+        encoded: bytes | None = None,
+        spans: dict[str, tuple[int, int]] | None = None,
+    ) -> None:
+        """Append a row; ``spans`` (with ``encoded``) say where its values' JSON already is."""
         for i, (name, kind) in enumerate(self.columns):
-            value = data.get(name)
+            value: Any = data.get(name)
             if kind == "json" and value is not None:
-                value = orjson.dumps(value).decode()
-                self.size += len(value)
+                span = spans.get(name) if spans else None
+                if encoded is not None and span is not None:
+                    value = encoded[span[0] : span[1]]
+                else:
+                    value = orjson.dumps(value)
+                # Characters, not bytes: where row groups end must not change with the encoding.
+                self.size += len(value) if value.isascii() else len(value.decode())
             self.buffer[i].append(value)
         if len(self.buffer[0]) >= ROW_GROUP or self.size >= ROW_GROUP_BYTES:
             self.flush()
+
+    def _array(self, values: list[Any], type_: Any) -> Any:
+        if type_ != self._pa.string():
+            return self._pa.array(values, type=type_)
+        if None in values:
+            return self._pa.array([None if v is None else v.decode() for v in values], type=type_)
+        # JSON text straight into the array's buffers: no str per value.
+        offsets = array("i", [0])
+        end = 0
+        for v in values:
+            end += len(v)
+            offsets.append(end)
+        data = b"".join(values)
+        return self._pa.StringArray.from_buffers(
+            len(values), self._pa.py_buffer(offsets), self._pa.py_buffer(data)
+        )
 
     def flush(self) -> None:
         if not self.buffer[0]:
             return
         table = self._pa.Table.from_arrays(
-            [
-                self._pa.array(col, type=f.type)
-                for col, f in zip(self.buffer, self.schema, strict=True)
-            ],
+            [self._array(col, f.type) for col, f in zip(self.buffer, self.schema, strict=True)],
             schema=self.schema,
         )
-        self.writer.write_table(table)
+        self.background.put(table)
         self.buffer = [[] for _ in self.columns]
         self.size = 0
 
     def close(self) -> None:
         self.flush()
+        self.background.close()
+        self.writer.close()
+
+    def discard(self) -> None:
+        self.background.abandon()
         self.writer.close()
 
 
@@ -144,22 +228,40 @@ class _Output:
         self.fh: IO[bytes] | None = None
         self.parquet: _Parquet | None = None
         if fmt == "jsonl":
-            self.fh = os.fdopen(fd, "wb", buffering=_BUFFER)
+            fh = self.fh = os.fdopen(fd, "wb", buffering=_BUFFER)
+            # Lines gather here; full chunks are written in the background.
+            self.chunk = bytearray()
+            self.background = _Background(fh.write, depth=_CHUNKS)
         else:
             os.close(fd)
             self.parquet = _Parquet(self.tmp, columns)
 
-    def add(self, encoded: bytes, data: dict[str, Any] | None) -> None:
+    def add(
+        self,
+        encoded: bytes,
+        data: dict[str, Any] | None,
+        spans: dict[str, tuple[int, int]] | None = None,
+    ) -> None:
         self.rows += 1
         if self.fh is not None:
-            self.fh.write(encoded)
-            self.fh.write(b"\n")
+            self.chunk += encoded
+            self.chunk += b"\n"
+            if len(self.chunk) >= _BUFFER:
+                self.background.put(self.chunk)
+                self.chunk = bytearray()
         else:
             assert self.parquet is not None
-            self.parquet.add(data if data is not None else orjson.loads(encoded))
+            if data is None:
+                self.parquet.add(orjson.loads(encoded))
+            else:
+                self.parquet.add(data, encoded, spans)
 
     def close(self) -> None:
         if self.fh is not None:
+            if self.chunk:
+                self.background.put(self.chunk)
+                self.chunk = bytearray()
+            self.background.close()
             self.fh.flush()
             os.fsync(self.fh.fileno())
             self.fh.close()
@@ -180,9 +282,10 @@ class _Output:
     def discard(self) -> None:
         try:
             if self.fh is not None:
+                self.background.abandon()
                 self.fh.close()
             elif self.parquet is not None:
-                self.parquet.writer.close()
+                self.parquet.discard()
         except Exception:
             pass
         self.tmp.unlink(missing_ok=True)
@@ -220,7 +323,7 @@ class SplitWriter:
 
     def write(self, row: Row) -> None:
         if row.split == "train":
-            self.train.add(row.encoded, row.data)
+            self.train.add(row.encoded, row.data, row.spans)
             self._train_prompts.write(row.prompt)
         else:
             self._eval_prompts.add(row.prompt)

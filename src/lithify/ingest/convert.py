@@ -67,6 +67,12 @@ def open_output(path: str | None) -> Iterator[IO[bytes]]:
         sys.stdout.buffer.flush()
         return
     target = Path(path)
+    if target.exists() and not target.is_file():
+        # A device or a pipe (/dev/null, a FIFO) has nothing to replace atomically: replacing
+        # it would put a regular file where /dev/null was.
+        with open(target, "wb", buffering=1 << 20) as fh:
+            yield fh
+        return
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
     try:

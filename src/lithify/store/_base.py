@@ -614,13 +614,14 @@ class SqlStore:
         grouped by session first with ``FactFilter(order="session")``."""
         where, params = fact_where(filters)
         limit = filters.limit if filters else None
+        reader = codec.FactReader()  # per stream: it decodes each fact against the one before
         if filters is None or filters.order == "time":
             sql = (
                 f"SELECT {self._fact_body} FROM {self._fact_from}{where} "
                 f"ORDER BY sort_at, inference_call_id{_limit(limit)}"
             )
             for (body,) in self._stream(sql, params, batch_size):
-                yield _fact_decoder.decode(body)
+                yield reader.decode(body)
             return
         if filters.order != "session":
             raise ValueError(f"unknown fact order {filters.order!r}: use 'time' or 'session'")
@@ -639,7 +640,7 @@ class SqlStore:
             for (body,) in self._stream(sql, params, batch_size):
                 if left is not None:
                     left -= 1
-                yield _fact_decoder.decode(body)
+                yield reader.decode(body)
 
     def iter_feedback(
         self, filters: FeedbackFilter | None = None, *, batch_size: int = 500

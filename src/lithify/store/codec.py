@@ -15,6 +15,8 @@ from typing import Any, Generic, TypeVar, overload
 import msgspec
 from msgspec.msgpack import Ext
 
+from lithify.model import InferenceCall, Message, ToolDefinition
+
 _PLAIN = 1  # msgpack of the struct, decoded straight into its type
 _ESCAPED = 2  # msgpack of the struct's builtins with extension values, then converted
 
@@ -133,3 +135,74 @@ def uncol(value: str | None) -> str | None:
     if value is None or not value.startswith(_MARK):
         return value
     return bytes.fromhex(value[len(_MARK) :]).decode("utf-8", "surrogatepass")
+
+
+def _shell_type() -> type[msgspec.Struct]:
+    """``InferenceCall`` with its input messages and tools left as raw msgpack: the parts a
+    session's facts repeat, decoded apart (``FactReader``)."""
+    fields: list[tuple[str, Any, Any]] = []
+    for f in msgspec.structs.fields(InferenceCall):
+        typ = f.type
+        if f.name == "input_messages":
+            typ = list[msgspec.Raw]
+        elif f.name == "tools":
+            typ = msgspec.Raw
+        if f.default_factory is not msgspec.NODEFAULT:
+            fields.append((f.name, typ, msgspec.field(default_factory=f.default_factory)))
+        elif f.default is not msgspec.NODEFAULT:
+            fields.append((f.name, typ, f.default))
+        else:
+            fields.append((f.name, typ))
+    return msgspec.defstruct("_FactShell", fields, kw_only=True)
+
+
+class FactReader:
+    """Decodes the facts of one read stream, decoding what a fact repeats of the one before once.
+
+    A session's calls replay the conversation so far — call k's input is call k-1's input and a
+    few new messages — and offer the same tools. Read grouped by session, most of a fact is then
+    bytes the previous fact held too: those messages and tools are taken from the previous fact
+    (equal bytes decode to equal values), so reading a session costs about its new content. The
+    facts share those values, as immutable facts may. Equal to ``Decoder(InferenceCall)``.
+    """
+
+    def __init__(self) -> None:
+        self._full = Decoder(InferenceCall)
+        self._shell = msgspec.msgpack.Decoder(_SHELL)
+        self._message = msgspec.msgpack.Decoder(Message)
+        self._tools = msgspec.msgpack.Decoder(list[ToolDefinition])
+        self._prev_raw: list[msgspec.Raw] = []
+        self._prev_messages: list[Message] = []
+        self._prev_tools: tuple[msgspec.Raw, list[ToolDefinition]] | None = None
+
+    def decode(self, data: bytes) -> InferenceCall:
+        view = memoryview(data)
+        if not view or view[0] != _PLAIN:
+            return self._full.decode(data)
+        try:
+            shell = self._shell.decode(view[1:])
+            raws: list[msgspec.Raw] = shell.input_messages
+            prev_raw, prev = self._prev_raw, self._prev_messages
+            messages: list[Message] = []
+            for i, raw in enumerate(raws):
+                # A replay keeps its place: compare with the message at the same index.
+                if i < len(prev_raw) and prev_raw[i] == raw:
+                    messages.append(prev[i])
+                else:
+                    messages.append(self._message.decode(raw))
+            tools_raw: msgspec.Raw = shell.tools
+            last = self._prev_tools
+            if last is not None and last[0] == tools_raw:
+                tools = last[1]
+            else:
+                tools = self._tools.decode(tools_raw)
+                self._prev_tools = (tools_raw, tools)
+        except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError) as e:
+            raise CorruptFact(str(e)) from e
+        self._prev_raw, self._prev_messages = raws, messages
+        shell.input_messages = messages
+        shell.tools = tools
+        return InferenceCall(**msgspec.structs.asdict(shell))
+
+
+_SHELL = _shell_type()

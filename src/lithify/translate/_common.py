@@ -97,6 +97,16 @@ def as_float(value: Any) -> float | None:
     return None
 
 
+def transport_times(meta: dict[str, Any]) -> dict[str, Any]:
+    """``observed_at`` and ``duration_ms`` as the transport measured them (the recording proxy
+    passes both in ``meta``); bad values are None."""
+    duration = as_float(meta.get("duration_ms"))
+    return {
+        "observed_at": as_str(meta.get("observed_at")),
+        "duration_ms": duration if duration is not None and duration >= 0 else None,
+    }
+
+
 def as_str(value: Any) -> str | None:
     if isinstance(value, str) and value:
         return value
@@ -133,6 +143,17 @@ def seconds_to_rfc3339(secs: Any) -> str | None:
 
 def stable_hash(*parts: Any) -> str:
     """A 32-hex digest of values, stable across processes and key orders."""
+    text = ""
+    for p in parts:
+        if type(p) is str and p.isascii() and p.isalnum():
+            # What dumps_canonical gives for such a string (ids, mostly), without orjson.
+            text += f'"{p}"\x00'
+        else:
+            return _stable_hash(parts)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def _stable_hash(parts: tuple[Any, ...]) -> str:
     h = hashlib.sha256()
     for p in parts:
         h.update(dumps_canonical(p))
@@ -155,6 +176,12 @@ def dumps_canonical(value: Any) -> bytes:
 
 class Degradations(Counter[str]):
     """Per-fact counts of what could not be carried into canonical parts."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        # Counter's own __init__ costs as much as the rest of a span's counting; an empty
+        # counter needs nothing from it.
+        if args or kwargs:
+            super().__init__(*args, **kwargs)
 
     def add(self, reason: str, n: int = 1) -> None:
         if n:
@@ -279,7 +306,7 @@ def finish(
             inference_call_id=stable_hash(*ident),
             source=_source(source),
             raw=raw,
-            degradations=dict(sorted(deg.items())),
+            degradations=dict(sorted(deg.items())) if deg else {},
             **fields,
         )
     call = InferenceCall(inference_call_id="", source=_source(source), raw=raw, **fields)

@@ -12,7 +12,6 @@ from lithify.translate._common import (
     Degradations,
     as_float,
     as_int,
-    as_str,
     finish,
     ns_to_rfc3339,
 )
@@ -52,7 +51,10 @@ _REQUEST_KEYS = {
     ),
     "tool_choice": ("gen_ai.request.tool_choice",),
 }
-_REQUEST_ITEMS = tuple(_REQUEST_KEYS.items())
+# Each key's parameter and its rank among that parameter's keys (the first one set wins).
+_REQUEST_INDEX = {
+    key: (name, rank) for name, keys in _REQUEST_KEYS.items() for rank, key in enumerate(keys)
+}
 # OpenInference keeps the sampling parameters as one JSON object; these names map straight over.
 _INVOCATION_KEYS = {
     "temperature": "temperature",
@@ -85,13 +87,18 @@ def request_params(attrs: dict[str, Any]) -> dict[str, Any]:
                 out[name] = inv[k]
         if isinstance(inv.get("reasoning"), dict) and inv["reasoning"].get("effort") is not None:
             out["reasoning_effort"] = inv["reasoning"]["effort"]
-    get = attrs.get
-    for name, keys in _REQUEST_ITEMS:
-        for k in keys:
-            v = get(k)
-            if v is not None and v != "":
+    # A span sets few of the keys: find those in one pass in C, not with a lookup per key.
+    found = _REQUEST_INDEX.keys() & attrs.keys()
+    if found:
+        ranks: dict[str, int] = {}
+        for key in found:
+            v = attrs[key]
+            if v is None or v == "":
+                continue
+            name, rank = _REQUEST_INDEX[key]
+            if rank < ranks.get(name, len(_REQUEST_INDEX)):
+                ranks[name] = rank
                 out[name] = v
-                break
     return dict(sorted(out.items()))
 
 
@@ -119,10 +126,13 @@ _OUTPUT_TOKEN_KEYS = (
 
 def metadata(attrs: dict[str, Any]) -> dict[str, Any]:
     """Model, provider, usage, ids and sampling parameters, from any of the conventions' keys."""
+    provider = _first(attrs, _PROVIDER_KEYS)
+    model = _first(attrs, _MODEL_KEYS)
     call_id = attrs.get("gen_ai.response.id")
     return {
-        "provider": as_str(_first(attrs, _PROVIDER_KEYS)),
-        "model": as_str(_first(attrs, _MODEL_KEYS)),
+        # as_str, where _first has already refused None and ""
+        "provider": provider if isinstance(provider, str) else None,
+        "model": model if isinstance(model, str) else None,
         "request": request_params(attrs),
         "input_tokens": as_int(_first(attrs, _INPUT_TOKEN_KEYS)),
         "output_tokens": as_int(_first(attrs, _OUTPUT_TOKEN_KEYS)),

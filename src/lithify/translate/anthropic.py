@@ -26,6 +26,7 @@ from lithify.translate._common import (
     text_parts,
     tool_call,
     tool_definition,
+    transport_times,
 )
 from lithify.translate.sse import SSEEvent
 
@@ -607,4 +608,5 @@ def translate(
         input_tokens=input_tokens,
         output_tokens=output_tokens,
         model_call_id=response_id,
+        **transport_times(meta),
     )

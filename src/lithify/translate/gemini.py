@@ -33,6 +33,7 @@ from lithify.translate._common import (
     stable_hash,
     synthesized_id,
     tool_call,
+    transport_times,
 )
 from lithify.translate.sse import SSEEvent
 
@@ -773,6 +774,7 @@ def translate(
         input_tokens=input_tokens,
         output_tokens=output_tokens,
         model_call_id=response_id,
+        **transport_times(meta),
     )
 
 

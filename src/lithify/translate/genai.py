@@ -13,6 +13,7 @@ Three generations of the conventions are read (see docs/sources/otel-genai.md):
 from __future__ import annotations
 
 from collections.abc import Iterator
+from functools import lru_cache
 from typing import Any
 
 import msgspec
@@ -413,6 +414,23 @@ def _merge(messages: list[Message]) -> list[Message]:
 
 
 def _tools(value: Any, deg: Degradations) -> list[ToolDefinition]:
+    if isinstance(value, str):
+        tools, counts = _tools_of_text(value)
+        for reason, n in counts:
+            deg.add(reason, n)
+        return list(tools)
+    return _decode_tools(value, deg)
+
+
+@lru_cache(maxsize=64)
+def _tools_of_text(value: str) -> tuple[tuple[ToolDefinition, ...], tuple[tuple[str, int], ...]]:
+    """The tool definitions of one JSON text, and what they counted. An agent offers the same
+    tools on every call, so the same text comes back span after span (definitions are frozen)."""
+    deg = Degradations()
+    return tuple(_decode_tools(value, deg)), tuple(deg.items())
+
+
+def _decode_tools(value: Any, deg: Degradations) -> list[ToolDefinition]:
     out = []
     for obj in _items(_strict(value, deg), deg):
         td = tool_definition(obj, deg)
@@ -435,23 +453,25 @@ def _tools(value: Any, deg: Degradations) -> list[ToolDefinition]:
 _ABSENT = msgspec.Raw(b"")  # a field the source did not set
 
 
-class _FText(msgspec.Struct, tag="text", tag_field="type", forbid_unknown_fields=True):
+class _Fast(msgspec.Struct, tag_field="type", forbid_unknown_fields=True, gc=False):
+    pass
+
+
+class _FText(_Fast, tag="text"):
     content: str
 
 
-class _FReasoning(msgspec.Struct, tag="reasoning", tag_field="type", forbid_unknown_fields=True):
+class _FReasoning(_Fast, tag="reasoning"):
     content: str
 
 
-class _FToolCall(msgspec.Struct, tag="tool_call", tag_field="type", forbid_unknown_fields=True):
+class _FToolCall(_Fast, tag="tool_call"):
     id: str
     name: str
     arguments: msgspec.Raw = _ABSENT
 
 
-class _FToolResponse(
-    msgspec.Struct, tag="tool_call_response", tag_field="type", forbid_unknown_fields=True
-):
+class _FToolResponse(_Fast, tag="tool_call_response"):
     id: str
     response: msgspec.Raw = _ABSENT
     result: msgspec.Raw = _ABSENT
@@ -460,7 +480,7 @@ class _FToolResponse(
 _FPart = _FText | _FReasoning | _FToolCall | _FToolResponse
 
 
-class _FMessage(msgspec.Struct, forbid_unknown_fields=True):
+class _FMessage(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     role: str
     parts: list[_FPart]
     finish_reason: str | None = None
@@ -468,6 +488,7 @@ class _FMessage(msgspec.Struct, forbid_unknown_fields=True):
 
 _FAST_MESSAGES = msgspec.json.Decoder(list[_FMessage])
 _FAST_PARTS = msgspec.json.Decoder(list[_FPart])
+_EMPTY = (None, "")
 
 
 class _NotFast(Exception):
@@ -505,7 +526,9 @@ def _fast_parts(parts: list[Any], deg: Degradations) -> tuple[list[Part], bool]:
         elif cls is _FToolCall:
             if not p.id:
                 raise _NotFast
-            args = parse_arguments(None if p.arguments is _ABSENT else _json(p.arguments), deg)
+            args = None if p.arguments is _ABSENT else _json(p.arguments)
+            if type(args) is not dict:
+                args = parse_arguments(args, deg)
             out.append(ToolCallPart(p.id, p.name, args))
         else:
             if not p.id:
@@ -518,14 +541,27 @@ def _fast_parts(parts: list[Any], deg: Degradations) -> tuple[list[Part], bool]:
     return out, results
 
 
-def _fast_message(m: _FMessage, finish: str | None, deg: Degradations) -> list[Message]:
-    role = m.role if m.role in _ROLES else _role(m.role)
-    if role is None:
-        raise _NotFast
-    parts, results = _fast_parts(m.parts, deg)
-    if not results:
-        return [Message(role, parts, finish)]
-    return _split(role, parts, finish)
+def _fast_messages(
+    value: Any, out: list[Message], deg: Degradations, reasons: list[Any] | None
+) -> None:
+    """Append the messages of one attribute; ``reasons`` is None for input messages, else the
+    span's finish reasons (the fallback for a message without its own)."""
+    for i, m in enumerate(_fast_decode(value, _FAST_MESSAGES)):
+        role = m.role
+        if role not in _ROLES:
+            role = _role(role)
+            if role is None:
+                raise _NotFast
+        fr = None
+        if reasons is not None:
+            fr = finish_reason(m.finish_reason)
+            if fr is None and i < len(reasons):
+                fr = finish_reason(reasons[i])
+        parts, results = _fast_parts(m.parts, deg)
+        if results:
+            out.extend(_split(role, parts, fr))
+        else:
+            out.append(Message(role, parts, fr))
 
 
 def _fast_system(value: Any, deg: Degradations) -> Message:
@@ -536,31 +572,29 @@ def _fast_system(value: Any, deg: Degradations) -> Message:
 
 def _fast_content(attrs: dict[str, Any], deg: Degradations) -> Content | None:
     """The same content as the general path, or None when the span needs that path."""
+    get = attrs.get
     local = Degradations()
     try:
         inputs: list[Message] = []
-        if _present(attrs, SYSTEM):
-            inputs.append(_fast_system(attrs[SYSTEM], local))
-        if _present(attrs, INPUT):
-            for m in _fast_decode(attrs[INPUT], _FAST_MESSAGES):
-                inputs.extend(_fast_message(m, None, local))
+        system = get(SYSTEM)
+        if system not in _EMPTY:
+            inputs.append(_fast_system(system, local))
+        value = get(INPUT)
+        if value not in _EMPTY:
+            _fast_messages(value, inputs, local, None)
         outputs: list[Message] = []
-        if _present(attrs, OUTPUT):
-            reasons: list[Any] | None = None
-            for i, m in enumerate(_fast_decode(attrs[OUTPUT], _FAST_MESSAGES)):
-                fr = finish_reason(m.finish_reason)
-                if fr is None:
-                    if reasons is None:
-                        reasons = _finish_reasons(attrs.get("gen_ai.response.finish_reasons"))
-                    if i < len(reasons):
-                        fr = finish_reason(reasons[i])
-                outputs.extend(_fast_message(m, fr, local))
-            if _single_choice(attrs):
+        value = get(OUTPUT)
+        if value not in _EMPTY:
+            reasons = _finish_reasons(get("gen_ai.response.finish_reasons"))
+            _fast_messages(value, outputs, local, reasons)
+            if len(outputs) > 1 and _single_choice(attrs):
                 outputs = _merge(outputs)
     except _NotFast:
         return None
-    tools = _tools(attrs[TOOLS], local) if _present(attrs, TOOLS) else []
-    deg.update(local)
+    value = get(TOOLS)
+    tools = _tools(value, local) if value not in _EMPTY else []
+    if local:
+        deg.update(local)
     return Content(SOURCE, inputs, outputs, tools)
 
 
@@ -598,6 +632,8 @@ def _attribute_content(
 
 def _references(attrs: dict[str, Any], deg: Degradations) -> bool:
     """Count content that was uploaded elsewhere and is only referenced here."""
+    if attrs.keys().isdisjoint(_REF_KEYS):
+        return False
     found = False
     for ref in _REF_KEYS:
         if _present(attrs, ref) and not _present(attrs, ref.removesuffix("_ref")):
@@ -610,7 +646,8 @@ def span_content(
     attrs: dict[str, Any], events: list[dict[str, Any]], deg: Degradations, seed: str
 ) -> Content | None:
     """The call's messages and tools if the span carries GenAI semconv content, else None."""
-    if any(_present(attrs, k) for k in _MESSAGE_KEYS):
+    get = attrs.get
+    if get(INPUT) not in _EMPTY or get(OUTPUT) not in _EMPTY or get(SYSTEM) not in _EMPTY:
         _references(attrs, deg)
         return _attribute_content(attrs, deg, seed)
     content = _event_content(attrs, events, deg, seed)

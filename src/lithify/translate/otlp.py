@@ -418,7 +418,8 @@ def _typed_value(v: _TAnyValue | None) -> Any:
         n = _json_int(v.int_value)
         return v.int_value if n is None else n
     if v.double_value is not _U:
-        return _json_double(v.double_value)
+        d = v.double_value
+        return d if type(d) is float else _json_double(d)
     if v.bool_value is not _U:
         return v.bool_value
     if v.array_value is not _U:
@@ -432,10 +433,11 @@ def _typed_value(v: _TAnyValue | None) -> Any:
 
 def _typed_attributes(kvs: list[_TKeyValue]) -> dict[str, Any]:
     out: dict[str, Any] = {}
+    unset = _U
     for kv in kvs:
         v = kv.value
-        if v is not None and v.string_value is not _U:
-            out[kv.key] = v.string_value
+        if v is not None and (s := v.string_value) is not unset:
+            out[kv.key] = s
         else:
             out[kv.key] = _typed_value(v)
     return out
@@ -451,9 +453,7 @@ def _typed_scope(scope: _TScope | None) -> dict[str, Any]:
     return out
 
 
-def _typed_span(
-    s: _TSpan, resource: dict[str, Any], scope: dict[str, Any], screened: bool
-) -> Span:
+def _typed_span(s: _TSpan, resource: dict[str, Any], scope: dict[str, Any], screened: bool) -> Span:
     st = s.status
     status: dict[str, Any] = {"code": 0 if st is None else _json_enum(st.code, _STATUS_CODES)}
     if st is not None and st.message:
@@ -546,9 +546,9 @@ def iter_json_logs(doc: Any) -> Iterator[LogRecord]:
 
 class _PbValues:
     """AnyValues to Python values, noting any a screen of the request's bytes cannot vouch for
-    (``unscreened``): bytes, kept as base64 text the request does not hold; text with a
-    backspace, which a translator that writes a value back out as JSON turns into `\\b`, the
-    start of `bearer` (where OTLP/JSON already has the escape, protobuf holds one raw byte)."""
+    (``unscreened``): bytes, kept as base64 text the request does not hold; a backspace inside
+    a structured value, which the flat conventions write back out as JSON text, where it becomes
+    `\\b`, the start of `bearer` (OTLP/JSON holds that escape already; protobuf one raw byte)."""
 
     __slots__ = ("unscreened",)
 
@@ -558,8 +558,6 @@ class _PbValues:
     def value(self, v: AnyValue) -> Any:
         kind = v.WhichOneof("value")
         if kind == "string_value":
-            if "\x08" in v.string_value:
-                self.unscreened = True
             return v.string_value
         if kind == "int_value":
             return v.int_value
@@ -568,30 +566,35 @@ class _PbValues:
         if kind == "bool_value":
             return v.bool_value
         if kind == "array_value":
-            return [self.value(x) for x in v.array_value.values]
+            return [self._nested(x) for x in v.array_value.values]
         if kind == "kvlist_value":
-            return self.attrs(v.kvlist_value.values)
+            out = {}
+            for kv in v.kvlist_value.values:
+                if "\x08" in kv.key:
+                    self.unscreened = True
+                out[kv.key] = self._nested(kv.value)
+            return out
         if kind == "bytes_value":
             self.unscreened = True
             return base64.b64encode(v.bytes_value).decode("ascii")
         return None
 
+    def _nested(self, v: AnyValue) -> Any:
+        value = self.value(v)
+        if type(value) is str and "\x08" in value:
+            self.unscreened = True
+        return value
+
     def attrs(self, kvs: Any) -> dict[str, Any]:
         out: dict[str, Any] = {}
-        for kv in kvs:
+        # Indexing the repeated field costs upb less than iterating it.
+        for i in range(len(kvs)):
+            kv = kvs[i]
             v = kv.value
-            key = kv.key
             # A non-empty string_value means the oneof holds a string: one field read instead of
             # WhichOneof and a read, for the most common kind. Empty strings take the general way.
             s = v.string_value
-            if s:
-                out[key] = s
-                if "\x08" in s:
-                    self.unscreened = True
-            else:
-                out[key] = self.value(v)
-            if "\x08" in key:
-                self.unscreened = True
+            out[kv.key] = s if s else self.value(v)
         return out
 
 

@@ -73,11 +73,15 @@ _SCREEN_BYTES = ahocorasick_rs.BytesAhoCorasick(
     matchkind=ahocorasick_rs.MatchKind.LeftmostFirst,
     implementation=ahocorasick_rs.Implementation.DFA,
 )
-# The bytes screen also looks for a JSON `\u` escape: text decoded from these bytes (a message
-# attribute holds JSON inside JSON) may spell a needle the bytes do not, `\u0073k-…`. A pattern
-# of its own: one automaton for both loses the needles' prefilter (backslashes are common).
+# The bytes screen also looks for JSON escapes: text decoded from these bytes (a message
+# attribute holds JSON inside JSON) may spell a needle the bytes do not, `\u0073k-…`. Only the
+# escapes of the characters needles are made of (letters, `-`, `_`, space: \u0020-\u007f) can,
+# and encoders never write those, so matches stay rare (each costs a tuple) where the escapes of
+# other characters (ensure_ascii text) are everywhere. A separate automaton: in one with the
+# needles it would cost them their prefilter.
 _ESCAPE = ahocorasick_rs.BytesAhoCorasick(
-    [b"\\u"], matchkind=ahocorasick_rs.MatchKind.LeftmostFirst
+    [b"\\u00" + d for d in (b"2", b"4", b"5", b"6", b"7")],
+    matchkind=ahocorasick_rs.MatchKind.LeftmostFirst,
 )
 _SCREEN_STR = ahocorasick_rs.AhoCorasick(
     _NEEDLES,

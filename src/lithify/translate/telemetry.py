@@ -126,9 +126,9 @@ def translate_logs(records: Iterable[LogRecord]) -> Iterator[InferenceCall | Fee
     """Facts from one batch of log records: GenAI events grouped by the span they belong to,
     evaluation results as feedback."""
     calls: list[LogRecord] = []
+    evaluations: list[LogRecord] = []
     for record in records:
-        if record.event_name == feedback.EVALUATION_EVENT:
-            yield feedback.from_evaluation(record)
-        else:
-            calls.append(record)
+        (evaluations if record.event_name == feedback.EVALUATION_EVENT else calls).append(record)
     yield from genai.log_facts(calls)
+    for record in evaluations:
+        yield feedback.from_evaluation(record)

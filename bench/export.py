@@ -1,0 +1,315 @@
+"""Benchmark: `lithify export sft` from a SQLite store to JSONL and Parquet.
+
+    .venv/bin/python bench/export.py                   # 1,000,000 calls, and 100,000 for RSS
+    .venv/bin/python bench/export.py --calls 100000    # a quick run (≈2 minutes)
+
+Generates agent sessions of 10 calls — a tool loop: each call's input is the previous input, the
+previous output and a tool result, so segments are long — with realistic message sizes (a few
+hundred bytes to a few KB; reasoning, tool calls, string and object tool results, tools, the
+source payload on ``raw``) straight into a SQLite store through ``insert_facts``. The store is
+cached in bench/out/ under a name that holds the parameters (generation is timed apart and never
+counted). Then, in fresh processes so that peak RSS is each run's own: the bare store read of the
+same facts (``iter_facts(order="session")``, decoded, nothing derived: the baseline), and
+`lithify export sft` to JSONL and to Parquet, validation on as always. Every figure is the median
+of the rounds of this run; ratios are against the baseline of this run. A second, smaller store
+(``--small``) shows peak RSS does not grow with the number of calls.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import NamedTuple
+
+import orjson
+
+from lithify.model import (
+    InferenceCall,
+    Message,
+    ReasoningPart,
+    Source,
+    TextPart,
+    ToolCallPart,
+    ToolCallResponsePart,
+    ToolDefinition,
+)
+from lithify.store import open_store
+
+OUT = Path(__file__).resolve().parent / "out"
+CALLS_PER_SESSION = 10
+CONCURRENT = 200  # sessions whose calls interleave in time, as a busy service's do
+BATCH = 1000  # facts per insert_facts call
+
+WORDS = (
+    "the agent calls a tool to look up the order then reads the result and answers the user with "
+    "a short summary of the shipping status including carrier tracking number and expected date "
+    "refund policy warehouse inventory customer account address invoice payment pending delayed "
+    "delivered returned exchange label package weight dimensions priority standard express"
+).split()
+
+
+class Texts:
+    """Random word text cut from one large pool: varied like real text, cheap to make."""
+
+    def __init__(self, rng: random.Random, size: int = 8 << 20) -> None:
+        words = rng.choices(WORDS, k=size // 6)
+        self.pool = " ".join(words)
+        self.rng = rng
+
+    def __call__(self, lo: int, hi: int) -> str:
+        n = self.rng.randint(lo, hi)
+        start = self.rng.randrange(0, len(self.pool) - n)
+        return self.pool[start : start + n]
+
+
+TOOLS = [
+    ToolDefinition(
+        name,
+        f"{name.replace('_', ' ').capitalize()} for the current customer.",
+        {
+            "type": "object",
+            "properties": {
+                "order_id": {"type": "string", "description": "The order id, e.g. A-1234."},
+                "fields": {"type": "array", "items": {"type": "string"}},
+                "limit": {"type": "integer", "minimum": 1, "maximum": 50},
+            },
+            "required": ["order_id"],
+        },
+    )
+    for name in ("lookup_order", "search_inventory", "get_invoice", "track_package")
+]
+
+
+def _session(texts: Texts, rng: random.Random, s: int, systems: list[Message]) -> list[list]:
+    """The (input, output) message lists of one session's calls."""
+    history = [systems[s % len(systems)], Message("user", [TextPart(texts(150, 900))])]
+    calls = []
+    for k in range(CALLS_PER_SESSION):
+        last = k == CALLS_PER_SESSION - 1
+        parts: list = [ReasoningPart(texts(100, 600))]
+        if last:
+            parts.append(TextPart(texts(300, 2000)))
+            out = Message("assistant", parts, "stop")
+        else:
+            if rng.random() < 0.3:
+                parts.append(TextPart(texts(40, 200)))
+            call_id = f"call_{s:07d}_{k}"
+            args = {"order_id": f"A-{rng.randrange(10**6)}", "fields": ["status", "eta"]}
+            parts.append(ToolCallPart(call_id, TOOLS[k % len(TOOLS)].name, args))
+            out = Message("assistant", parts, "tool_calls")
+        calls.append((list(history), out))
+        if not last:
+            # The next input replays the output (without its finish reason) and the result.
+            result: object = texts(150, 1500)
+            if rng.random() < 0.25:
+                result = {"status": "ok", "items": [texts(20, 80) for _ in range(4)], "n": k}
+            history += [
+                Message("assistant", out.parts),
+                Message("tool", [ToolCallResponsePart(call_id, result)]),
+            ]
+    return calls
+
+
+def _raw(inputs: list[Message], output: Message, model: str) -> dict[str, object]:
+    """The source payload as an OTLP span's attributes hold it: content as JSON strings."""
+    from msgspec.json import encode
+
+    return {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.provider.name": "openai",
+        "gen_ai.request.model": model,
+        "gen_ai.input.messages": encode(inputs).decode(),
+        "gen_ai.output.messages": encode([output]).decode(),
+        "gen_ai.tool.definitions": encode(TOOLS).decode(),
+    }
+
+
+def generate(path: Path, calls: int, seed: int = 7) -> tuple[int, float]:
+    """Write ``calls`` facts (``calls / 10`` sessions) into a new store; (facts, seconds)."""
+    rng = random.Random(seed)
+    texts = Texts(rng)
+    systems = [Message("system", [TextPart(texts(600, 2000))]) for _ in range(4)]
+    sessions = calls // CALLS_PER_SESSION
+    base = 1_760_000_000
+    t0 = time.perf_counter()
+    written = 0
+    tmp = path.with_suffix(".tmp")
+    for p in (tmp, Path(f"{tmp}-wal"), Path(f"{tmp}-shm")):
+        p.unlink(missing_ok=True)
+    with open_store(f"sqlite:///{tmp}") as store:
+        batch: list[InferenceCall] = []
+        for first in range(0, sessions, CONCURRENT):
+            group = range(first, min(first + CONCURRENT, sessions))
+            convs = {s: _session(texts, rng, s, systems) for s in group}
+            for k in range(CALLS_PER_SESSION):
+                for s in group:
+                    inputs, output = convs[s][k]
+                    t = base + s * 3 + k * 7
+                    model = "gpt-4o-mini" if s % 3 else "claude-sonnet-4"
+                    ident = hashlib.blake2b(f"{s}/{k}".encode(), digest_size=16).hexdigest()
+                    stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t))
+                    batch.append(
+                        InferenceCall(
+                            inference_call_id=ident,
+                            session_id=f"sess-{s:07d}",
+                            trace_id=ident,
+                            span_id=ident[:16],
+                            source=Source("otel.genai"),
+                            provider="openai",
+                            model=model,
+                            input_messages=inputs,
+                            output_messages=[output],
+                            tools=TOOLS,
+                            request={"temperature": 0.7, "max_tokens": 2048},
+                            input_tokens=sum(len(m.parts) for m in inputs) * 150,
+                            output_tokens=200,
+                            duration_ms=900.0,
+                            started_at=f"{stamp}.{k:03d}000Z",
+                            observed_at=f"{stamp}.{k:03d}900Z",
+                            raw=_raw(inputs, output, model),
+                        )
+                    )
+                    if len(batch) >= BATCH:
+                        written += store.insert_facts(batch).inserted
+                        batch = []
+            del convs
+        if batch:
+            written += store.insert_facts(batch).inserted
+    tmp.replace(path)
+    return written, time.perf_counter() - t0
+
+
+def store_for(calls: int) -> tuple[Path, str]:
+    """The cached store of ``calls`` facts (made when missing), and a note on it."""
+    OUT.mkdir(parents=True, exist_ok=True)
+    path = OUT / f"export-{calls}-calls-{CALLS_PER_SESSION}-per-session-v1.db"
+    if path.exists():
+        return path, f"cached {path.name} ({path.stat().st_size / 1e9:.1f} GB)"
+    n, secs = generate(path, calls)
+    size = path.stat().st_size / 1e9
+    return path, f"generated {n:,} facts in {secs:.0f} s ({size:.1f} GB): {path.name}"
+
+
+READ = """
+import sys
+from lithify.store import FactFilter, open_store
+n = 0
+with open_store(sys.argv[1]) as store:
+    for _ in store.iter_facts(FactFilter(order="session")):
+        n += 1
+print(n)
+"""
+
+
+def _run(argv: list[str]) -> tuple[float, float, float, bytes]:
+    """Run a command; (wall seconds, CPU seconds, its own peak RSS in MB, stdout)."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE)
+    assert proc.stdout is not None
+    out = proc.stdout.read()
+    _, status, usage = os.wait4(proc.pid, 0)  # this child's own usage, not all children's
+    secs = time.perf_counter() - t0
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode:
+        raise SystemExit(f"{' '.join(argv)} exited with {proc.returncode}")
+    return secs, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, out
+
+
+def _steps(db: Path, out_dir: Path) -> Iterator[tuple[str, list[str]]]:
+    url = f"sqlite:///{db}"
+    exe = str(Path(sys.executable).with_name("lithify"))
+    yield "store read (baseline)", [sys.executable, "-c", READ, url]
+    for fmt in ("jsonl", "parquet"):
+        argv = [exe, "export", "sft", "-s", url, "-o", str(out_dir / fmt), "--format", fmt]
+        yield f"export sft → {fmt}", [*argv, "--no-progress", "--json"]
+
+
+class Step(NamedTuple):
+    name: str
+    secs: float  # median wall time
+    cpu: float  # median CPU time (user + system)
+    rss: float  # highest peak RSS of the rounds, MB
+    facts: int
+    rows: int
+    size: int  # bytes written
+
+
+def bench(db: Path, rounds: int) -> list[Step]:
+    """Each step ``rounds`` times, rounds interleaved so that load drifts hit all alike."""
+    wall: dict[str, list[float]] = {}
+    cpu: dict[str, list[float]] = {}
+    rss: dict[str, float] = {}
+    counts: dict[str, tuple[int, int, int]] = {}
+    with tempfile.TemporaryDirectory(dir=OUT, prefix="export-run-") as tmp:
+        for _ in range(rounds):
+            for name, argv in _steps(db, Path(tmp)):
+                secs, used, peak, out = _run(argv)
+                wall.setdefault(name, []).append(secs)
+                cpu.setdefault(name, []).append(used)
+                rss[name] = max(rss.get(name, 0.0), peak)
+                if name.startswith("export"):
+                    summary = orjson.loads(out)
+                    written = sum(Path(f).stat().st_size for f in summary["files"].values())
+                    rows = sum(summary["rows"].values())
+                    counts[name] = (summary["facts_read"], rows, written)
+                    shutil.rmtree(Path(summary["output"]))
+                else:
+                    counts[name] = (int(out), 0, 0)
+    return [
+        Step(n, statistics.median(t), statistics.median(cpu[n]), rss[n], *counts[n])
+        for n, t in wall.items()
+    ]
+
+
+def _print(title: str, steps: list[Step]) -> None:
+    base = steps[0].secs
+    print(title)
+    print(
+        f"{'step':<24}{'wall s':>8}{'cpu s':>8}{'facts/s':>10}{'rows/s':>10}"
+        f"{'rows/cpu-s':>12}{'× baseline':>12}{'peak RSS MB':>13}{'output GB':>11}"
+    )
+    for st in steps:
+        rate = f"{st.rows / st.secs:,.0f}" if st.rows else "-"
+        per_cpu = f"{st.rows / st.cpu:,.0f}" if st.rows else "-"
+        out = f"{st.size / 1e9:.2f}" if st.size else "-"
+        print(
+            f"{st.name:<24}{st.secs:>8.1f}{st.cpu:>8.1f}{st.facts / st.secs:>10,.0f}{rate:>10}"
+            f"{per_cpu:>12}{st.secs / base:>12.2f}{st.rss:>13.0f}{out:>11}"
+        )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--calls", type=int, default=1_000_000, help="facts in the main store")
+    ap.add_argument(
+        "--small", type=int, default=100_000, help="facts in the second store (0: none)"
+    )
+    ap.add_argument("--rounds", type=int, default=3)
+    args = ap.parse_args()
+    sizes = [args.calls] + ([args.small] if args.small and args.small != args.calls else [])
+    for calls in sorted(sizes):
+        db, note = store_for(calls)
+        print(note, flush=True)
+        results = bench(db, args.rounds)
+        title = (
+            f"{calls:,} calls in {calls // CALLS_PER_SESSION:,} sessions, "
+            f"median of {args.rounds} rounds"
+        )
+        _print(title, results)
+        print(flush=True)
+
+
+if __name__ == "__main__":
+    main()

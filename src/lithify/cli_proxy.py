@@ -1,0 +1,137 @@
+"""`lithify proxy`: the recording gateway (docs/proxy.md)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from lithify.cli_serve import StoreOpt, parse_size
+from lithify.store import StoreError, StoreUnavailable, open_store
+
+err = Console(stderr=True, soft_wrap=True)
+
+
+def _listen(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not host:
+        raise typer.BadParameter(
+            f"{text!r}: use HOST:PORT, e.g. 127.0.0.1:8080", param_hint="--listen"
+        )
+    return host.strip("[]"), int(port)
+
+
+def proxy_cmd(
+    upstream: Annotated[
+        list[str],
+        typer.Option(
+            "--upstream",
+            "-u",
+            help="NAME=URL for openai, anthropic or gemini (repeatable); a bare NAME is the "
+            "provider's own API. A path prefix in the URL is kept.",
+            envvar="LITHIFY_PROXY_UPSTREAM",
+            show_default=False,
+        ),
+    ],
+    listen: Annotated[
+        str,
+        typer.Option(
+            help="HOST:PORT to listen on (port 0 picks one).", envvar="LITHIFY_PROXY_LISTEN"
+        ),
+    ] = "127.0.0.1:8080",
+    store: StoreOpt = None,
+    spool: Annotated[
+        str | None,
+        typer.Option(
+            help="Spool folder (default: proxy-spool beside the default store).",
+            envvar="LITHIFY_PROXY_SPOOL",
+            show_default=False,
+        ),
+    ] = None,
+    spool_max_size: Annotated[
+        str,
+        typer.Option(
+            help="Spool bound; past it, calls are forwarded but not recorded (and counted).",
+            envvar="LITHIFY_PROXY_SPOOL_MAX_SIZE",
+        ),
+    ] = "1GiB",
+    max_body_size: Annotated[
+        str, typer.Option(help="Largest request body forwarded.", envvar="LITHIFY_MAX_BODY_SIZE")
+    ] = "100MiB",
+    max_record_size: Annotated[
+        str,
+        typer.Option(
+            help="Larger requests or responses are forwarded but not recorded (and counted).",
+            envvar="LITHIFY_PROXY_MAX_RECORD_SIZE",
+        ),
+    ] = "32MiB",
+    connect_timeout: Annotated[
+        float, typer.Option(help="Seconds to connect to an upstream.")
+    ] = 10.0,
+    read_timeout: Annotated[
+        float,
+        typer.Option(help="Seconds an upstream may stay silent (before or during a response)."),
+    ] = 600.0,
+    shutdown_timeout: Annotated[
+        int, typer.Option(help="Seconds to finish calls in flight on SIGTERM/SIGINT.")
+    ] = 30,
+    log_level: Annotated[
+        str, typer.Option(help="debug, info, warning or error.", envvar="LITHIFY_LOG_LEVEL")
+    ] = "info",
+) -> None:
+    """Forward model calls to the providers unchanged and record each one as a fact.
+
+    Point a client's base URL at http://HOST:PORT (the OpenAI SDK's at http://HOST:PORT/v1). Forwarded, to the configured upstreams only: POST /v1/chat/completions and /v1/responses (openai), /v1/messages (anthropic), /v1beta/models/MODEL:generateContent and :streamGenerateContent (gemini). An x-lithify-session header sets the session (it is not forwarded).
+
+    Exchanges go through a durable spool to the store, so a slow or stopped store never slows or fails a call. GET /lithify/health and /lithify/metrics say what was recorded and what was not (docs/proxy.md).
+    """
+    from lithify.ingest.proxy import ProxyConfig, parse_upstream, serve
+
+    if log_level.lower() not in ("debug", "info", "warning", "error"):
+        raise typer.BadParameter(f"unknown log level {log_level!r}", param_hint="--log-level")
+    upstreams = {}
+    for text in upstream:
+        try:
+            u = parse_upstream(text)
+        except ValueError as e:
+            raise typer.BadParameter(str(e), param_hint="--upstream") from None
+        if u.name in upstreams:
+            raise typer.BadParameter(f"{u.name} is given twice", param_hint="--upstream")
+        upstreams[u.name] = u
+        # The client's path already starts with the API version; a URL ending in it doubles it.
+        if u.prefix.rstrip("/").endswith(("/v1", "/v1beta")):
+            err.print(
+                f"[yellow]--upstream {u.name}: the URL ends with {u.prefix.rsplit('/', 1)[-1]}, "
+                "and client paths already start with it; give the URL without it[/]"
+            )
+    for name, value in (("--connect-timeout", connect_timeout), ("--read-timeout", read_timeout)):
+        if value <= 0:
+            raise typer.BadParameter("must be positive", param_hint=name)
+    host, port = _listen(listen)
+    try:
+        open_store(store).close()  # a URL that can never work is an error now, not later
+    except StoreUnavailable as e:
+        err.print(f"[yellow]the store is unavailable; exchanges wait in the spool:[/] {e}")
+    except StoreError as e:
+        err.print(f"[red]cannot open the store:[/] {e}")
+        raise typer.Exit(1) from None
+    config = ProxyConfig(
+        upstreams=upstreams,
+        host=host,
+        port=port,
+        store=store,
+        spool=spool,
+        spool_max_bytes=parse_size(spool_max_size),
+        max_body_size=parse_size(max_body_size),
+        max_record_size=parse_size(max_record_size),
+        connect_timeout=connect_timeout,
+        read_timeout=read_timeout,
+        shutdown_timeout=max(0, shutdown_timeout),
+    )
+    serve(config, log_level=log_level.lower())
+
+
+def register(app: typer.Typer) -> None:
+    """Add the proxy command to the main app."""
+    app.command("proxy")(proxy_cmd)
