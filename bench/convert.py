@@ -295,6 +295,82 @@ def peak_rss_on_big_input(gb: float) -> tuple[float, float, int]:
     return size / 1024**3, peak_kb / 1024, int(elapsed)
 
 
+CORPUS = Path(__file__).resolve().parents[1] / "tests" / "corpus"
+
+# Real recorded exchanges per provider format: (request file, response file), plain and streamed.
+PROVIDER_EXCHANGES = {
+    "openai-chat": (
+        ("openai-chat/parallel_tool_calls.turn1.request.json", "openai-chat/parallel_tool_calls.turn1.response.json"),
+        ("openai-chat/parallel_tool_calls.turn1.request.json", "openai-chat/parallel_tool_calls_streaming.response.sse"),
+    ),
+    "openai-responses": (
+        ("openai-responses/function_call_forced.request.json", "openai-responses/function_call_forced.response.json"),
+        ("openai-responses/function_call_forced.request.json", "openai-responses/function_call_streaming.response.sse"),
+    ),
+    "anthropic": (
+        ("anthropic/thinking_tool_result_roundtrip.request.json", "anthropic/thinking_tool_use.response.json"),
+        ("anthropic/thinking_tool_result_roundtrip.request.json", "anthropic/tool_use_streaming.response.sse"),
+    ),
+    "gemini": (
+        ("gemini/vertex_function_response_roundtrip.request.json", "gemini/vertex_function_response_roundtrip.response.json"),
+        ("gemini/function_response_with_ids.request.json", "gemini/function_call_thought_signature_streaming.response.sse"),
+    ),
+}  # fmt: skip
+
+
+def bench_providers(repeat: int, rounds: int) -> list[tuple[str, float, float, int]]:
+    """Per format, plain and streamed: (name, baseline s, convert s, exchanges).
+
+    The baseline parses the same bytes with orjson (every SSE data line for a stream); the
+    conversion is `translate_exchange` from those bytes to a fact.
+    """
+    from lithify.translate.provider import translate_exchange
+    from lithify.translate.sse import iter_events
+
+    rows = []
+    for fmt, pairs in PROVIDER_EXCHANGES.items():
+        for kind, (req_path, resp_path) in zip(("plain", "streamed"), pairs, strict=True):
+            req = (CORPUS / req_path).read_bytes()
+            resp = (CORPUS / resp_path).read_bytes()
+            streamed = resp_path.endswith(".sse")
+            text = resp.decode()
+
+            def parse(
+                req: bytes = req, resp: bytes = resp, text: str = text, streamed: bool = streamed
+            ) -> None:
+                for _ in range(repeat):
+                    orjson.loads(req)
+                    if streamed:
+                        for ev in iter_events(text):
+                            ev.json()
+                    else:
+                        orjson.loads(resp)
+
+            def convert(
+                req: bytes = req,
+                resp: bytes = resp,
+                text: str = text,
+                streamed: bool = streamed,
+                resp_path: str = resp_path,
+            ) -> None:
+                for _ in range(repeat):
+                    body = text if streamed else orjson.loads(resp)
+                    r = translate_exchange(orjson.loads(req), body)
+                    if not isinstance(r, InferenceCall):
+                        raise AssertionError(f"{resp_path}: {r}")
+
+            convert()
+            rows.append(
+                (
+                    f"{fmt} {kind}",
+                    _median_time(parse, rounds),
+                    _median_time(convert, rounds),
+                    repeat,
+                )
+            )
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -303,6 +379,7 @@ def main() -> None:
     ap.add_argument("--spans", type=int, default=512, help="spans per request")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--gb", type=float, default=0.0, help="also measure peak RSS on this many GB")
+    ap.add_argument("--exchanges", type=int, default=500, help="provider exchanges per format")
     args = ap.parse_args()
     rows = bench(args.requests, args.spans, args.rounds)
     base = rows[0][1]
@@ -310,6 +387,15 @@ def main() -> None:
     print(f"{'step':<26}{'median s':>10}{'spans/s':>12}{'× baseline':>12}")
     for name, secs, spans in rows:
         print(f"{name:<26}{secs:>10.3f}{spans / secs:>12,.0f}{secs / base:>12.2f}")
+    print()
+    print(
+        f"provider exchanges (recorded corpus payloads), {args.exchanges} per row, median of {args.rounds}"
+    )
+    print(f"{'format':<28}{'orjson s':>10}{'convert s':>11}{'facts/s':>10}{'× orjson':>10}")
+    for name, base_s, conv_s, n in bench_providers(args.exchanges, args.rounds):
+        print(
+            f"{name:<28}{base_s:>10.3f}{conv_s:>11.3f}{n / conv_s:>10,.0f}{conv_s / base_s:>10.2f}"
+        )
     if args.gb:
         size, rss, secs = peak_rss_on_big_input(args.gb)
         print(
