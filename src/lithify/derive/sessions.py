@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from operator import itemgetter
 
 from lithify.model import InferenceCall
-from lithify.store.codec import col, encode
+from lithify.store.codec import col, encode, uncol
 
 
 @dataclass
@@ -108,12 +108,13 @@ def iter_sessions(
     """``(session_id, calls)`` per session, calls deduplicated and in call order; a call without
     a session is a group of its own (``(None, [call])``).
 
-    ``facts`` must come grouped by session (``FactFilter(order="session")`` or
-    ``sort_facts``); only one session is held at a time. A session that comes back after
-    another one raises ``ValueError``: the input was not grouped, and splitting the session
-    silently would change its segments.
+    ``facts`` must come grouped by session, sessions in their order (``FactFilter(order=
+    "session")`` or ``sort_facts``); only one session is held at a time. A session that comes
+    back after another one, or out of that order, raises ``ValueError``: splitting a session
+    silently would change its segments. (Checking the order, not remembering every session
+    seen, keeps memory flat however many sessions there are.)
     """
-    done: set[str] = set()
+    last: str | None = None  # the column form of the last session's id: they only increase
     current: str | None = None
     group: list[InferenceCall] = []
 
@@ -136,9 +137,13 @@ def iter_sessions(
             if group:
                 yield flush()
                 group = []
-            if sid in done:
-                raise ValueError(f"facts are not grouped by session: {sid!r} came back")
-            done.add(sid)
+            key = col(sid)
+            if last is not None and key <= last:
+                raise ValueError(
+                    f"facts are not grouped by session: {sid!r} came back, or came after "
+                    f"{uncol(last)!r} (sessions must come in order)"
+                )
+            last = key
             current = sid
         group.append(fact)
     if group:

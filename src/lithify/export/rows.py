@@ -119,32 +119,46 @@ class _Messages:
 
     Rows of one segment repeat their context: row k's prompt is row k-1's prompt and a few
     messages more. Rows are joined from these pieces (byte for byte what encoding the whole
-    row gives, see ``_assemble``), and the prompt digest is a running hash of its JSON. The
-    messages are never changed once here.
+    row gives, see ``_assemble``), and, when prompts are compared (``hashing``), the prompt
+    digest comes from a running hash of its JSON. The messages are never changed once here.
     """
 
-    __slots__ = ("body", "hasher", "list_name", "messages", "unrepresentable", "valid")
+    __slots__ = (
+        "body",
+        "hasher",
+        "list_name",
+        "messages",
+        "prompted",
+        "unrepresentable",
+        "valid",
+    )
 
-    def __init__(self, list_name: str) -> None:
+    def __init__(self, list_name: str, hashing: bool = False) -> None:
         self.list_name = list_name  # the row's list they are in (messages, prompt, completion)
         self.messages: list[dict[str, Any]] = []
         self.body = bytearray()  # their JSON, joined by commas
         self.unrepresentable = False  # one that JSON cannot carry: no row can hold them
         self.valid = True  # every one valid as an item of the row's list
-        # digest([prompt, tools]) hashes b"[[" + the prompt's messages, then the tools.
-        self.hasher = hashlib.blake2b(b"[[", digest_size=16)
+        self.prompted = False  # has_prompt: some message a model answers
+        self.hasher = hashlib.sha256() if hashing else None  # of ``body``, as it grows
+
+    def _append(self, data: bytes | bytearray) -> None:
+        if self.body:
+            self.body += b","
+            if self.hasher is not None:
+                self.hasher.update(b",")
+        self.body += data
+        if self.hasher is not None:
+            self.hasher.update(data)
 
     def add(self, message: dict[str, Any], piece: bytes | None, valid: bool) -> None:
         self.messages.append(message)
         self.valid = self.valid and valid
+        self.prompted = self.prompted or has_prompt((message["role"],))
         if piece is None:
             self.unrepresentable = True
         elif not self.unrepresentable:
-            if self.body:
-                self.body += b","
-                self.hasher.update(b",")
-            self.body += piece
-            self.hasher.update(piece)
+            self._append(piece)
 
     def extend(self, messages: list[dict[str, Any]], validator: RowValidator) -> None:
         for m in messages:
@@ -154,21 +168,22 @@ class _Messages:
         """Add ``other``'s messages, encoded and validated there for the same list."""
         self.messages.extend(other.messages)
         self.valid = self.valid and other.valid
+        self.prompted = self.prompted or other.prompted
         self.unrepresentable = self.unrepresentable or other.unrepresentable
         if other.body and not self.unrepresentable:
-            if self.body:
-                self.body += b","
-                self.hasher.update(b",")
-            self.body += other.body
-            self.hasher.update(other.body)
+            self._append(other.body)
 
     def digest(self, tools: bytes) -> bytes:
-        """``digest([messages, tools])`` from the running hash."""
-        h = self.hasher.copy()
-        h.update(b"],")
-        h.update(tools)
-        h.update(b"]")
-        return h.digest()
+        """16 bytes identifying the exact prompt (these messages' JSON) with the tools
+        (``tools``: a digest of their JSON); equal only for equal prompts. Not written anywhere:
+        the rows of one export compare them (eval prompts that are also train prompts)."""
+        if self.hasher is None:
+            return _NO_DIGEST
+        return hashlib.sha256(self.hasher.digest() + tools).digest()[:16]
+
+
+# Rows of an export without both splits are never compared by prompt.
+_NO_DIGEST = bytes(16)
 
 
 def _assemble(
@@ -199,6 +214,11 @@ class Counts:
     filtered: int = 0
     changes: Counter[str] = field(default_factory=Counter)
     segments: int = 0
+
+
+# Trainer tools, their JSON in a row (None: JSON cannot carry them), whether all are valid
+# items of a row's tools, and a digest of their JSON.
+_Tools = tuple[list[dict[str, Any]], bytes | None, bool, bytes]
 
 
 def _lossy(call: InferenceCall) -> str | None:
@@ -270,9 +290,9 @@ class RowBuilder:
         self.validator = RowValidator(kind, self.shape, profile)
         self.schema_id = row_schema_id(kind, self.shape, profile)
         self.counts = Counts()
-        self._last_tools: tuple[list[ToolDefinition], list[dict[str, Any]], bytes | None] | None = (
-            None
-        )
+        self._last_tools: tuple[list[ToolDefinition], _Tools] | None = None
+        # Prompts are compared (eval_prompt_in_train) only when rows go to both splits.
+        self._compares = 0 < eval_fraction < 1
         # DPO: per exact prompt, the best and the worst scored completion seen so far.
         self._prompts: dict[bytes, tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {}
         self._best: dict[bytes, _Candidate] = {}
@@ -330,13 +350,13 @@ class RowBuilder:
                 return RowSkip("degraded_fact", f"{c.inference_call_id}: {reason}")
         return None
 
-    def _tools(self, call: InferenceCall) -> tuple[list[dict[str, Any]], bytes | None, bool]:
-        """Trainer tools, their JSON in a row (None: JSON cannot carry them) and whether each is
-        valid as a row's tool; the calls of a session mostly offer the same tools, mapped,
-        encoded and validated once."""
+    def _tools(self, call: InferenceCall) -> _Tools:
+        """Trainer tools, their JSON in a row (None: JSON cannot carry them), whether each is
+        valid as a row's tool, and a digest of their JSON; the calls of a session mostly offer
+        the same tools, mapped, encoded and validated once."""
         last = self._last_tools
         if last is not None and (last[0] is call.tools or last[0] == call.tools):
-            return last[1], last[2], last[3]
+            return last[1]
         tools = trainer_tools(call.tools)
         try:
             # At the depth tools have in a row ({"tools": [...]}), as _piece does for messages.
@@ -344,8 +364,9 @@ class RowBuilder:
         except orjson.JSONEncodeError:
             encoded = None
         valid = all(self.validator.item_valid("tools", t) for t in tools)
-        self._last_tools = (call.tools, tools, encoded, valid)
-        return tools, encoded, valid
+        mapped = (tools, encoded, valid, hashlib.sha256(encoded or b"").digest())
+        self._last_tools = (call.tools, mapped)
+        return mapped
 
     def _call_values(self, segment: Segment, call: InferenceCall) -> dict[str, Value]:
         """Feedback on one call: its own, else its trace's, else its session's."""
@@ -402,7 +423,9 @@ class RowBuilder:
     def _sft(self, segment: Segment) -> Iterator[Row]:
         names: dict[str, str] = {}
         # The context: what row k shows before turn k (earlier assistant turns: weight 0).
-        context = _Messages("messages" if self.shape == "messages" else "prompt")
+        context = _Messages(
+            "messages" if self.shape == "messages" else "prompt", hashing=self._compares
+        )
         dropped = 0
         failure: RowSkip | None = None
         ids: list[str] = []
@@ -438,7 +461,7 @@ class RowBuilder:
                 self._skip(RowSkip("no_output"))
             elif failure is not None:
                 self._skip(failure)
-            elif not has_prompt(m["role"] for m in context.messages):
+            elif not context.prompted:
                 self._skip(RowSkip("no_prompt"))
             else:
                 done = _Messages("messages" if self.shape == "messages" else "completion")
@@ -475,7 +498,7 @@ class RowBuilder:
         dropped: int,
     ) -> Row | None:
         try:
-            tools, tools_json, tools_valid = self._tools(call)
+            tools, tools_json, tools_valid, tools_digest = self._tools(call)
         except RowSkip as e:
             self._skip(e)
             return None
@@ -511,7 +534,7 @@ class RowBuilder:
         # once: rows repeat them), the rest of the row here.
         self.validator.check_rest(data, ids, context.valid and target.valid and tools_valid)
         self.counts.rows[split] += 1
-        row = Row(data, encoded, split, context.digest(tools_json), ids, spans)
+        row = Row(data, encoded, split, context.digest(tools_digest), ids, spans)
         if dropped:
             self.counts.changes["reasoning_dropped"] += 1
         return row

@@ -140,8 +140,10 @@ def uncol(value: str | None) -> str | None:
 def _shell_type() -> type[msgspec.Struct]:
     """``InferenceCall`` with its input messages and tools left as raw msgpack: the parts a
     session's facts repeat, decoded apart (``FactReader``)."""
-    fields: list[tuple[str, Any, Any]] = []
+    fields: list[tuple[str, Any] | tuple[str, Any, Any]] = []
+    names: dict[str, str] = {}
     for f in msgspec.structs.fields(InferenceCall):
+        names[f.name] = f.encode_name
         typ = f.type
         if f.name == "input_messages":
             typ = list[msgspec.Raw]
@@ -153,7 +155,18 @@ def _shell_type() -> type[msgspec.Struct]:
             fields.append((f.name, typ, f.default))
         else:
             fields.append((f.name, typ))
-    return msgspec.defstruct("_FactShell", fields, kw_only=True)
+    # Decoded as InferenceCall is: the same names on the wire, the same handling of the rest.
+    config = InferenceCall.__struct_config__
+    return msgspec.defstruct(
+        "_FactShell",
+        fields,
+        kw_only=True,
+        rename=names,
+        array_like=config.array_like,
+        forbid_unknown_fields=config.forbid_unknown_fields,
+        tag=config.tag,
+        tag_field=config.tag_field,
+    )
 
 
 class FactReader:
