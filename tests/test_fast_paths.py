@@ -545,16 +545,55 @@ def test_protobuf_spans_are_screened_unless_their_text_escapes_the_screen() -> N
 
 
 FRAGMENTS = ["s", "S", "k", "K", "-", "a", "I", "z", "b", "E", "r", " ", "_", "token", "passw"]
+# Bytes that fold onto a needle's or an escape's characters: `_` (DEL), `-` (CR), `\\` (`|`).
+FOLDING = ["\x7f", "\r", "|", "U", "|u0075", "\\U0073"]
 ESCAPES = ["\\u0073", "\\u004B", "\\u002d", "\\u005f", "\\u00e9", "\\u4f60", "\\u0001", "\\"]
 
 
-@given(st.lists(st.sampled_from(FRAGMENTS + ESCAPES), max_size=12))
-def test_the_bytes_screen_finds_what_a_lowercase_search_finds(fragments: list[str]) -> None:
+def _folded(data: bytes) -> bytes:
+    return bytes(b | 0x20 for b in data)
+
+
+@given(st.lists(st.sampled_from(FRAGMENTS + ESCAPES + FOLDING), max_size=12))
+def test_the_bytes_screen_misses_nothing_a_lowercase_search_finds(fragments: list[str]) -> None:
     data = "".join(fragments).encode()
     needle = any(n.encode() in data.lower() for n in redact._NEEDLES)
     # The escapes that can spell a needle's character: \u0020-\u007f.
     escaped = any(f"\\u00{d}".encode() in data for d in "24567")
+    verdict = screen(data)
+    if needle:
+        assert verdict == SUSPECT
+    elif escaped:
+        assert verdict >= ESCAPED
+    # Exactly what a search of the folded bytes for the folded needles finds: nothing more.
+    folded = _folded(data)
+    expected = (
+        SUSPECT
+        if any(_folded(n.encode()) in folded for n in redact._NEEDLES)
+        else ESCAPED
+        if any(_folded(f"\\u00{d}".encode()) in folded for d in "24567")
+        else CLEAN
+    )
+    assert verdict == expected
+
+
+@given(st.lists(st.sampled_from(FRAGMENTS + ESCAPES), max_size=12))
+def test_the_bytes_screen_finds_exactly_what_a_lowercase_search_finds(
+    fragments: list[str],
+) -> None:
+    # Without the few bytes that fold onto needle characters, the screen is exact.
+    data = "".join(fragments).encode()
+    needle = any(n.encode() in data.lower() for n in redact._NEEDLES)
+    escaped = any(f"\\u00{d}".encode() in data for d in "24567")
     assert screen(data) == (SUSPECT if needle else ESCAPED if escaped else CLEAN)
+
+
+def test_bytes_that_fold_onto_needles_only_cost_a_walk() -> None:
+    assert screen(b"api\x7fkey") == SUSPECT  # DEL folds onto `_`: a false positive
+    assert screen(b"|u0073") == ESCAPED  # `|` folds onto a backslash
+    assert screen(b"AUTHORIZATION: BASIC") == SUSPECT
+    assert screen(memoryview(b"x SeSsIoN-ToKeN y")) == SUSPECT
+    assert screen(bytearray(b"")) == CLEAN
 
 
 def test_escapes_of_text_outside_the_needles_do_not_slow_the_screen() -> None:
