@@ -1,17 +1,26 @@
 """Benchmark: the latency `lithify proxy` adds on loopback, against calling the upstream directly.
 
-    .venv/bin/python bench/proxy.py                    # the table (≈1 minute)
+    .venv/bin/python bench/proxy.py                    # the table (≈2 minutes)
     .venv/bin/python bench/proxy.py --seconds 2 --rounds 1
 
-Three processes: the fake provider of the tests (tests/fakes, here answering every request with
-one realistic chat answer, ≈1 KB of text, under fresh ids so every exchange is a new fact), a
-real `lithify proxy` in front of it recording into a fresh SQLite store with its default
-settings (spool fsync'd, the recorder process translating and storing as the load runs), and
-this one, the clients: N keep-alive connections, each sending Chat Completions requests
-(≈2 KB) back to back. Measured per request: the full response time of a non-streamed call, and
-the time to the first byte of the body (the first SSE event) of a streamed one. Direct and
-proxied runs alternate in rounds so that drift on a shared machine hits both; each figure pools
-the rounds. The added latency is the proxied percentile minus the direct one.
+Three processes: a fake upstream that answers every Chat Completions request in the exact bytes
+of the tests' fake provider (tests/fakes/wire.py: one realistic answer, ≈1 KB of text, under
+fresh ids so every exchange is a new fact), a real `lithify proxy` in front of it recording into
+a fresh SQLite store with its default settings (spool fsync'd, the recorder process translating
+and storing as the load runs), and this one, the clients: N keep-alive connections, each sending
+requests (≈2 KB) back to back. Like a real model, the upstream takes its time before the first
+byte: `--upstream-delay` on average, each request drawn uniformly from half to one and a half of
+it (a fixed seed; `--spread`), so that 32 clients do not run in lockstep forever; then it streams
+events `--event-delay` apart. `--spread 0` is the worst case: every request of a burst of 32
+arrives in the same millisecond and waits for the ones before it.
+
+What a request costs beyond the upstream's own time is measured per request: the upstream says
+in a header how long it held the request (from its last byte in to the response's first byte
+out), and the client subtracts that from the full response time of a non-streamed call, or from
+the time to the first byte of the body (the first SSE event) of a streamed one. Direct, that is
+the loopback and the upstream's own parsing; through the proxy, the proxy's work comes on top.
+Direct and proxied runs alternate in rounds so that drift on a shared machine hits both; each
+figure pools the rounds. The added latency is the proxied percentile minus the direct one.
 Target: at most 2 ms added at p50 and 10 ms at p99.
 """
 
@@ -63,53 +72,103 @@ def request_body(stream: bool) -> bytes:
 
 # -- the fake upstream, in a process of its own --------------------------------------------------
 
+_KEY = b"bench000000000"  # the answer's key in the template bytes; each reply gets a fresh one
 
-def serve_fake(delay: float, event_delay: float) -> None:
+
+def _replies(delay: float, event_delay: float) -> tuple[bytes, list[bytes]]:
+    """The OpenAI Chat Completions reply, non-streamed and as SSE frames, in the exact bytes the
+    tests' fake provider sends (tests/fakes/wire.py), under the key ``_KEY``."""
     sys.path.insert(0, str(ROOT))
-    from tests.fakes import FakeProvider, answer, provider
-
-    # The stdlib server listens with a backlog of 5: 32 clients connecting at once would see
-    # SYNs dropped and retried a second later. A real provider's front end has a deep one.
-    provider._Server.request_queue_size = 1024
+    from tests.fakes import answer, wire
 
     reply = answer(_text(1000), output_tokens=220, delay=delay, event_delay=event_delay)
+    req = orjson.loads(request_body(True))
+    ctx = wire.Ctx(req, reply, _KEY.decode(), wire.SNAPSHOTS["gpt-4o-mini"], wire.CREATED)
+    body = wire.dumps(wire.chat_body(ctx)).encode()
+    return body, wire.sse_text(wire.CHAT, wire.chat_events(ctx))
 
-    class Endless(FakeProvider):
-        """Every request gets the same answer under fresh ids; nothing is kept in memory."""
 
-        def _next(self) -> tuple[Any, str]:
-            with self._lock:
-                self._count += 1
-                return reply, f"bench{self._count:09d}"
+def serve_fake(delay: float, event_delay: float, spread: float) -> None:
+    """The upstream: the answer of a remote provider, in its exact wire format, after about
+    ``delay`` (± ``spread`` of it) and streamed ``event_delay`` apart, with the time it held each request in
+    ``x-upstream-hold-us``. It stands in for a provider on another machine, so it costs this one
+    as little as it can: one uvloop thread and bytes made once (the tests' threaded fake, one GIL
+    for 32 streams, added milliseconds of jitter of its own to every figure)."""
+    import random
 
-        def _record(self, ex: Any) -> None:
-            pass
+    import uvloop
 
-        def _handler_class(self) -> Any:
-            # The stdlib handler leaves Nagle on: its header and body writes would then wait on
-            # the client's delayed ACK (40 ms). A real provider's server does not.
-            handler = super()._handler_class()
-            handler.disable_nagle_algorithm = True
-            return handler
+    body, frames = _replies(delay, event_delay)
+    count = 0
+    rng = random.Random(7)
+    common = b"x-request-id: req_%s\r\nopenai-processing-ms: 12\r\nx-upstream-hold-us: %d\r\n"
 
-    with Endless() as fake:
-        print(fake.url, flush=True)
-        sys.stdin.read()  # until the benchmark closes our stdin
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal count
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                low = head.lower()
+                i = low.index(b"content-length:")
+                data = await reader.readexactly(int(low[i + 15 : low.index(b"\r\n", i)]))
+                got = time.perf_counter()
+                count += 1
+                key = b"bench%09d" % count  # fresh ids: every exchange is a new fact
+                await asyncio.sleep(delay * rng.uniform(1 - spread, 1 + spread))
+                ids = common % (key, (time.perf_counter() - got) * 1e6)
+                if b'"stream":true' in data:
+                    writer.write(
+                        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; charset=utf-8\r\n"
+                        b"cache-control: no-cache\r\n%stransfer-encoding: chunked\r\n\r\n" % ids
+                    )
+                    for n, frame in enumerate(frames):
+                        if n:
+                            await asyncio.sleep(event_delay)
+                        frame = frame.replace(_KEY, key)
+                        writer.write(b"%x\r\n%s\r\n" % (len(frame), frame))
+                    writer.write(b"0\r\n\r\n")
+                else:
+                    out = body.replace(_KEY, key)
+                    writer.write(
+                        b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n%s"
+                        b"content-length: %d\r\n\r\n%s" % (ids, len(out), out)
+                    )
+        except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
+            pass  # the client hung up, or we are stopping
+        finally:
+            writer.close()
+
+    async def main() -> None:
+        server = await asyncio.start_server(handle, "127.0.0.1", 0, backlog=1024)
+        port = server.sockets[0].getsockname()[1]
+        print(f"http://127.0.0.1:{port}", flush=True)
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, sys.stdin.read)  # until the benchmark closes our stdin
+        server.close()
+
+    uvloop.run(main())
 
 
 # -- the clients ----------------------------------------------------------------------------------
 
 
+def _header(low: bytes, name: bytes) -> int:
+    i = low.index(b"\r\n" + name + b":") + len(name) + 3
+    return int(low[i : low.index(b"\r\n", i)])
+
+
 async def _one(
     reader: asyncio.StreamReader, writer: asyncio.StreamWriter, data: bytes
 ) -> tuple[float, float]:
-    """One request on a keep-alive connection: (seconds to the first body byte, to the end)."""
+    """One request on a keep-alive connection, beyond the time the upstream held it: (seconds
+    to the first body byte, to the end)."""
     t0 = time.perf_counter()
     writer.write(data)
     head = await reader.readuntil(b"\r\n\r\n")
     if not head.startswith(b"HTTP/1.1 200"):
         raise RuntimeError(head[:200].decode(errors="replace"))
     low = head.lower()
+    t0 += _header(low, b"x-upstream-hold-us") / 1e6
     first = 0.0
     if b"transfer-encoding: chunked" in low:
         while True:
@@ -122,9 +181,7 @@ async def _one(
             if not first:
                 first = time.perf_counter()
     else:
-        i = low.index(b"content-length:")
-        n = int(low[i + 15 : low.index(b"\r\n", i)])
-        await reader.readexactly(n)
+        await reader.readexactly(_header(low, b"content-length"))
         first = time.perf_counter()
     return first - t0, time.perf_counter() - t0
 
@@ -167,9 +224,11 @@ def pct(xs: list[float], q: float) -> float:
 # -- the run --------------------------------------------------------------------------------------
 
 
-def start_fake(delay: float, event_delay: float) -> tuple[subprocess.Popen[bytes], str]:
+def start_fake(
+    delay: float, event_delay: float, spread: float = 0.5
+) -> tuple[subprocess.Popen[bytes], str]:
     cmd = [sys.executable, __file__, "--serve-fake", "--upstream-delay", str(delay),
-           "--event-delay", str(event_delay)]  # fmt: skip
+           "--event-delay", str(event_delay), "--spread", str(spread)]  # fmt: skip
     proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     assert proc.stdout is not None
     return proc, proc.stdout.readline().decode().strip()
@@ -219,11 +278,16 @@ def main() -> None:
     ap.add_argument(
         "--event-delay", type=float, default=0.005, help="seconds between streamed events"
     )
+    ap.add_argument(
+        "--spread", type=float, default=0.5,
+        help="each request's delay is drawn from delay × (1 ± spread); 0: clients in lockstep, "
+        "every request of a burst arriving in the same millisecond (the worst case)",
+    )  # fmt: skip
     ap.add_argument("--log-level", default="info", help="the proxy's (info logs every exchange)")
     ap.add_argument("--serve-fake", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.serve_fake:
-        serve_fake(args.upstream_delay, args.event_delay)
+        serve_fake(args.upstream_delay, args.event_delay, args.spread)
         return
     try:
         import uvloop
@@ -232,7 +296,7 @@ def main() -> None:
     except ImportError:
         pass
 
-    fake, upstream = start_fake(args.upstream_delay, args.event_delay)
+    fake, upstream = start_fake(args.upstream_delay, args.event_delay, args.spread)
     tmp = Path(tempfile.mkdtemp(prefix="lithify-bench-proxy-"))
     proxy, port, _ = start_proxy(upstream, tmp, args.log_level)
     fake_port = int(upstream.rsplit(":", 1)[1])
@@ -279,10 +343,11 @@ def main() -> None:
     print()
     load1 = os.getloadavg()[0]
     print(
-        f"lithify proxy: added latency on loopback, ms ({os.cpu_count()} cores, load average "
-        f"{load1:.1f} at the end; upstream answers after "
-        f"{args.upstream_delay * 1000:g} ms, streams {args.event_delay * 1000:g} ms/event; "
-        f"{args.rounds}×{args.seconds:g} s per cell)"
+        f"lithify proxy: latency beyond the upstream's own time, ms, on loopback "
+        f"({os.cpu_count()} cores, load average {load1:.1f} at the end; the upstream answers "
+        f"after {args.upstream_delay * (1 - args.spread) * 1000:g}-"
+        f"{args.upstream_delay * (1 + args.spread) * 1000:g} ms, streams "
+        f"{args.event_delay * 1000:g} ms/event; {args.rounds}×{args.seconds:g} s per cell)"
     )
     print()
     print(

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import os
 import queue
@@ -371,6 +372,11 @@ class Proxy:
             )
             self.recorder.start()
         self._monitor = asyncio.create_task(self._watch_health())
+        # What start-up made (modules, the app, the client) lives as long as the process: out of
+        # the collector's sight, a full collection no longer walks it on a call's path. It was
+        # the p99: 20-30 ms pauses at 32 clients.
+        gc.collect()
+        gc.freeze()
 
     async def shutdown(self) -> None:
         if self._monitor is not None:
