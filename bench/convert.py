@@ -18,10 +18,8 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import resource
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -30,6 +28,7 @@ from pathlib import Path
 import orjson
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+import peak
 from lithify.ingest.convert import JsonlSink
 from lithify.ingest.files import translate_json
 from lithify.model import InferenceCall
@@ -248,24 +247,6 @@ def bench(n_requests: int, per_request: int, rounds: int) -> list[tuple[str, flo
     return rows
 
 
-# `lithify convert` with its own peak RSS (VmHWM) reported on stderr at exit. The children's
-# rusage would not do: Linux counts there the pages of the process that forked the child, and
-# this one holds the table's requests.
-_REPORT_PEAK = """
-import atexit, sys
-from lithify.cli import main
-
-def _peak():
-    for line in open("/proc/self/status"):
-        if line.startswith("VmHWM:"):
-            sys.stderr.write(line)
-
-atexit.register(_peak)
-sys.argv = ["lithify", *sys.argv[1:]]
-main()
-"""
-
-
 def peak_rss_on_big_input(gb: float) -> tuple[float, float, int]:
     """Write ≈gb of OTLP/JSON lines, run `lithify convert` on it; (input GB, peak RSS MB, s)."""
     json_lines, _ = make_requests(8, 64, seed=11)
@@ -278,21 +259,11 @@ def peak_rss_on_big_input(gb: float) -> tuple[float, float, int]:
                 for line in json_lines:
                     fh.write(line + b"\n")
                     size += len(line) + 1
-        args = ["convert", str(src), "-o", os.devnull, "--no-progress", "--json"]
-        own_peak = Path("/proc/self/status").exists()
-        cmd = (
-            [sys.executable, "-c", _REPORT_PEAK, *args]
-            if own_peak
-            else [str(Path(sys.executable).with_name("lithify")), *args]
-        )
+        cmd = peak.lithify("convert", str(src), "-o", os.devnull, "--no-progress", "--json")
         t0 = time.perf_counter()
         done = subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         elapsed = time.perf_counter() - t0
-    if own_peak:
-        peak_kb = int(done.stderr.decode().rsplit("VmHWM:", 1)[1].split()[0])
-    else:
-        peak_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    return size / 1024**3, peak_kb / 1024, int(elapsed)
+    return size / 1024**3, peak.parse_mb(done.stderr), int(elapsed)
 
 
 CORPUS = Path(__file__).resolve().parents[1] / "tests" / "corpus"

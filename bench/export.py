@@ -27,7 +27,6 @@ import random
 import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -36,6 +35,7 @@ from typing import NamedTuple
 
 import orjson
 
+import peak
 from lithify.model import (
     InferenceCall,
     Message,
@@ -219,26 +219,29 @@ print(n)
 
 
 def _run(argv: list[str]) -> tuple[float, float, float, bytes]:
-    """Run a command; (wall seconds, CPU seconds, its own peak RSS in MB, stdout)."""
+    """Run a command (one that reports its peak, bench/peak.py); (wall seconds, CPU seconds,
+    its own peak RSS in MB, stdout)."""
     t0 = time.perf_counter()
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE)
-    assert proc.stdout is not None
-    out = proc.stdout.read()
-    _, status, usage = os.wait4(proc.pid, 0)  # this child's own usage, not all children's
-    secs = time.perf_counter() - t0
+    with tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err)
+        assert proc.stdout is not None
+        out = proc.stdout.read()
+        _, status, usage = os.wait4(proc.pid, 0)  # this child's own CPU time
+        secs = time.perf_counter() - t0
+        err.seek(0)
+        stderr = err.read()
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode:
-        raise SystemExit(f"{' '.join(argv)} exited with {proc.returncode}")
-    return secs, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, out
+        raise SystemExit(f"{' '.join(argv)} exited with {proc.returncode}: {stderr[-2000:]!r}")
+    return secs, usage.ru_utime + usage.ru_stime, peak.parse_mb(stderr), out
 
 
 def _steps(db: Path, out_dir: Path) -> Iterator[tuple[str, list[str]]]:
     url = f"sqlite:///{db}"
-    exe = str(Path(sys.executable).with_name("lithify"))
-    yield "store read (baseline)", [sys.executable, "-c", READ, url]
+    yield "store read (baseline)", peak.python(READ, url)
     for fmt in ("jsonl", "parquet"):
-        argv = [exe, "export", "sft", "-s", url, "-o", str(out_dir / fmt), "--format", fmt]
-        yield f"export sft → {fmt}", [*argv, "--no-progress", "--json"]
+        argv = ["export", "sft", "-s", url, "-o", str(out_dir / fmt), "--format", fmt]
+        yield f"export sft → {fmt}", peak.lithify(*argv, "--no-progress", "--json")
 
 
 class Step(NamedTuple):

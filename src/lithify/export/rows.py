@@ -11,6 +11,7 @@ import hashlib
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 import msgspec
@@ -186,6 +187,12 @@ class _Messages:
 _NO_DIGEST = bytes(16)
 
 
+@lru_cache(maxsize=64)
+def _key(name: str, first: bool) -> bytes:
+    """``{"name":`` or ``,"name":``: what precedes a value in a row's JSON."""
+    return b'%s"%s":' % (b"{" if first else b",", name.encode())
+
+
 def _assemble(
     columns: list[tuple[str, list[bytes | bytearray]]],
 ) -> tuple[bytes, dict[str, tuple[int, int]]]:
@@ -195,7 +202,7 @@ def _assemble(
     spans: dict[str, tuple[int, int]] = {}
     at = 0
     for i, (name, chunks) in enumerate(columns):
-        head = b'%s"%s":' % (b"," if i else b"{", name.encode())
+        head = _key(name, not i)
         out.append(head)
         at += len(head)
         start = at

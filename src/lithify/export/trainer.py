@@ -90,21 +90,23 @@ def check_value(value: Any) -> None:
     stack = [value]
     while stack:
         v = stack.pop()
-        if isinstance(v, float):
-            if not math.isfinite(v):
-                raise RowSkip("unrepresentable_value", repr(v))
-        elif isinstance(v, bool):
+        t = type(v)
+        # Strings first: they are most of what tool arguments and results hold, and this walk
+        # runs on every row's.
+        if t is str or t is bool or v is None:
             continue
-        elif isinstance(v, int):
-            if not _INT_MIN <= v <= _UINT_MAX:
-                raise RowSkip("unrepresentable_value", "an integer beyond 64 bits")
-        elif isinstance(v, dict):
+        if isinstance(v, dict):
             for k in v:
                 if not isinstance(k, str):
                     raise RowSkip("unrepresentable_value", f"a {type(k).__name__} object key")
             stack.extend(v.values())
         elif isinstance(v, list | tuple):
             stack.extend(v)
+        elif isinstance(v, float):
+            if not math.isfinite(v):
+                raise RowSkip("unrepresentable_value", repr(v))
+        elif isinstance(v, int) and not _INT_MIN <= v <= _UINT_MAX:
+            raise RowSkip("unrepresentable_value", "an integer beyond 64 bits")
 
 
 def result_text(result: Any) -> str:
