@@ -474,7 +474,9 @@ def _typed_span(s: _TSpan, resource: dict[str, Any], scope: dict[str, Any], scre
                 "attributes": _typed_attributes(e.attributes),
             }
             for e in s.events
-        ],
+        ]
+        if s.events
+        else [],
         status=status,
         resource=resource,
         scope=scope,
@@ -587,14 +589,13 @@ class _PbValues:
 
     def attrs(self, kvs: Any) -> dict[str, Any]:
         out: dict[str, Any] = {}
-        # Indexing the repeated field costs upb less than iterating it.
-        for i in range(len(kvs)):
-            kv = kvs[i]
+        value = self.value
+        for kv in kvs:
             v = kv.value
             # A non-empty string_value means the oneof holds a string: one field read instead of
             # WhichOneof and a read, for the most common kind. Empty strings take the general way.
             s = v.string_value
-            out[kv.key] = s if s else self.value(v)
+            out[kv.key] = s if s else value(v)
         return out
 
 
@@ -642,14 +643,20 @@ def iter_pb_spans(data: bytes) -> Iterator[Span]:
                 if st.message:
                     status["message"] = st.message
                 attributes = values.attrs(s.attributes)
-                events = [
-                    {
-                        "name": e.name,
-                        "time_unix_nano": e.time_unix_nano or None,
-                        "attributes": values.attrs(e.attributes),
-                    }
-                    for e in s.events
-                ]
+                evs = s.events
+                # Most spans have no events: the guard spares them a comprehension's frame.
+                events = (
+                    [
+                        {
+                            "name": e.name,
+                            "time_unix_nano": e.time_unix_nano or None,
+                            "attributes": values.attrs(e.attributes),
+                        }
+                        for e in evs
+                    ]
+                    if evs
+                    else []
+                )
                 yield Span(
                     trace_id=_pb_id(s.trace_id),
                     span_id=_pb_id(s.span_id),
