@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import re
 from collections import Counter
+from functools import lru_cache
 from typing import Any
 
 import ahocorasick_rs
@@ -103,6 +105,17 @@ _SCREEN_STR = ahocorasick_rs.AhoCorasick(
 CLEAN, ESCAPED, SUSPECT = 0, 1, 2
 
 
+@lru_cache(maxsize=1)
+def _numpy() -> Any:
+    """numpy, imported on the first screen rather than with this module (every command imports
+    this one, few screen). Its OpenBLAS pool would start a thread per core that spins between
+    calls, taking CPU from the receiver's workers; one element-wise OR needs none of it."""
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    import numpy
+
+    return numpy
+
+
 def screen(data: bytes | bytearray | memoryview) -> int:
     """What a screen of JSON-encoded (or protobuf) bytes says.
 
@@ -110,8 +123,7 @@ def screen(data: bytes | bytearray | memoryview) -> int:
     from them can hold a credential. ESCAPED: no needle, but text decoded from them may spell one
     through an escape. SUSPECT: a needle occurs, the structured walk must look.
     """
-    import numpy as np  # here, not at the top: every command imports this module, few screen
-
+    np = _numpy()
     folded = np.bitwise_or(np.frombuffer(data, np.uint8), 0x20)
     matches = _SCREEN_BYTES.find_matches_as_indexes(folded)
     if not matches:
