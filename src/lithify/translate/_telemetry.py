@@ -12,7 +12,7 @@ from lithify.translate._common import (
     Degradations,
     as_float,
     as_int,
-    finish,
+    finish_fields,
     ns_to_rfc3339,
 )
 
@@ -165,19 +165,13 @@ def build(
     times: dict[str, Any],
     screened: bool = False,
 ) -> InferenceCall:
-    return finish(
-        source=content.source,
-        deg=deg,
-        identity=identity,
-        raw=raw,
-        screened=screened,
-        session_id=session_id,
-        trace_id=trace_id,
-        span_id=span_id,
-        parent_span_id=parent_span_id,
-        input_messages=content.input_messages,
-        output_messages=content.output_messages,
-        tools=content.tools,
-        **metadata(attrs),
-        **times,
-    )
+    fields = metadata(attrs)
+    fields.update(times)
+    fields["session_id"] = session_id
+    fields["trace_id"] = trace_id
+    fields["span_id"] = span_id
+    fields["parent_span_id"] = parent_span_id
+    fields["input_messages"] = content.input_messages
+    fields["output_messages"] = content.output_messages
+    fields["tools"] = content.tools
+    return finish_fields(content.source, deg, identity, raw, screened, fields)
