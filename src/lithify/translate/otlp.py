@@ -639,9 +639,10 @@ def iter_pb_spans(data: bytes) -> Iterator[Span]:
             for s in ss.spans:
                 values.unscreened = scope_unscreened
                 st = s.status
-                status: dict[str, Any] = {"code": int(st.code)}
-                if st.message:
-                    status["message"] = st.message
+                msg = st.message
+                status: dict[str, Any] = (
+                    {"code": int(st.code), "message": msg} if msg else {"code": int(st.code)}
+                )
                 attributes = values.attrs(s.attributes)
                 evs = s.events
                 # Most spans have no events: the guard spares them a comprehension's frame.
@@ -657,20 +658,23 @@ def iter_pb_spans(data: bytes) -> Iterator[Span]:
                     if evs
                     else []
                 )
+                tid, sid, pid = s.trace_id, s.span_id, s.parent_span_id
+                # Positional, in Span's field order, and the ids inline (_pb_id): this runs
+                # per span, where keyword matching and the calls were a tenth of the decode.
                 yield Span(
-                    trace_id=_pb_id(s.trace_id),
-                    span_id=_pb_id(s.span_id),
-                    parent_span_id=_pb_id(s.parent_span_id),
-                    name=s.name,
-                    kind=int(s.kind),
-                    start_time_unix_nano=s.start_time_unix_nano or None,
-                    end_time_unix_nano=s.end_time_unix_nano or None,
-                    attributes=attributes,
-                    events=events,
-                    status=status,
-                    resource=resource,
-                    scope=scope,
-                    screened=clean and not values.unscreened,
+                    tid.hex() if tid and any(tid) else None,
+                    sid.hex() if sid and any(sid) else None,
+                    pid.hex() if pid and any(pid) else None,
+                    s.name,
+                    int(s.kind),
+                    s.start_time_unix_nano or None,
+                    s.end_time_unix_nano or None,
+                    attributes,
+                    events,
+                    status,
+                    resource,
+                    scope,
+                    clean and not values.unscreened,
                 )
 
 
