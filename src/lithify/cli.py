@@ -249,7 +249,7 @@ def import_cmd(
 ) -> None:
     """Import whatever `lithify convert` reads (and feedback documents) into the fact store.
 
-    Idempotent: a fact already stored (same identity, or same provider response id) is counted as a duplicate and never changed, so importing a file twice stores nothing new.
+    Idempotent: a fact already stored (same identity, or same provider response id) is counted as a duplicate and never changed, so importing a file twice stores nothing new. Another capture of a stored call with different content (a span's log event, the proxy's view of a response) is kept apart, as a variant.
     """
     with _opened_store(store_url) as store:
         sink = StoreSink(store)
@@ -265,13 +265,14 @@ def import_cmd(
         _summary_table(summary, url)
         err.print(
             f"stored [green]{sink.stored}[/] new facts, {sink.duplicates} already stored"
+            + (f", {sink.variants} other captures of stored calls" if sink.variants else "")
             + (
                 f"; feedback: {sink.feedback_stored} new, {sink.feedback_duplicates} already stored"
                 if summary.feedback
                 else ""
             )
         )
-        if summary.facts and not sink.stored:
+        if summary.facts and not sink.stored and not sink.variants:
             err.print("nothing new: every fact was already in the store")
     if summary.unreadable:
         raise typer.Exit(Exit.UNREADABLE)

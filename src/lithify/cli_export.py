@@ -17,7 +17,7 @@ from rich.table import Table
 
 from lithify.derive import SPLIT_REASONS
 from lithify.derive.feedback import FEEDBACK_DROP_REASONS
-from lithify.derive.sessions import DeriveStats, sort_facts
+from lithify.derive.sessions import DeriveStats, resolve_facts
 from lithify.export import (
     KINDS,
     PROFILE_CHANGES,
@@ -78,7 +78,8 @@ def _match(value: str | None, wanted: list[str] | None) -> bool:
 
 
 def filter_facts(facts: list[InferenceCall], filters: FactFilter) -> list[InferenceCall]:
-    """The store's filters, applied to facts read from files."""
+    """The store's filters, applied to facts read from files (after the capture rule chose
+    each call's capture, as a store applies them)."""
 
     def as_list(v: object) -> list[str] | None:
         if v is None:
@@ -251,20 +252,26 @@ def export_cmd(
     try:
         if facts_files:
             facts, feedback = read_fact_files(facts_files)
-            stats = DeriveStats()
-            selected = sort_facts(filter_facts(facts, filters), stats)
-            summary = _run(selected, feedback, target, options, show, len(selected), stats)
+            kept, dropped, aliases = resolve_facts(facts)
+            stats = DeriveStats(duplicates=len(filter_facts(dropped, filters)))
+            selected = filter_facts(kept, filters)
+            summary = _run(selected, feedback, aliases, target, options, show, len(selected), stats)
         else:
             with open_store(store_url) as store:
                 total = store.count(replace(filters, order="time"))
+                feedback = list(store.iter_feedback())
+                aliases = store.call_aliases(
+                    f.target_id for f in feedback if f.target_kind == "call"
+                )
                 summary = _run(
                     store.iter_facts(filters),
-                    list(store.iter_feedback()),
+                    feedback,
+                    aliases,
                     target,
                     options,
                     show,
                     total,
-                    None,
+                    DeriveStats(duplicates=store.count_dropped(filters)),
                 )
     except FactsFileError as e:
         err.print(f"[red]unreadable:[/] {e}")
@@ -288,6 +295,7 @@ def export_cmd(
 def _run(
     facts: Iterator[InferenceCall] | list[InferenceCall],
     feedback: list[Feedback],
+    aliases: dict[str, str],
     target: Path,
     options: ExportOptions,
     show: bool,
@@ -295,7 +303,7 @@ def _run(
     stats: DeriveStats | None,
 ) -> ExportSummary:
     if not show:
-        return export(facts, feedback, target, options, stats=stats)
+        return export(facts, feedback, target, options, stats=stats, aliases=aliases)
     from lithify.cli import err
 
     bars = Progress(
@@ -309,7 +317,13 @@ def _run(
     with bars:
         task = bars.add_task("facts", total=total)
         return export(
-            facts, feedback, target, options, progress=lambda n: bars.advance(task, n), stats=stats
+            facts,
+            feedback,
+            target,
+            options,
+            progress=lambda n: bars.advance(task, n),
+            stats=stats,
+            aliases=aliases,
         )
 
 
@@ -317,8 +331,8 @@ def run_demo(examples: list[Path], out_dir: Path, store_url: str | None) -> dict
     """Import the example telemetry into the store, then export SFT rows and NeMo Gym rows of
     those facts (selected by their trace ids) into ``out_dir``. Returns what happened.
 
-    Traces go first: a call captured as a span and as log events is stored once, and the span
-    is the capture that carries the session.
+    A call captured as a span and as a log event is one call: the capture rule keeps the span
+    (it starts first), the capture that carries the session, whatever the import order.
     """
     examples = sorted(examples, key=lambda p: (".logs." in p.name, p.name))
     from lithify.ingest.convert import run
@@ -368,7 +382,7 @@ def print_demo(result: dict[str, Any]) -> None:
     err.print(
         f"Imported {len(result['examples'])} example files recorded from real instrumentations: "
         f"{result['facts']} facts, [green]{result['stored']}[/] new in {result['store']} "
-        f"({result['duplicates']} already there or captured twice)."
+        f"({result['duplicates'] + result['variants']} already there or captured twice)."
     )
     for summary in result["exports"].values():
         err.print(summary_table(summary))

@@ -70,8 +70,8 @@ def test_same_call_twice_is_one_fact_by_identity_and_by_model_call_id() -> None:
 
 
 def test_a_dropped_duplicate_does_not_claim_its_model_call_id() -> None:
-    # y loses to x by identity; its model_call_id then blocks nothing (as in the store).
-    x = call("x", [user("q")], [], second=1, model_call_id="m1")
+    # y loses to x by identity (x started first); its model_call_id then blocks nothing.
+    x = call("x", [user("q")], [], second=0, model_call_id="m1")
     y = call("x", [user("q")], [], second=1, model_call_id="m2")
     z = call("z", [user("q")], [], second=2, model_call_id="m2")
     for order in ([x, y, z], [z, y, x]):

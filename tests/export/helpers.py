@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import orjson
 
 from lithify.derive import Segment, Turn
@@ -157,3 +158,55 @@ def run_export(
 
 def read_rows(path: Path) -> list[dict[str, Any]]:
     return [orjson.loads(line) for line in path.read_bytes().splitlines()]
+
+
+def _recapture(f: InferenceCall, **changes: Any) -> InferenceCall:
+    return msgspec.structs.replace(f, **changes)
+
+
+def captured_twice() -> list[InferenceCall]:
+    """Calls captured more than once, with different content each time, as telemetry does.
+
+    - ``s-log``: spans that carry the session, and the log event of each span (same identity,
+      no session, another raw): one later than its span, one at the same time (a tie the
+      digest breaks).
+    - ``s-proxy``: spans and the proxy's captures of the same responses (same
+      ``model_call_id``, another identity); the instrumentation lost the reasoning the proxy
+      kept. The proxy saw the first call earlier (it wins), the second later.
+    - ``s-three``: one call as a span, its log event and the proxy's capture; and a chain: a
+      capture sharing an identity with one call and a response id with another.
+    """
+    out: list[InferenceCall] = []
+    a, b = tool_session("s-log")
+    out += [a, b]
+    out.append(_recapture(a, session_id=None, started_at=None, observed_at=at(40), raw={"log": 1}))
+    out.append(_recapture(b, session_id=None, raw={"log": 2}))
+
+    a, b = tool_session("s-proxy", answer="Cloudy.")
+    a = _recapture(a, model_call_id="resp-pa", raw={"span": 1})
+    b = _recapture(b, model_call_id="resp-pb", raw={"span": 2})
+    span_a = _recapture(
+        a,
+        output_messages=[
+            Message(
+                m.role, [p for p in m.parts if not isinstance(p, ReasoningPart)], m.finish_reason
+            )
+            for m in a.output_messages
+        ],
+    )
+    out += [span_a, b]
+    out.append(
+        _recapture(a, inference_call_id="proxy-pa", started_at=at(0), source=Source("proxy"))
+    )
+    out.append(
+        _recapture(b, inference_call_id="proxy-pb", started_at=at(9), source=Source("proxy"))
+    )
+
+    a, b = tool_session("s-three", answer="Windy.")
+    a = _recapture(a, model_call_id="resp-3a")
+    out += [a, b]
+    out.append(_recapture(a, session_id=None, observed_at=at(50), raw={"log": 3}))
+    out.append(_recapture(a, inference_call_id="proxy-3a", started_at=at(3), raw={"proxy": 3}))
+    # Same identity as b, the response id of a: the rule keeps at most one capture of each.
+    out.append(_recapture(b, model_call_id="resp-3a", raw={"chain": 1}, started_at=at(1)))
+    return out

@@ -57,16 +57,18 @@ def test_export_from_a_store(store_url: str, tmp_path: Path) -> None:
     res = runner.invoke(app, ["import", str(EXAMPLES), "--store", store_url, "--json"])
     assert res.exit_code == 0, res.output
     out = tmp_path / "gym"
-    stored = orjson.loads(res.stdout)["stored"]
+    imported = orjson.loads(res.stdout)
     summary = _export("nemo-gym", "--store", store_url, "-o", str(out), "--profile", "nemo-gym")
-    assert summary["facts_read"] == stored
+    # Every capture is read: the calls, and the other captures of them (span and log event).
+    assert summary["facts_read"] == imported["stored"] + imported["variants"]
+    assert summary["derive"]["duplicates"] == imported["variants"] > 0
     assert summary["rows"]["train"] > 0
     rows = read_rows(out / "train.jsonl")
     assert all(r["responses_create_params"]["input"] for r in rows)
     # The same facts through a fact file give the same bytes.
     facts = tmp_path / "facts.jsonl"
-    res = runner.invoke(app, ["facts", "--store", store_url, "--json", "--limit", "0"])
-    facts.write_text(res.stdout)
+    res = runner.invoke(app, ["convert", str(EXAMPLES), "-o", str(facts)])
+    assert res.exit_code == 0, res.output
     _export("nemo-gym", "--facts", str(facts), "-o", str(tmp_path / "f"), "--profile", "nemo-gym")
     assert (tmp_path / "f" / "train.jsonl").read_bytes() == (out / "train.jsonl").read_bytes()
 

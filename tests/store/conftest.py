@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import subprocess
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import psycopg
@@ -58,3 +58,26 @@ def store_url(request: pytest.FixtureRequest) -> str:
     """A URL naming a fresh, empty store on each backend."""
     name = "sqlite_store_url" if request.param == "sqlite" else "pg_store_url"
     return request.getfixturevalue(name)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def new_store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[[], str]]:
+    """Makes URLs of fresh, empty stores on each backend: one per call (for property tests,
+    whose examples each need a store of their own)."""
+    schemas: list[str] = []
+
+    def make() -> str:
+        name = uuid.uuid4().hex[:16]
+        if request.param == "sqlite":
+            return f"sqlite://{tmp_path / name}.db"
+        pg_url = request.getfixturevalue("pg_url")
+        schemas.append(f"t_{name}")
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            conn.execute(f"CREATE SCHEMA t_{name}")
+        return with_schema(pg_url, f"t_{name}")
+
+    yield make
+    if schemas:
+        with psycopg.connect(request.getfixturevalue("pg_url"), autocommit=True) as conn:
+            for schema in schemas:
+                conn.execute(f"DROP SCHEMA {schema} CASCADE")

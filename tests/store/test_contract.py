@@ -131,7 +131,9 @@ def test_a_colliding_fact_never_changes_the_stored_one(store_url: str) -> None:
     with open_store(store_url) as store:
         store.insert_facts([original])
         result = store.insert_facts([impostor])
-        assert result.duplicate_ids == [original.inference_call_id]
+        # Another capture of the call: kept apart as a variant, the stored fact untouched.
+        assert (result.inserted, result.duplicates) == (0, 0)
+        assert result.variant_ids == [original.inference_call_id]
         stored = store.get_fact(original.inference_call_id)
         assert stored is not None and same(stored, original)
         # The query columns did not move either.
@@ -147,7 +149,9 @@ def test_model_call_id_deduplicates_two_captures_of_one_call(store_url: str) -> 
     with open_store(store_url) as store:
         assert store.insert_facts([telemetry, *unrelated]).inserted == 4
         result = store.insert_facts([proxy])
-        assert (result.inserted, result.duplicate_ids) == (0, [proxy.inference_call_id])
+        assert (result.inserted, result.variant_ids) == (0, [proxy.inference_call_id])
+        again = store.insert_facts([proxy, telemetry])  # redeliveries of both captures
+        assert (again.inserted, again.variants, again.duplicates) == (0, 0, 2)
         assert [
             f.inference_call_id for f in store.iter_facts(FactFilter(source="openai_chat"))
         ] == []
@@ -160,9 +164,10 @@ def test_duplicates_inside_one_batch(store_url: str) -> None:
     b = make_fact("b", model_call_id="resp-9")
     b2 = make_fact("b2", model_call_id="resp-9")
     with open_store(store_url) as store:
-        result = store.insert_facts([a, b, a2, b2])
-        assert result.inserted == 2 and result.duplicates == 2
-        assert sorted(result.duplicate_ids) == sorted([a.inference_call_id, b2.inference_call_id])
+        result = store.insert_facts([a, b, a2, b2, a, a2])
+        assert (result.inserted, result.variants, result.duplicates) == (2, 2, 2)
+        assert result.variant_ids == [a.inference_call_id, b2.inference_call_id]
+        assert result.duplicate_ids == [a.inference_call_id] * 2
         stored = store.get_fact(a.inference_call_id)
         assert stored is not None and stored.raw == {"copy": 1}  # the first of equal ids wins
 
@@ -261,7 +266,8 @@ def test_edge_values_survive_a_round_trip(store_url: str) -> None:
         assert store.count(FactFilter(model="m\x00")) == 1
         # Identity columns keep their meaning on escaped values.
         twin = msgspec.structs.replace(fact, inference_call_id="other")
-        assert store.insert_facts([twin]).duplicate_ids == ["other"]  # same model_call_id
+        assert store.insert_facts([twin]).variant_ids == ["other"]  # same model_call_id
+        assert store.insert_facts([twin]).duplicate_ids == ["other"]
         assert store.insert_facts([msgspec.structs.replace(twin, model_call_id=None)]).inserted == 1
     with open_store(store_url) as store:  # and after reopening
         got = store.get_fact("edge\x00\ud800")

@@ -15,7 +15,7 @@ more than once are one value (the earliest fact is the one returned).
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 import msgspec
 
@@ -50,16 +50,25 @@ class FeedbackIndex:
 
     Lookups record which targets were met, so that ``dropped()`` after a full derivation
     counts the feedback that matched nothing.
+
+    ``aliases`` maps the ids of other captures of a call (dropped by the capture rule) to the
+    id of the capture kept (``sessions.resolve_facts``, ``FactStore.call_aliases``): feedback
+    on any capture of a call is feedback on the call.
     """
 
-    def __init__(self, feedback: Iterable[Feedback]) -> None:
+    def __init__(
+        self, feedback: Iterable[Feedback], aliases: Mapping[str, str] | None = None
+    ) -> None:
         by_id: dict[str, Feedback] = {}
         # The same feedback_id twice is one fact; the first in (observed_at, id, bytes) order.
         for fb in sorted(feedback, key=lambda f: (_order(f), encode(f))):
             by_id.setdefault(fb.feedback_id, fb)
         groups: dict[_Key, dict[str, list[Feedback]]] = defaultdict(lambda: defaultdict(list))
         for fb in by_id.values():
-            groups[(fb.target_kind, fb.target_id)][fb.name].append(fb)
+            target = fb.target_id
+            if aliases and fb.target_kind == "call":
+                target = aliases.get(target, target)
+            groups[(fb.target_kind, target)][fb.name].append(fb)
         self._drops: Counter[str] = Counter()
         self._sizes: dict[_Key, int] = {}
         self._by_target: dict[_Key, dict[str, Feedback]] = {}

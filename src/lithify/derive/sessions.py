@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from operator import itemgetter
 
 from lithify.model import InferenceCall
+from lithify.store.captures import aliases, capture_digest, keep_first
 from lithify.store.codec import col, encode, uncol
 
 
@@ -56,38 +57,38 @@ def session_order_key(fact: InferenceCall) -> tuple[bool, str, str, str]:
 def _canonical_order(facts: Iterable[InferenceCall]) -> list[InferenceCall]:
     keyed = sorted(((call_order_key(f), f) for f in facts), key=itemgetter(0))
     out = [f for _, f in keyed]
-    # Equal keys are different captures of one identity: the lossless encoding orders them, so
-    # the one kept does not depend on arrival order. Only such runs pay for the encoding.
+    # Equal keys are different captures of one identity: the digest of the lossless encoding
+    # orders them (as the store's rank column does), so the one kept does not depend on arrival
+    # order. Only such runs pay for the encoding.
     i = 0
     while i < len(keyed) - 1:
         j = i + 1
         while j < len(keyed) and keyed[j][0] == keyed[i][0]:
             j += 1
         if j - i > 1:
-            out[i:j] = sorted(out[i:j], key=encode)
+            out[i:j] = sorted(out[i:j], key=lambda f: capture_digest(encode(f)))
         i = j
     return out
 
 
+def resolve(facts: Iterable[InferenceCall]) -> tuple[list[InferenceCall], list[InferenceCall]]:
+    """The capture rule (``store.captures``) over ``facts``: the kept ones in call order, and
+    the dropped ones (other captures of kept calls)."""
+    ordered = _canonical_order(facts)
+    flags = keep_first((f.inference_call_id, f.model_call_id) for f in ordered)
+    kept = [f for f, keep in zip(ordered, flags, strict=True) if keep]
+    dropped = [f for f, keep in zip(ordered, flags, strict=True) if not keep]
+    return kept, dropped
+
+
 def dedupe(facts: Iterable[InferenceCall]) -> tuple[list[InferenceCall], int]:
     """One fact per call, in call order: ``inference_call_id`` and ``model_call_id`` identify
-    it (as the store does), and the first in (call order, encoded fact) order is kept.
+    it, and the capture rule picks the one kept, as a store does.
 
     Returns the kept facts and how many were dropped.
     """
-    kept: list[InferenceCall] = []
-    ids: set[str] = set()
-    model_ids: set[str] = set()
-    ordered = _canonical_order(facts)
-    for fact in ordered:
-        mid = fact.model_call_id
-        if fact.inference_call_id in ids or (mid is not None and mid in model_ids):
-            continue
-        ids.add(fact.inference_call_id)
-        if mid is not None:
-            model_ids.add(mid)
-        kept.append(fact)
-    return kept, len(ordered) - len(kept)
+    kept, dropped = resolve(facts)
+    return kept, len(dropped)
 
 
 def sort_facts(
@@ -95,11 +96,24 @@ def sort_facts(
 ) -> list[InferenceCall]:
     """Facts from anywhere (files, in any order, duplicates included), deduplicated and in
     the store's session order, ready for ``iter_sessions``. Holds them all in memory."""
-    kept, dropped = dedupe(facts)
+    kept, dropped, _ = resolve_facts(facts)
     if stats is not None:
-        stats.duplicates += dropped
-    kept.sort(key=session_order_key)
+        stats.duplicates += len(dropped)
     return kept
+
+
+def resolve_facts(
+    facts: Iterable[InferenceCall],
+) -> tuple[list[InferenceCall], list[InferenceCall], dict[str, str]]:
+    """``sort_facts`` (the kept facts), the dropped ones, and the other ids of kept calls that
+    feedback may name (``FeedbackIndex`` aliases; a store gives them with ``call_aliases``)."""
+    kept, dropped = resolve(facts)
+    names = aliases(
+        ((f.inference_call_id, f.model_call_id) for f in kept),
+        ((f.inference_call_id, f.model_call_id) for f in dropped),
+    )
+    kept.sort(key=session_order_key)
+    return kept, dropped, names
 
 
 def iter_sessions(

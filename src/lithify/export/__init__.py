@@ -9,7 +9,7 @@ skipped and why.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -143,14 +143,16 @@ def export(
     *,
     progress: Callable[[int], None] | None = None,
     stats: DeriveStats | None = None,
+    aliases: Mapping[str, str] | None = None,
 ) -> ExportSummary:
     """Derive and write the rows of ``options.kind`` from ``facts`` (grouped by session).
 
     ``stats`` carries what derivation saw before (``sort_facts`` of fact files counts the
-    duplicates it dropped there). Raises ``RowInvalid`` when a row fails its schema (nothing is
-    written then).
+    duplicates it dropped there); ``aliases``: other capture ids of the calls, for feedback
+    (``FeedbackIndex``). Raises ``RowInvalid`` when a row fails its schema (nothing is written
+    then).
     """
-    index = FeedbackIndex(feedback)
+    index = FeedbackIndex(feedback, aliases)
     builder = make_builder(options, index)
     out = Path(out_dir)
     summary = ExportSummary(

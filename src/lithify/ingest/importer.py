@@ -11,12 +11,14 @@ from lithify.store import FactStore
 
 @dataclass
 class StoreSink:
-    """Facts and feedback into a store, one transaction per batch; duplicates are counted."""
+    """Facts and feedback into a store, one transaction per batch; duplicates are counted, and
+    variants (differing captures of stored calls, kept apart) too."""
 
     store: FactStore
     batch_size: int = 500
     stored: int = 0
     duplicates: int = 0
+    variants: int = 0
     feedback_stored: int = 0
     feedback_duplicates: int = 0
     _facts: list[InferenceCall] = field(default_factory=list)
@@ -37,6 +39,7 @@ class StoreSink:
             result = self.store.insert_facts(self._facts)
             self.stored += result.inserted
             self.duplicates += result.duplicates
+            self.variants += result.variants
             self._facts.clear()
 
     def _flush_feedback(self) -> None:
@@ -54,6 +57,7 @@ class StoreSink:
         return {
             "stored": self.stored,
             "duplicates": self.duplicates,
+            "variants": self.variants,
             "feedback_stored": self.feedback_stored,
             "feedback_duplicates": self.feedback_duplicates,
         }

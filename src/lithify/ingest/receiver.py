@@ -644,6 +644,7 @@ class Receiver:
             "requests": self.counts["requests"],
             "facts_stored": self.counts["facts"],
             "duplicates": self.counts["duplicates"],
+            "variants": self.counts["variants"],
             "feedback_stored": self.counts["feedback"],
             "rejected": self.counts["rejected"],
         }
@@ -896,12 +897,14 @@ def build_app(config: ServeConfig, store: FactStore | None = None) -> Starlette:
         facts, feedback = stored
         rx.counts["facts"] += facts.inserted
         rx.counts["duplicates"] += facts.duplicates + feedback.duplicates
+        rx.counts["variants"] += facts.variants
         rx.counts["feedback"] += feedback.inserted
         rx.counts["rejected"] += out.rejected
         info.update(
             status=200,
             facts=facts.inserted,
             duplicates=facts.duplicates,
+            variants=facts.variants,
             feedback=feedback.inserted,
             feedback_duplicates=feedback.duplicates,
             rejected=out.rejected,

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from itertools import chain, islice
+from operator import itemgetter
 from typing import Any, Literal, Protocol, Self, TypeVar
 
 import msgspec
@@ -14,6 +16,7 @@ import orjson
 
 from lithify.model import FEEDBACK_TARGETS, Feedback, InferenceCall
 from lithify.store import codec
+from lithify.store.captures import aliases, capture_digest, keep_first
 from lithify.store.migrations import SCHEMA_VERSION_TABLE, Migration
 
 R = TypeVar("R")
@@ -40,13 +43,22 @@ class SchemaTooNew(StoreError):
 class InsertResult(msgspec.Struct, frozen=True):
     """What a batch did: rows stored, and the ids of rows that collided with stored ones.
 
-    ``duplicate_ids`` follow the batch order; a row counts as a duplicate when its identity or
-    its ``model_call_id`` was already stored (or came earlier in the same batch).
+    A fact collides when its identity or its ``model_call_id`` was already stored (or came
+    earlier in the same batch). It is a duplicate when its content equals a stored capture of
+    that call (a redelivery), else a variant: another capture of the call, kept apart
+    (docs/store.md). ``duplicate_ids`` and ``variant_ids`` follow the batch order; feedback has
+    no variants.
     """
 
     inserted: int
     duplicates: int
     duplicate_ids: list[str]
+    variants: int = 0
+    variant_ids: list[str] = msgspec.field(default_factory=list)
+
+
+class _CapturesBusy(Exception):
+    """Another writer holds the right to index captures: write the batch again, owning it."""
 
 
 class TokenExists(StoreError, ValueError):
@@ -156,7 +168,9 @@ class FactStore(Protocol):
         self, filters: FeedbackFilter | None = None, *, batch_size: int = 500
     ) -> Iterator[Feedback]: ...
     def get_fact(self, inference_call_id: str) -> InferenceCall | None: ...
+    def call_aliases(self, ids: Iterable[str]) -> dict[str, str]: ...
     def count(self, filters: FactFilter | None = None) -> int: ...
+    def count_dropped(self, filters: FactFilter | None = None) -> int: ...
     def count_feedback(self, filters: FeedbackFilter | None = None) -> int: ...
     def stats(self, filters: FactFilter | None = None, *, session_limit: int = 20) -> Stats: ...
     def schema_version(self) -> int: ...
@@ -189,6 +203,30 @@ FACT_COLUMNS = (
     "degradations",
     "ingested_at",
     "body",
+)
+
+# A capture of a stored call that differs from it: the fact's columns and its content digest.
+VARIANT_COLUMNS = ("digest", *FACT_COLUMNS)
+
+# fact_captures: every capture of a contested call, its rank (sort_at, inference_call_id,
+# digest), the columns reads filter and order on, and whether the capture rule keeps it.
+CAPTURE_COLUMNS = (
+    "digest",
+    "variant",  # 0: the call's facts row; 1: a fact_variants row
+    "inference_call_id",
+    "model_call_id",
+    "session_id",
+    "trace_id",
+    "provider",
+    "model",
+    "source",
+    "sort_at",
+    "kept",
+)
+_CAPTURED = CAPTURE_COLUMNS[2:-1]  # what a capture takes from its fact's columns
+_CAPTURED_AT = tuple(FACT_COLUMNS.index(c) for c in _CAPTURED)
+_ID, _MODEL_ID, _SORT_AT, _KEPT = (
+    CAPTURE_COLUMNS.index(c) for c in ("inference_call_id", "model_call_id", "sort_at", "kept")
 )
 
 FEEDBACK_COLUMNS = (
@@ -333,20 +371,24 @@ def _stamp(rows: list[tuple[Any, ...]], index: int, at: str) -> list[tuple[Any, 
     return [(*r[:index], at, *r[index + 1 :]) for r in rows]
 
 
-def _attribute(keys: list[list[str]], stored: list[str]) -> list[InsertResult]:
-    """Split one transaction's stored keys back over the batches it wrote, in batch order: of
-    equal keys, the earliest is the one stored (``_insert`` keeps the first of equal ids)."""
-    left = Counter(stored)
-    out: list[InsertResult] = []
-    for batch in keys:
-        duplicate_ids: list[str] = []
-        for key in batch:
-            if left[key]:
-                left[key] -= 1
-            else:
-                duplicate_ids.append(codec.uncol(key) or "")
-        out.append(InsertResult(len(batch) - len(duplicate_ids), len(duplicate_ids), duplicate_ids))
-    return out
+# What became of each inserted row.
+_STORED, _DUPLICATE, _VARIANT = range(3)
+
+
+def _result(ids: Sequence[str], outcomes: Sequence[int]) -> InsertResult:
+    duplicate_ids = [i for i, o in zip(ids, outcomes, strict=True) if o == _DUPLICATE]
+    variant_ids = [i for i, o in zip(ids, outcomes, strict=True) if o == _VARIANT]
+    inserted = len(ids) - len(duplicate_ids) - len(variant_ids)
+    return InsertResult(inserted, len(duplicate_ids), duplicate_ids, len(variant_ids), variant_ids)
+
+
+def _capture(digest: bytes, variant: int, columns: Iterable[Any]) -> tuple[Any, ...]:
+    """A fact_captures row (``columns``: the ``_CAPTURED`` ones), kept until resolved."""
+    return (digest, variant, *columns, 1)
+
+
+def _rank(capture: tuple[Any, ...]) -> tuple[str, str, bytes]:
+    return capture[_SORT_AT], capture[_ID], capture[0]
 
 
 def _token_name(name: str) -> str:
@@ -419,6 +461,73 @@ class Cursor(Protocol):
     def fetchall(self) -> list[Any]: ...
 
 
+Query = Callable[[str, list[Any]], Iterator[tuple[Any, ...]]]
+
+_IN_CHUNK = 500  # values per IN (…) list: far below SQLite's bound on parameters
+
+
+def _select_in(
+    cur: Cursor, head: str, values: Iterable[Any], tail: str = "", params: Sequence[Any] = ()
+) -> list[Any]:
+    """Rows of ``head IN (values) tail`` (``params`` bind ``tail``), in as many statements as
+    the list of values needs."""
+    values = sorted(values)
+    rows: list[Any] = []
+    for i in range(0, len(values), _IN_CHUNK):
+        chunk = values[i : i + _IN_CHUNK]
+        cur.execute(f"{head} IN ({', '.join('?' * len(chunk))}){tail}", [*chunk, *params])
+        rows.extend(cur.fetchall())
+    return rows
+
+
+def _captures_in(
+    cur: Cursor, column: str, values: Iterable[Any], tail: str = "", params: Sequence[Any] = ()
+) -> list[Any]:
+    """The fact_captures rows whose ``column`` is one of ``values`` (and ``tail`` holds)."""
+    head = f"SELECT {', '.join(CAPTURE_COLUMNS)} FROM fact_captures WHERE {column}"
+    return _select_in(cur, head, values, tail, params)
+
+
+def _resolved(
+    main: Iterator[tuple[Any, ...]],
+    dropped: Iterator[tuple[Any, ...]],
+    kept: Iterator[tuple[Any, ...]],
+    width: int,
+) -> Iterator[bytes]:
+    """The bodies of ``main`` without the rows whose key is in ``dropped``, with ``kept``
+    merged in; rows start with their key (``width`` columns), the three in one key order."""
+    skip = next(dropped, None)
+    extra = next(kept, None)
+    extra_key = None if extra is None else extra[:width]
+
+    def horizon() -> Any:
+        heads = [h[0] for h in (skip, extra_key) if h is not None]
+        return min(heads) if heads else None
+
+    edge = horizon()
+    for row in main:
+        # Contested calls are few: a row whose first key column is below the next one's
+        # passes with one comparison.
+        if edge is None or row[0] < edge:
+            yield row[width]
+            continue
+        key = row[:width]
+        while extra_key is not None and extra_key < key:
+            yield extra[width]  # type: ignore[index]
+            extra = next(kept, None)
+            extra_key = None if extra is None else extra[:width]
+        while skip is not None and skip < key:
+            skip = next(dropped, None)
+        if skip == key:
+            skip = next(dropped, None)
+        else:
+            yield row[width]
+        edge = horizon()
+    while extra is not None:
+        yield extra[width]
+        extra = next(kept, None)
+
+
 class SqlStore:
     """The shared half of both backends; subclasses supply connections and dialect hooks."""
 
@@ -431,23 +540,51 @@ class SqlStore:
         """Run ``fn`` in one transaction (the write lock held when ``write``); errors mapped."""
         raise NotImplementedError
 
+    def _snapshot(self, batch_size: int) -> contextlib.AbstractContextManager[Query]:
+        """A read-only connection of its own, on one snapshot of the database while the context
+        lasts: it gives a function that streams a query's rows, ``batch_size`` at a time
+        (several streams may be read side by side)."""
+        raise NotImplementedError
+
     def _stream(self, sql: str, params: list[Any], batch_size: int) -> Iterator[tuple[Any, ...]]:
         """Rows of a query, read in batches on a connection of its own."""
-        raise NotImplementedError
+        with self._snapshot(batch_size) as query:
+            yield from query(sql, params)
 
     def _insert(
         self, cur: Cursor, table: str, columns: tuple[str, ...], rows: list[tuple[Any, ...]]
-    ) -> list[str]:
-        """Insert rows, skipping any that collide; return the first column of those inserted."""
+    ) -> list[tuple[Any, Any]]:
+        """Insert rows in this order, skipping any that collide; return the first two columns
+        of those inserted (of facts: inference_call_id and model_call_id, which tell which of
+        a batch's rows with one id was stored: the first with that pair)."""
         raise NotImplementedError
 
     def _lock_schema(self, cur: Cursor) -> None:
         """Serialize concurrent migrations (SQLite's write lock already does)."""
 
+    def _share_captures(self, cur: Cursor, own: bool) -> None:
+        """Taken before a transaction writes facts: the right to read the capture index
+        (shared by writers), or to change it (``own``: one writer at a time). SQLite's write
+        lock already makes every writer the only one."""
+
+    def _own_captures(self, cur: Cursor) -> bool:
+        """Change a shared right to read the capture index into the right to change it, when no
+        other writer shares it; False when one does."""
+        return True
+
     _degradations_sql: str
     # Where a fact's body is read from (SQLite keeps bodies in a table of their own).
     _fact_body = "body"
     _fact_from = "facts"
+    _variant_body = "body"
+
+    def _pack(self, body: bytes) -> bytes:
+        """A body as this backend stores it (SQLite compresses)."""
+        return body
+
+    def _unpack(self, body: bytes) -> bytes:
+        """The codec bytes of a body as stored, or as ``prepare`` left it."""
+        return body
 
     def close(self) -> None:
         raise NotImplementedError
@@ -486,39 +623,207 @@ class SqlStore:
         return self._run(q, write=False)
 
     # -- writing ---------------------------------------------------------------------------
-    def _insert_batch(
-        self, table: str, columns: tuple[str, ...], rows: list[tuple[Any, ...]], ids: list[str]
-    ) -> InsertResult:
-        if not rows:
-            return InsertResult(0, 0, [])
+    def _writing(self, fn: Callable[[Cursor, bool], R]) -> R:
+        """``fn(cur, own)`` in a write transaction. A batch that must change the capture index
+        while another writer reads it starts again, owning the index from the start (a writer
+        never waits for it while holding a share: two such writers would deadlock)."""
+        try:
+            return self._run(lambda cur: fn(cur, False), write=True)
+        except _CapturesBusy:
+            return self._run(lambda cur: fn(cur, True), write=True)
+
+    def _write(
+        self,
+        cur: Cursor,
+        table: str,
+        columns: tuple[str, ...],
+        rows: list[tuple[Any, ...]],
+        own: bool = False,
+    ) -> list[int]:
+        """Insert rows; what became of each (``_STORED``, ``_DUPLICATE``, ``_VARIANT``), in the
+        order given. Facts need ``_share_captures`` first."""
         # A stable order by id: concurrent batches then take row locks in one order (no
-        # deadlock), and within a batch the first of equal ids is the one kept.
-        ordered = sorted(rows, key=lambda r: r[0])
-        stored = self._run(lambda cur: self._insert(cur, table, columns, ordered), write=True)
-        left = Counter(stored)
-        duplicate_ids: list[str] = []
-        for i in ids:
-            key = codec.col(i)
-            if left[key]:
-                left[key] -= 1
+        # deadlock), and within a batch the first of equal ids is tried first.
+        order = sorted(range(len(rows)), key=lambda i: rows[i][0])
+        ordered = [rows[i] for i in order]
+        stored = set(self._insert(cur, table, columns, ordered))
+        outcomes: list[int] = []
+        for row in ordered:
+            if (row[0], row[1]) in stored:
+                stored.discard((row[0], row[1]))
+                outcomes.append(_STORED)
             else:
-                duplicate_ids.append(i)
-        return InsertResult(len(rows) - len(duplicate_ids), len(duplicate_ids), duplicate_ids)
+                outcomes.append(_DUPLICATE)
+        if table == "facts":
+            self._keep_captures(cur, ordered, outcomes, own)
+        out = [_STORED] * len(rows)
+        for j, i in enumerate(order):
+            out[i] = outcomes[j]
+        return out
+
+    def _contested(self, cur: Cursor) -> bool:
+        """Whether any call has several captures."""
+        cur.execute("SELECT 1 FROM fact_captures LIMIT 1")
+        return cur.fetchone() is not None
+
+    def _keep_captures(
+        self, cur: Cursor, rows: list[tuple[Any, ...]], outcomes: list[int], own: bool
+    ) -> None:
+        """Keep the colliding rows that differ from every stored capture of their call as
+        variants (their outcome becomes ``_VARIANT``), and index every capture of the calls
+        they contest in fact_captures."""
+        collided = [i for i, o in enumerate(outcomes) if o == _DUPLICATE]
+        contested = self._contested(cur)
+        if not collided and not contested:
+            return  # the common batch: nothing collided and no call is contested
+        captures: dict[bytes, tuple[Any, ...]] = {}
+        if contested:
+            # A new call may share an id with a variant of a stored call: it joins that call.
+            fresh = [rows[i] for i, o in enumerate(outcomes) if o == _STORED]
+            ids = {c[_ID] for c in _captures_in(cur, "inference_call_id", {r[0] for r in fresh})}
+            model_ids = {
+                c[_MODEL_ID]
+                for c in _captures_in(cur, "model_call_id", {r[1] for r in fresh} - {None})
+            }
+            for row in fresh:
+                if row[0] in ids or row[1] in model_ids:
+                    digest = capture_digest(self._unpack(row[-1]))
+                    captures[digest] = _capture(digest, 0, (row[i] for i in _CAPTURED_AT))
+        stored = {
+            f[0]: f
+            for f in self._stored_facts(cur, "inference_call_id", {rows[i][0] for i in collided})
+        }
+        differing: list[tuple[int, bytes, bytes]] = []  # (row index, digest, codec bytes)
+        seen: set[bytes] = set()
+        for i in collided:
+            body = self._unpack(rows[i][-1])
+            same = stored.get(rows[i][0])
+            if same is not None and bytes(same[-1]) == body:
+                continue  # a redelivery of the stored fact: a duplicate
+            digest = capture_digest(body)
+            if digest not in seen:  # the same capture twice in a batch: the first is the variant
+                seen.add(digest)
+                differing.append((i, digest, body))
+        if not differing and not captures:
+            return  # only redeliveries: nothing to write
+        if not own and not self._own_captures(cur):
+            raise _CapturesBusy
+        if differing:
+            self._keep_variants(cur, rows, outcomes, differing, stored, captures)
+        if captures:
+            self._index_captures(cur, list(captures.values()))
+
+    def _stored_facts(self, cur: Cursor, column: str, values: Iterable[Any]) -> list[Any]:
+        """The ``_CAPTURED`` columns and the codec bytes of the facts rows with these values."""
+        head = f"SELECT {', '.join(_CAPTURED)}, {self._fact_body} FROM {self._fact_from} WHERE"
+        return _select_in(cur, f"{head} {column}", values)
+
+    def _keep_variants(
+        self,
+        cur: Cursor,
+        rows: list[tuple[Any, ...]],
+        outcomes: list[int],
+        differing: list[tuple[int, bytes, bytes]],
+        stored: dict[str, Any],
+        captures: dict[bytes, tuple[Any, ...]],
+    ) -> None:
+        variant_rows = sorted(
+            ((d, *rows[i][:-1], self._pack(body)) for i, d, body in differing), key=itemgetter(0)
+        )
+        inserted = {r[0] for r in self._insert(cur, "fact_variants", VARIANT_COLUMNS, variant_rows)}
+        linked: dict[str, Any] = {}  # the facts rows they share an inference_call_id with
+        model_ids: set[str] = set()
+        for i, digest, _ in differing:
+            if digest not in inserted:
+                continue  # a variant stored before: a duplicate
+            row = rows[i]
+            outcomes[i] = _VARIANT
+            captures[digest] = _capture(digest, 1, (row[j] for j in _CAPTURED_AT))
+            if row[0] in stored:
+                linked[row[0]] = stored[row[0]]
+            if row[1] is not None:
+                model_ids.add(row[1])
+        # The facts rows the variants collide with are captures of the contested calls too.
+        for f in [*linked.values(), *self._stored_facts(cur, "model_call_id", model_ids)]:
+            digest = capture_digest(bytes(f[-1]))
+            captures.setdefault(digest, _capture(digest, 0, f[:-1]))
+
+    def _index_captures(self, cur: Cursor, captures: list[tuple[Any, ...]]) -> None:
+        """Add captures to fact_captures, then decide again which ones the capture rule keeps
+        wherever the new ones may change it."""
+        new = {
+            r[0]
+            for r in self._insert(
+                cur, "fact_captures", CAPTURE_COLUMNS, sorted(captures, key=_rank)
+            )
+        }
+        seeds = [c for c in captures if c[0] in new]
+        if not seeds:
+            return
+        # The rule goes in rank order, so decisions only change from the first new capture on,
+        # and only through identities shared with a new one: walk those captures, then take the
+        # identities that kept captures ranked before the first new one already hold.
+        first = _rank(min(seeds, key=_rank))
+        after = " AND (sort_at, inference_call_id, digest) >= (?, ?, ?)"
+        before = " AND (sort_at, inference_call_id, digest) < (?, ?, ?) AND kept = 1"
+        found: dict[bytes, tuple[Any, ...]] = {}
+        ids: set[str] = set()
+        model_ids: set[str] = set()
+        todo_ids = {c[_ID] for c in seeds}
+        todo_model_ids = {c[_MODEL_ID] for c in seeds} - {None}
+        while todo_ids or todo_model_ids:
+            ids |= todo_ids
+            model_ids |= todo_model_ids
+            rows = _captures_in(cur, "inference_call_id", todo_ids, after, first)
+            rows += _captures_in(cur, "model_call_id", todo_model_ids, after, first)
+            todo_ids, todo_model_ids = set(), set()
+            for row in rows:
+                if row[0] not in found:
+                    found[row[0]] = row
+                    todo_ids.add(row[_ID])
+                    todo_model_ids.add(row[_MODEL_ID])
+            todo_ids -= ids
+            todo_model_ids -= model_ids | {None}
+        claimed_ids: set[str] = set()
+        claimed_model_ids: set[str] = set()
+        for row in [
+            *_captures_in(cur, "inference_call_id", ids, before, first),
+            *_captures_in(cur, "model_call_id", model_ids, before, first),
+        ]:
+            claimed_ids.add(row[_ID])
+            if row[_MODEL_ID] is not None:
+                claimed_model_ids.add(row[_MODEL_ID])
+        ranked = sorted(found.values(), key=_rank)
+        keep = keep_first(((c[_ID], c[_MODEL_ID]) for c in ranked), claimed_ids, claimed_model_ids)
+        for c, kept in zip(ranked, keep, strict=True):
+            if bool(c[_KEPT]) != kept:
+                cur.execute("UPDATE fact_captures SET kept = ? WHERE digest = ?", (int(kept), c[0]))
 
     def insert_facts(self, batch: Iterable[InferenceCall]) -> InsertResult:
-        """Store a batch in one transaction; colliding facts are reported, never changed."""
+        """Store a batch in one transaction; colliding facts are reported, never changed (a
+        differing capture of a stored call is kept apart, as a variant)."""
         facts = list(batch)
         at = now()
         rows = [fact_row(f, at) for f in facts]
-        return self._insert_batch("facts", FACT_COLUMNS, rows, [f.inference_call_id for f in facts])
+        if not rows:
+            return InsertResult(0, 0, [])
+
+        def write(cur: Cursor, own: bool) -> list[int]:
+            self._share_captures(cur, own)
+            return self._write(cur, "facts", FACT_COLUMNS, rows, own)
+
+        return _result([f.inference_call_id for f in facts], self._writing(write))
 
     def insert_feedback(self, batch: Iterable[Feedback]) -> InsertResult:
         items = list(batch)
         at = now()
         rows = [feedback_row(f, at) for f in items]
-        return self._insert_batch(
-            "feedback", FEEDBACK_COLUMNS, rows, [f.feedback_id for f in items]
+        if not rows:
+            return InsertResult(0, 0, [])
+        outcomes = self._run(
+            lambda cur: self._write(cur, "feedback", FEEDBACK_COLUMNS, rows), write=True
         )
+        return _result([f.feedback_id for f in items], outcomes)
 
     def insert_prepared(
         self, batches: Sequence[Prepared]
@@ -528,27 +833,36 @@ class SqlStore:
         if not batches:
             return []
         at = now()
-        facts = [r for b in batches for r in b.facts]
-        feedback = [r for b in batches for r in b.feedback]
-        # Stable sort by id: the first of equal ids (in batch order) is the one stored.
-        facts = sorted(_stamp(facts, _FACT_INGESTED, at), key=lambda r: r[0])
-        feedback = sorted(_stamp(feedback, _FEEDBACK_INGESTED, at), key=lambda r: r[0])
+        facts = [_stamp(b.facts, _FACT_INGESTED, at) for b in batches]
+        feedback = _stamp([r for b in batches for r in b.feedback], _FEEDBACK_INGESTED, at)
 
-        def write(cur: Cursor) -> tuple[list[str], list[str]]:
-            stored_facts = self._insert(cur, "facts", FACT_COLUMNS, facts) if facts else []
-            stored_feedback = (
-                self._insert(cur, "feedback", FEEDBACK_COLUMNS, feedback) if feedback else []
+        def write(cur: Cursor, own: bool) -> tuple[list[list[int]], list[int]]:
+            # Facts batch after batch, each as if it were inserted alone after the ones before
+            # (which capture of a call is stored depends on it). Row locks then follow id order
+            # within a batch only: a deadlock with another group commit is retried.
+            if any(facts):
+                self._share_captures(cur, own)
+            return (
+                [
+                    self._write(cur, "facts", FACT_COLUMNS, rows, own) if rows else []
+                    for rows in facts
+                ],
+                self._write(cur, "feedback", FEEDBACK_COLUMNS, feedback) if feedback else [],
             )
-            return stored_facts, stored_feedback
 
-        stored_facts, stored_feedback = (
-            self._run(write, write=True) if facts or feedback else ([], [])
+        fact_outcomes, feedback_outcomes = (
+            self._writing(write) if any(facts) or feedback else ([[] for _ in facts], [])
         )
-        fact_results = _attribute([[r[0] for r in b.facts] for b in batches], stored_facts)
-        feedback_results = _attribute(
-            [[r[0] for r in b.feedback] for b in batches], stored_feedback
-        )
-        return list(zip(fact_results, feedback_results, strict=True))
+        out: list[tuple[InsertResult, InsertResult]] = []
+        g = 0
+        for b, outcomes in zip(batches, fact_outcomes, strict=True):
+            ids = [codec.uncol(r[0]) or "" for r in b.facts]
+            fb_ids = [codec.uncol(r[0]) or "" for r in b.feedback]
+            out.append(
+                (_result(ids, outcomes), _result(fb_ids, feedback_outcomes[g : g + len(fb_ids)]))
+            )
+            g += len(fb_ids)
+        return out
 
     # -- ingest tokens ---------------------------------------------------------------------
     def create_token(self, name: str, token_hash: str, prefix: str) -> TokenInfo:
@@ -628,19 +942,45 @@ class SqlStore:
         # Two queries rather than one ORDER BY with NULLS LAST: each follows an index
         # (facts_session, facts_order) on both backends, whose NULL orders differ.
         and_ = " AND " if where else " WHERE "
-        queries = (
-            f"{where}{and_}session_id IS NOT NULL ORDER BY session_id, sort_at, inference_call_id",
-            f"{where}{and_}session_id IS NULL ORDER BY sort_at, inference_call_id",
+        parts = (
+            ("session_id IS NOT NULL", "session_id, sort_at, inference_call_id"),
+            ("session_id IS NULL", "sort_at, inference_call_id"),
         )
         left = None if limit is None else max(0, int(limit))
-        for tail in queries:
-            if left == 0:
-                return
-            sql = f"SELECT {self._fact_body} FROM {self._fact_from}{tail}{_limit(left)}"
-            for (body,) in self._stream(sql, params, batch_size):
-                if left is not None:
-                    left -= 1
+        with self._snapshot(batch_size) as query:
+            contested = any(True for _ in query("SELECT 1 FROM fact_captures LIMIT 1", []))
+            bodies = chain.from_iterable(
+                self._call_bodies(query, f"{where}{and_}{cond}", params, order, contested)
+                for cond, order in parts
+            )
+            for body in islice(bodies, left):
                 yield reader.decode(body)
+
+    def _call_bodies(
+        self, query: Query, where: str, params: list[Any], order: str, contested: bool
+    ) -> Iterator[bytes]:
+        """The bodies of the facts matching ``where``, in ``order`` (columns), one capture per
+        call: of a contested call, each capture the capture rule keeps, at its own place."""
+        if not contested:  # no call has two captures: the facts rows are the calls
+            sql = f"SELECT {self._fact_body} FROM {self._fact_from}{where} ORDER BY {order}"
+            for (body,) in query(sql, params):
+                yield body
+            return
+        main = query(
+            f"SELECT {order}, {self._fact_body} FROM {self._fact_from}{where} ORDER BY {order}",
+            params,
+        )
+        dropped = query(
+            f"SELECT {order} FROM fact_captures{where} AND variant = 0 AND kept = 0 "
+            f"ORDER BY {order}",
+            params,
+        )
+        kept = query(
+            f"SELECT {order}, {self._variant_body} FROM fact_variants{where} AND digest IN "
+            f"(SELECT digest FROM fact_captures WHERE variant = 1 AND kept = 1) ORDER BY {order}",
+            params,
+        )
+        yield from _resolved(main, dropped, kept, order.count(",") + 1)
 
     def iter_feedback(
         self, filters: FeedbackFilter | None = None, *, batch_size: int = 500
@@ -665,9 +1005,35 @@ class SqlStore:
         row = self._run(q, write=False)
         return None if row is None else _fact_decoder.decode(row[0])
 
+    def call_aliases(self, ids: Iterable[str]) -> dict[str, str]:
+        """Which of ``ids`` name a capture the capture rule dropped, and the id of the kept
+        capture of its call (``captures.aliases``): feedback naming them joins that call. Only
+        captures of contested calls have such ids: at most one entry per id asked about."""
+        wanted = {codec.col(i) for i in ids if isinstance(i, str)}
+
+        def q(cur: Cursor) -> dict[str, str]:
+            if not wanted or not self._contested(cur):
+                return {}
+            named = _captures_in(cur, "inference_call_id", wanted)
+            dropped = [(c[_ID], c[_MODEL_ID]) for c in named if not c[_KEPT]]
+            model_ids = {m for _, m in dropped if m is not None}
+            holders = _captures_in(cur, "model_call_id", model_ids)
+            kept = [(c[_ID], c[_MODEL_ID]) for c in [*named, *holders] if c[_KEPT]]
+            return aliases(kept, dropped)
+
+        found = self._run(q, write=False)
+        return {codec.uncol(k) or "": codec.uncol(v) or "" for k, v in found.items()}
+
     def count(self, filters: FactFilter | None = None) -> int:
         where, params = fact_where(filters)
         return self._scalar(f"SELECT COUNT(*) FROM facts{where}", params)
+
+    def count_dropped(self, filters: FactFilter | None = None) -> int:
+        """Captures the capture rule drops (other captures of stored calls) that ``filters``
+        match, on their own columns: what ``order="session"`` reads leaves out."""
+        where, params = fact_where(filters)
+        and_ = " AND " if where else " WHERE "
+        return self._scalar(f"SELECT COUNT(*) FROM fact_captures{where}{and_}kept = 0", params)
 
     def count_feedback(self, filters: FeedbackFilter | None = None) -> int:
         where, params = feedback_where(filters)

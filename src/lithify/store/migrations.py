@@ -156,9 +156,94 @@ _V2_POSTGRES = (
     END $$""",
 )
 
+# Captures of a stored call that differ from it (a log event of a span, the proxy's view of a
+# response an instrumentation recorded): `fact_variants` keeps each one, immutably, with the
+# query columns of `facts` and its lossless body; `digest` (BLAKE2b-128 of the codec bytes) is
+# its identity, so a redelivered variant is stored once. `fact_captures` is an index over the
+# captures of every contested call (its facts row and its variants, nothing else): their
+# identities, rank (sort_at, inference_call_id, digest), query columns and whether the capture
+# rule keeps each one (store/captures.py). It is derived, rewritten inside the insert
+# transaction, and could be rebuilt from `facts` and `fact_variants`.
+_V3_SQLITE = (
+    """CREATE TABLE fact_variants (
+        digest BLOB NOT NULL UNIQUE,
+        inference_call_id TEXT NOT NULL,
+        model_call_id TEXT,
+        session_id TEXT,
+        trace_id TEXT,
+        span_id TEXT,
+        provider TEXT,
+        model TEXT,
+        source TEXT NOT NULL,
+        started_at TEXT,
+        observed_at TEXT,
+        sort_at TEXT NOT NULL,
+        input_tokens INTEGER,
+        output_tokens INTEGER,
+        degradations TEXT NOT NULL,
+        ingested_at TEXT NOT NULL,
+        body BLOB NOT NULL)""",
+    """CREATE TABLE fact_captures (
+        digest BLOB PRIMARY KEY,
+        variant INTEGER NOT NULL,
+        inference_call_id TEXT NOT NULL,
+        model_call_id TEXT,
+        session_id TEXT,
+        trace_id TEXT,
+        provider TEXT,
+        model TEXT,
+        source TEXT NOT NULL,
+        sort_at TEXT NOT NULL,
+        kept INTEGER NOT NULL)""",
+    "CREATE INDEX fact_captures_id ON fact_captures (inference_call_id)",
+    "CREATE INDEX fact_captures_model_call_id ON fact_captures (model_call_id) "
+    "WHERE model_call_id IS NOT NULL",
+)
+
+_V3_POSTGRES = (
+    """CREATE TABLE fact_variants (
+        digest BYTEA NOT NULL UNIQUE,
+        inference_call_id TEXT COLLATE "C" NOT NULL,
+        model_call_id TEXT COLLATE "C",
+        session_id TEXT COLLATE "C",
+        trace_id TEXT COLLATE "C",
+        span_id TEXT COLLATE "C",
+        provider TEXT COLLATE "C",
+        model TEXT COLLATE "C",
+        source TEXT COLLATE "C" NOT NULL,
+        started_at TEXT COLLATE "C",
+        observed_at TEXT COLLATE "C",
+        sort_at TEXT COLLATE "C" NOT NULL,
+        input_tokens BIGINT,
+        output_tokens BIGINT,
+        degradations JSONB NOT NULL,
+        ingested_at TEXT COLLATE "C" NOT NULL,
+        body BYTEA NOT NULL)""",
+    """DO $$ BEGIN
+        EXECUTE 'ALTER TABLE fact_variants ALTER COLUMN body SET COMPRESSION lz4';
+    EXCEPTION WHEN OTHERS THEN NULL;
+    END $$""",
+    """CREATE TABLE fact_captures (
+        digest BYTEA PRIMARY KEY,
+        variant INTEGER NOT NULL,
+        inference_call_id TEXT COLLATE "C" NOT NULL,
+        model_call_id TEXT COLLATE "C",
+        session_id TEXT COLLATE "C",
+        trace_id TEXT COLLATE "C",
+        provider TEXT COLLATE "C",
+        model TEXT COLLATE "C",
+        source TEXT COLLATE "C" NOT NULL,
+        sort_at TEXT COLLATE "C" NOT NULL,
+        kept INTEGER NOT NULL)""",
+    "CREATE INDEX fact_captures_id ON fact_captures (inference_call_id)",
+    "CREATE INDEX fact_captures_model_call_id ON fact_captures (model_call_id) "
+    "WHERE model_call_id IS NOT NULL",
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "facts and feedback", _V1_SQLITE, _V1_POSTGRES),
     Migration(2, "ingest tokens; lz4 body compression", _V2_SQLITE, _V2_POSTGRES),
+    Migration(3, "differing captures of stored calls", _V3_SQLITE, _V3_POSTGRES),
 )
 
 LATEST = MIGRATIONS[-1].version

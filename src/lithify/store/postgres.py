@@ -9,6 +9,7 @@ operation is idempotent, inserts included, because the database deduplicates.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -19,6 +20,7 @@ from psycopg.conninfo import conninfo_to_dict
 
 from lithify.store._base import (
     Cursor,
+    Query,
     R,
     SqlStore,
     StoreError,
@@ -27,6 +29,8 @@ from lithify.store._base import (
 from lithify.store.migrations import MIGRATIONS, Migration
 
 _SCHEMA_LOCK = 0x6C69746869667921  # any constant: serializes migrations of one database
+# Fact writers share it; the one writer that changes the capture index owns it (SqlStore._writing).
+_CAPTURES_LOCK = 0x6C69746869667922
 _RETRIES = 5  # deadlock / serialization failures: retried, then reported as unavailable
 # Aborted by the server for concurrency, not for the request: safe to run again.
 _ROLLBACK = (
@@ -39,6 +43,9 @@ _ARRAY_TYPES = {
     "output_tokens": "bigint",
     "value_number": "float8",
     "body": "bytea",
+    "digest": "bytea",
+    "variant": "integer",
+    "kept": "integer",
 }
 
 
@@ -61,14 +68,13 @@ class _PgCursor:
 def _insert_sql(table: str, columns: tuple[str, ...]) -> str:
     # One statement per batch whatever its size: each column goes as one array and unnest()
     # turns the arrays back into rows (bytea in binary, so blobs are not hex-escaped).
-    arrays = ", ".join(
-        f"{'%b' if c == 'body' else '%s'}::{_ARRAY_TYPES.get(c, 'text')}[]" for c in columns
-    )
+    types = [_ARRAY_TYPES.get(c, "text") for c in columns]
+    arrays = ", ".join(f"{'%b' if t == 'bytea' else '%s'}::{t}[]" for t in types)
     exprs = ", ".join(f"{c}::jsonb" if c == "degradations" else c for c in columns)
     names = ", ".join(columns)
     return (
         f"INSERT INTO {table} ({names}) SELECT {exprs} FROM unnest({arrays}) AS u({names}) "
-        f"ON CONFLICT DO NOTHING RETURNING {columns[0]}"
+        f"ON CONFLICT DO NOTHING RETURNING {columns[0]}, {columns[1]}"
     )
 
 
@@ -145,18 +151,29 @@ class PostgresStore(SqlStore):
                         ) from e
                     raise StoreUnavailable(f"PostgreSQL store {self.url}: {e}") from e
 
-    def _stream(self, sql: str, params: list[Any], batch_size: int) -> Iterator[tuple[Any, ...]]:
+    @contextlib.contextmanager
+    def _snapshot(self, batch_size: int) -> Iterator[Query]:
         if self._closed:
             raise StoreError(f"{self.url} is closed")
         conn = self._connect(autocommit=False)
+        names = itertools.count()
+
+        def query(sql: str, params: list[Any]) -> Iterator[tuple[Any, ...]]:
+            try:
+                # A named (server-side) cursor: rows arrive batch_size at a time.
+                with conn.cursor(name=f"lithify_stream_{next(names)}", binary=True) as cur:
+                    cur.itersize = batch_size
+                    cur.execute(sql.replace("?", "%s"), params)
+                    yield from cur
+            except (psycopg.OperationalError, psycopg.InterfaceError) as e:
+                raise StoreUnavailable(f"PostgreSQL store {self.url}: {e}") from e
+
         try:
-            # A named (server-side) cursor: rows arrive batch_size at a time.
-            with conn.cursor(name="lithify_stream", binary=True) as cur:
-                cur.itersize = batch_size
-                cur.execute(sql.replace("?", "%s"), params)
-                yield from cur
-        except (psycopg.OperationalError, psycopg.InterfaceError) as e:
-            raise StoreUnavailable(f"PostgreSQL store {self.url}: {e}") from e
+            # One snapshot for every query of the context (READ COMMITTED would take one per
+            # cursor, and reads that merge several cursors could see a write half done).
+            conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+            conn.read_only = True
+            yield query
         finally:
             with contextlib.suppress(psycopg.Error):
                 conn.close()
@@ -164,13 +181,23 @@ class PostgresStore(SqlStore):
     def _lock_schema(self, cur: Cursor) -> None:
         cur.execute("SELECT pg_advisory_xact_lock(?)", (_SCHEMA_LOCK,))
 
+    def _share_captures(self, cur: Cursor, own: bool) -> None:
+        # Writers run side by side on PostgreSQL: one that reads the capture index while another
+        # changes it could miss a capture the other is adding (both uncommitted).
+        lock = "pg_advisory_xact_lock" if own else "pg_advisory_xact_lock_shared"
+        cur.execute(f"SELECT {lock}(?)", (_CAPTURES_LOCK,))
+
+    def _own_captures(self, cur: Cursor) -> bool:
+        cur.execute("SELECT pg_try_advisory_xact_lock(?)", (_CAPTURES_LOCK,))
+        return bool(cur.fetchone()[0])
+
     def _insert(
         self, cur: Cursor, table: str, columns: tuple[str, ...], rows: list[tuple[Any, ...]]
-    ) -> list[str]:
+    ) -> list[tuple[Any, Any]]:
         assert isinstance(cur, _PgCursor)
         arrays = [list(col) for col in zip(*rows, strict=True)]
         cur.raw.execute(_insert_sql(table, columns), arrays)
-        return [r[0] for r in cur.raw.fetchall()]
+        return [(r[0], r[1]) for r in cur.raw.fetchall()]
 
     def close(self) -> None:
         with self._lock:

@@ -7,6 +7,7 @@ run beside the writer on a consistent snapshot.
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator
@@ -17,6 +18,7 @@ import lz4.block
 
 from lithify.store._base import (
     Cursor,
+    Query,
     R,
     SqlStore,
     StoreError,
@@ -58,14 +60,15 @@ def pack_body(body: bytes) -> bytes:
     return b"\x10" + packed if len(packed) + 1 < len(body) else body
 
 
-def _unpack(body: bytes | None) -> bytes | None:
+def unpack_body(body: bytes | None) -> bytes | None:
+    """The codec bytes of a body as stored (or as ``pack_body`` made it)."""
     if body and body[0] == _LZ4:
         return lz4.block.decompress(memoryview(body)[1:])
     return body
 
 
 def _functions(conn: sqlite3.Connection) -> None:
-    conn.create_function("lithify_body", 1, _unpack, deterministic=True)
+    conn.create_function("lithify_body", 1, unpack_body, deterministic=True)
 
 
 def _translate(e: sqlite3.Error, path: Path) -> Exception:
@@ -87,6 +90,13 @@ class SQLiteStore(SqlStore):
 
     _fact_body = "lithify_body(b.body)"
     _fact_from = "facts JOIN fact_bodies AS b ON b.id = facts.rowid"
+    _variant_body = "lithify_body(body)"
+
+    def _pack(self, body: bytes) -> bytes:
+        return pack_body(body)
+
+    def _unpack(self, body: bytes) -> bytes:
+        return unpack_body(body) or body
 
     def __init__(
         self,
@@ -159,24 +169,33 @@ class SQLiteStore(SqlStore):
                 raise _translate(e, self.path) from e
             return result
 
-    def _stream(self, sql: str, params: list[Any], batch_size: int) -> Iterator[tuple[Any, ...]]:
+    @contextlib.contextmanager
+    def _snapshot(self, batch_size: int) -> Iterator[Query]:
         try:
             conn = sqlite3.connect(
                 f"{self.path.as_uri()}?mode=ro",
                 uri=True,
                 timeout=self._timeout,
+                isolation_level=None,
                 check_same_thread=False,
             )
         except sqlite3.Error as e:
             raise _translate(e, self.path) from e
         _functions(conn)
+
+        def query(sql: str, params: list[Any]) -> Iterator[tuple[Any, ...]]:
+            try:
+                cur = conn.execute(sql, params)
+                while rows := cur.fetchmany(batch_size):
+                    yield from rows
+            except sqlite3.Error as e:
+                raise _translate(e, self.path) from e
+
         try:
-            cur = conn.execute(sql, params)
-            while True:
-                rows = cur.fetchmany(batch_size)
-                if not rows:
-                    return
-                yield from rows
+            # One read transaction: every query of the context reads the snapshot the first
+            # one took, whatever writers commit meanwhile.
+            conn.execute("BEGIN")
+            yield query
         except sqlite3.Error as e:
             raise _translate(e, self.path) from e
         finally:
@@ -184,18 +203,20 @@ class SQLiteStore(SqlStore):
 
     def _insert(
         self, cur: Cursor, table: str, columns: tuple[str, ...], rows: list[tuple[Any, ...]]
-    ) -> list[str]:
+    ) -> list[tuple[Any, Any]]:
         split = table == "facts"  # the body goes to fact_bodies, under the fact's rowid
         if split:
             assert columns[-1] == "body"
             bodies: dict[Any, bytes] = {}
             for row in rows:
-                bodies.setdefault(row[0], row[-1])  # the first of equal ids is the one stored
+                # Of a batch's rows with one (inference_call_id, model_call_id), the first is
+                # the one that can be stored.
+                bodies.setdefault((row[0], row[1]), row[-1])
             columns, rows = columns[:-1], [row[:-1] for row in rows]
-        stored: list[str] = []
+        stored: list[tuple[Any, Any]] = []
         row_sql = "(" + ", ".join("?" * len(columns)) + ")"
         head = f"INSERT INTO {table} ({', '.join(columns)}) VALUES "
-        tail = f" ON CONFLICT DO NOTHING RETURNING rowid, {columns[0]}"
+        tail = f" ON CONFLICT DO NOTHING RETURNING rowid, {columns[0]}, {columns[1]}"
         for i in range(0, len(rows), _CHUNK):
             chunk = rows[i : i + _CHUNK]
             params = [v for row in chunk for v in row]
@@ -205,9 +226,9 @@ class SQLiteStore(SqlStore):
                 assert isinstance(cur, sqlite3.Cursor)
                 cur.executemany(
                     "INSERT INTO fact_bodies (id, body) VALUES (?, ?)",
-                    [(rowid, pack_body(bodies[key])) for rowid, key in returned],
+                    [(rowid, pack_body(bodies[key, second])) for rowid, key, second in returned],
                 )
-            stored.extend(key for _, key in returned)
+            stored.extend((key, second) for _, key, second in returned)
         return stored
 
     def close(self) -> None:

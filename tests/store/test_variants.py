@@ -1,0 +1,272 @@
+"""One call captured several times with different content: every distinct capture is kept, and
+the derivation read gives the capture the capture rule keeps (docs/store.md), whatever the
+order the captures came in — what fact files give. Every test runs on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import itertools
+import random
+import threading
+from collections.abc import Callable, Iterable
+
+import msgspec
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from lithify.derive.feedback import FeedbackIndex
+from lithify.derive.sessions import resolve_facts, sort_facts
+from lithify.model import Feedback, InferenceCall
+from lithify.store import FactFilter, open_store, prepare
+from lithify.store.codec import Decoder, encode
+from lithify.store.migrations import LATEST, MIGRATIONS
+from lithify.store.sqlite import pack_body, unpack_body
+from tests.export.helpers import captured_twice
+from tests.store.helpers import make_fact, raw_execute, same
+
+SESSION = FactFilter(order="session")
+T0, T1 = "2025-05-01T10:00:00.000000000Z", "2025-05-01T10:00:05.000000000Z"
+
+
+def _encoded(facts: Iterable[InferenceCall]) -> list[bytes]:
+    return [encode(f) for f in facts]
+
+
+def _variants(url: str) -> list[InferenceCall]:
+    """The captures fact_variants holds, decoded from their stored bodies."""
+    rows = raw_execute(url, "SELECT body FROM fact_variants ORDER BY digest")
+    decoder = Decoder(InferenceCall)
+    return [decoder.decode(unpack_body(bytes(body)) or b"") for (body,) in rows]
+
+
+def _span_and_log() -> tuple[InferenceCall, InferenceCall]:
+    """An OTel span and the log event of the same span: one identity; the log event lacks the
+    span's conversation id and holds another raw."""
+    span = make_fact(
+        "span-1", session_id="conv-1", trace_id="t1", span_id="s1", started_at=T1, raw={"span": 1}
+    )
+    return span, msgspec.structs.replace(span, session_id=None, raw={"log": 1})
+
+
+# Contested calls of every shape (span and log event, span and proxy, three captures, a chain),
+# sessions whose column form is escaped, and an uncontested call.
+CAPTURES = [
+    *captured_twice(),
+    *_span_and_log(),
+    make_fact("nul-span", session_id="a\x00b", started_at=T0, model_call_id="r-nul"),
+    make_fact("nul-proxy", session_id=None, started_at=T0, model_call_id="r-nul", source="proxy"),
+    make_fact("alone", session_id="conv-1", started_at=T0),
+]
+
+
+@pytest.mark.parametrize("log_first", [False, True])
+def test_a_call_captured_twice_keeps_both_captures_and_reports_a_variant(
+    store_url: str, log_first: bool
+) -> None:
+    span, log = _span_and_log()
+    first, second = (log, span) if log_first else (span, log)
+    with open_store(store_url) as store:
+        assert store.insert_facts([first]).inserted == 1
+        result = store.insert_facts([second])
+        assert (result.inserted, result.duplicates, result.duplicate_ids) == (0, 0, [])
+        assert (result.variants, result.variant_ids) == (1, [span.inference_call_id])
+        # The facts table holds the call as first stored, unchanged.
+        assert store.count() == 1
+        assert same(store.get_fact(span.inference_call_id), first)
+        assert _encoded(store.iter_facts()) == [encode(first)]
+        # The derivation read holds the capture the rule keeps, whichever came first.
+        assert _encoded(store.iter_facts(SESSION)) == _encoded(sort_facts([span, log]))
+    [kept_apart] = _variants(store_url)
+    assert same(kept_apart, second)  # lossless, raw included
+
+
+def test_a_byte_identical_redelivery_is_a_plain_duplicate(store_url: str) -> None:
+    span, log = _span_and_log()
+    with open_store(store_url) as store:
+        store.insert_facts([span])
+        again = store.insert_facts([span])
+        assert (again.inserted, again.duplicates, again.variants) == (0, 1, 0)
+        assert store.insert_facts([log]).variants == 1
+        redelivered = store.insert_facts([log, span, log])
+        assert (redelivered.inserted, redelivered.duplicates, redelivered.variants) == (0, 3, 0)
+        assert redelivered.duplicate_ids == [span.inference_call_id] * 3
+    assert len(_variants(store_url)) == 1
+    assert raw_execute(store_url, "SELECT COUNT(*) FROM fact_captures") == [(2,)]
+
+
+def _batches(facts: list[InferenceCall], cuts: list[int]) -> list[list[InferenceCall]]:
+    edges = [0, *sorted(cuts), len(facts)]
+    return [facts[a:b] for a, b in itertools.pairwise(edges) if b > a]
+
+
+def _insert(url: str, batches: list[list[InferenceCall]], grouped: bool) -> list[object]:
+    """Insert batch after batch, or all in one group commit (with bodies packed ahead, as the
+    receiver does for SQLite)."""
+    with open_store(url) as store:
+        if not grouped:
+            return [store.insert_facts(b) for b in batches]
+        prepared = [prepare(b) for b in batches]
+        if url.startswith("sqlite"):
+            for p in prepared:
+                p.facts = [(*r[:-1], pack_body(r[-1])) for r in p.facts]
+        return [facts for facts, _ in store.insert_prepared(prepared)]
+
+
+# Filters apply to the capture the rule keeps (its own columns), as for fact files.
+FILTERS: list[tuple[FactFilter, Callable[[InferenceCall], bool]]] = [
+    (FactFilter(order="session", session_id="conv-1"), lambda f: f.session_id == "conv-1"),
+    (FactFilter(order="session", source="proxy"), lambda f: f.source.name == "proxy"),
+    (FactFilter(order="session", since="2025-06-01T10:00:01"), lambda f: (f.started_at or f.observed_at or "") >= "2025-06-01T10:00:01"),
+    (FactFilter(order="session", limit=5), lambda f: True),
+]  # fmt: skip
+
+
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    order=st.permutations(CAPTURES),
+    cuts=st.lists(st.integers(0, len(CAPTURES)), max_size=4),
+    grouped=st.booleans(),
+)
+def test_any_import_order_reads_back_what_fact_files_give(
+    new_store_url: Callable[[], str],
+    order: list[InferenceCall],
+    cuts: list[int],
+    grouped: bool,
+) -> None:
+    url = new_store_url()
+    results = _insert(url, _batches(order, cuts), grouped)
+    want = sort_facts(CAPTURES)
+    distinct = len(set(_encoded(CAPTURES)))
+    with open_store(url) as store:
+        assert _encoded(store.iter_facts(SESSION, batch_size=3)) == _encoded(want)
+        for flt, keep in FILTERS:
+            expected = [f for f in want if keep(f)][: flt.limit]
+            assert _encoded(store.iter_facts(flt)) == _encoded(expected), flt
+        # Every distinct capture is stored once: as the call's facts row, or as a variant.
+        assert store.count() + len(_variants(url)) == distinct
+    assert sum(r.inserted + r.variants for r in results) == distinct  # type: ignore[attr-defined]
+
+
+def test_group_commits_report_each_batch_as_if_inserted_alone(
+    new_store_url: Callable[[], str],
+) -> None:
+    facts = CAPTURES[:]
+    random.Random(11).shuffle(facts)
+    span, log = _span_and_log()
+    batches = [facts[:6], [*facts[6:12], span, log], [*facts[12:], *facts[:3], log]]
+    alone, grouped = new_store_url(), new_store_url()
+    assert _insert(grouped, batches, grouped=True) == _insert(alone, batches, grouped=False)
+    with open_store(alone) as a, open_store(grouped) as g:
+        assert _encoded(a.iter_facts(SESSION)) == _encoded(g.iter_facts(SESSION))
+        assert _encoded(a.iter_facts()) == _encoded(g.iter_facts())  # the same facts rows
+
+
+def test_feedback_on_any_capture_of_a_call_joins_it(store_url: str) -> None:
+    # proxy-pa (the proxy) is kept over s-proxy-a (the span); s-proxy-b over proxy-pb.
+    kept, _, from_files = resolve_facts(CAPTURES)
+    assert {"s-proxy-a": "proxy-pa", "proxy-pb": "s-proxy-b"}.items() <= from_files.items()
+    fb = [
+        Feedback(feedback_id=f"fb-{t}", target_kind="call", target_id=t, name="score", value=v,
+                 source="test")
+        for t, v in (("s-proxy-a", 0.9), ("proxy-pb", 0.2), ("s-log-a", 0.5), ("gone", 1.0))
+    ]  # fmt: skip
+    with open_store(store_url) as store:
+        store.insert_facts(list(reversed(CAPTURES)))
+        asked = [f.target_id for f in fb] + [f.inference_call_id for f in CAPTURES]
+        assert store.call_aliases(asked) == from_files
+        assert store.call_aliases(["gone", "alone"]) == {}
+        calls = {c.inference_call_id: c for c in store.iter_facts(SESSION)}
+    index = FeedbackIndex(fb, from_files)
+    assert index.for_call(calls["proxy-pa"])["score"].value == 0.9
+    assert index.for_call(calls["s-proxy-b"])["score"].value == 0.2
+    assert index.for_call(calls["s-log-a"])["score"].value == 0.5
+    for call in kept:
+        index.for_call(call)
+    assert index.dropped() == {"unmatched": 1}  # only "gone"
+
+
+def test_concurrent_writers_agree_on_the_kept_captures(new_store_url: Callable[[], str]) -> None:
+    url = new_store_url()
+    open_store(url).close()
+    errors: list[BaseException] = []
+
+    def writer(seed: int) -> None:
+        try:
+            mine = CAPTURES[:]
+            random.Random(seed).shuffle(mine)
+            with open_store(url) as store:
+                for i in range(0, len(mine), 3):
+                    store.insert_facts(mine[i : i + 3])
+        except BaseException as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=writer, args=(s,)) for s in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    with open_store(url) as store:
+        assert _encoded(store.iter_facts(SESSION)) == _encoded(sort_facts(CAPTURES))
+        assert store.count() + len(_variants(url)) == len(set(_encoded(CAPTURES)))
+
+
+def test_a_version_2_store_opens_migrated_and_keeps_its_facts(store_url: str) -> None:
+    span, log = _span_and_log()
+    other = make_fact("other", session_id="conv-2", started_at=T0)
+    with open_store(store_url) as store:
+        assert store.insert_facts([span, other]).inserted == 2  # rows as version 2 wrote them
+    raw_execute(
+        store_url,
+        "DROP TABLE fact_captures",
+        "DROP TABLE fact_variants",
+        "DELETE FROM schema_version WHERE version = 3",
+    )
+    with open_store(store_url, migrations=MIGRATIONS[:2]) as old:
+        assert old.schema_version() == 2 and old.count() == 2
+    with open_store(store_url) as store:
+        assert store.schema_version() == LATEST == 3
+        assert store.count() == 2
+        assert same(store.get_fact(span.inference_call_id), span)
+        assert _encoded(store.iter_facts(SESSION)) == _encoded(sort_facts([span, other]))
+        assert store.insert_facts([log]).variants == 1
+        assert _encoded(store.iter_facts(SESSION)) == _encoded(sort_facts([span, log, other]))
+
+
+def test_a_new_call_sharing_an_id_with_a_variant_joins_its_call(store_url: str) -> None:
+    # The proxy's capture is stored first; the span's capture of the same response collides
+    # by response id and is a variant; then the span's log event comes, whose identity (the
+    # span's) no facts row has: it is stored as a call, and must still join the contested one.
+    proxy = make_fact("px", session_id="conv-9", started_at=T1, model_call_id="resp-9")
+    span = make_fact("sp", session_id="conv-9", started_at=T0, model_call_id="resp-9")
+    log = msgspec.structs.replace(
+        span, session_id=None, model_call_id=None, started_at=None, observed_at=T1, raw={"l": 9}
+    )
+    with open_store(store_url) as store:
+        store.insert_facts([proxy])
+        assert store.insert_facts([span]).variants == 1
+        assert store.insert_facts([log]).inserted == 1
+        assert _encoded(store.iter_facts(SESSION)) == _encoded(sort_facts([proxy, span, log]))
+        assert [f.raw for f in store.iter_facts(SESSION)] == [span.raw]  # one call, not two
+    assert raw_execute(store_url, "SELECT COUNT(*) FROM fact_captures") == [(3,)]
+
+
+def test_large_batches_of_variants(store_url: str) -> None:
+    calls = [make_fact(f"big{i}", session_id=f"s{i % 7}", started_at=T1) for i in range(1200)]
+    logs = [msgspec.structs.replace(c, session_id=None, started_at=T0) for c in calls]
+    proxies = [
+        make_fact(f"px{i}", session_id=f"s{i % 7}", started_at=T0, model_call_id=f"r{i}")
+        for i in range(1200)
+    ]
+    spans = [msgspec.structs.replace(p, inference_call_id=f"sp{i}") for i, p in enumerate(proxies)]
+    with open_store(store_url) as store:
+        assert store.insert_facts(calls + proxies).inserted == 2400
+        result = store.insert_facts(logs + spans + calls)
+        assert (result.inserted, result.variants, result.duplicates) == (0, 2400, 1200)
+        want = sort_facts(calls + logs + proxies + spans)
+        assert _encoded(store.iter_facts(SESSION, batch_size=100)) == _encoded(want)
+        assert store.count() == 2400
