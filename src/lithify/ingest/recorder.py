@@ -32,7 +32,14 @@ import orjson
 
 from lithify.ingest.spool import SpoolReader
 from lithify.model import InferenceCall, Skip
-from lithify.store import FactStore, StoreError, StoreUnavailable, display_url, open_store
+from lithify.store import (
+    FactStore,
+    InsertResult,
+    StoreError,
+    StoreUnavailable,
+    display_url,
+    open_store,
+)
 from lithify.translate import translate_document
 
 log = logging.getLogger("lithify.proxy")
@@ -177,6 +184,7 @@ class RecorderStatus:
     exchanges: int = 0  # exchanges read from the spool and translated
     facts_stored: int = 0
     duplicates: int = 0  # facts the store already held (a replay after a crash, a retry)
+    variants: int = 0  # other captures of stored calls, kept apart (docs/store.md)
     degraded: int = 0  # stored facts with at least one degradation
     rejected: int = 0  # facts the store refused for a reason other than being down
     skipped: dict[str, int] = field(default_factory=dict)  # exchanges that gave no fact
@@ -353,7 +361,7 @@ class Recorder:
                     return all(self._store([fact]) for fact in facts)
                 else:
                     self._up()
-                    self._count(facts, result.inserted, result.duplicate_ids)
+                    self._count(facts, result)
                     return True
             # Stopping with the store down: the spool keeps the batch for the next start.
             if self.stopping or self._expired():
@@ -370,14 +378,21 @@ class Recorder:
             error=f"{type(e).__name__}: {e}"[:300],
         )
 
-    def _count(self, facts: list[InferenceCall], inserted: int, duplicate_ids: list[str]) -> None:
-        self.status.facts_stored += inserted
-        self.status.duplicates += len(duplicate_ids)
-        dup = set(duplicate_ids)
+    def _count(self, facts: list[InferenceCall], result: InsertResult) -> None:
+        self.status.facts_stored += result.inserted
+        self.status.duplicates += result.duplicates
+        self.status.variants += result.variants
+        dup = set(result.duplicate_ids)
         self.status.degraded += sum(
             1 for f in facts if f.degradations and f.inference_call_id not in dup
         )
-        _event(logging.DEBUG, "recorded", facts=inserted, duplicates=len(duplicate_ids))
+        _event(
+            logging.DEBUG,
+            "recorded",
+            facts=result.inserted,
+            duplicates=result.duplicates,
+            variants=result.variants,
+        )
 
 
 def _child_init() -> None:
