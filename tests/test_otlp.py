@@ -12,6 +12,8 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsSer
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
+from lithify.ingest.files import translate_json
+from lithify.model import InferenceCall
 from lithify.translate import translate_document, translate_protobuf
 from lithify.translate.otlp import (
     OTLPDecodeError,
@@ -276,3 +278,37 @@ def test_arbitrary_json_documents_never_raise(doc: object) -> None:
 def test_arbitrary_otlp_shaped_json_never_raises(doc: dict[str, object]) -> None:
     for r in translate_document(doc):
         assert r is not None
+
+
+_TIMES = st.one_of(
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.integers(min_value=10**300, max_value=10**400),
+).map(str)
+
+
+@given(start=_TIMES, end=_TIMES)
+def test_any_span_times_still_give_the_fact(start: str, end: str) -> None:
+    # Bad numbers become null (CANONICAL.md); they never cost the span its fact.
+    span = {
+        "traceId": "5b8efff798038103d269b633813fc60c",
+        "spanId": "eee19b7ec3c1b174",
+        "name": "chat",
+        "startTimeUnixNano": start,
+        "endTimeUnixNano": end,
+        "attributes": [
+            {"key": "gen_ai.operation.name", "value": {"stringValue": "chat"}},
+            {
+                "key": "gen_ai.input.messages",
+                "value": {
+                    "stringValue": '[{"role":"user","parts":[{"type":"text","content":"hi"}]}]'
+                },
+            },
+        ],
+    }
+    doc = {"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]}
+    for results in (translate_document(doc), translate_json(orjson.dumps(doc))):
+        (fact,) = list(results)
+        assert isinstance(fact, InferenceCall), fact
+        assert fact.duration_ms is None or 0 <= fact.duration_ms < float("inf")
+        if fact.duration_ms is not None:
+            assert int(start) > 0 and int(end) >= int(start)

@@ -142,8 +142,12 @@ def metadata(attrs: dict[str, Any]) -> dict[str, Any]:
 
 def timing(start: int | None, end: int | None) -> dict[str, Any]:
     duration = None
-    if start and end and end >= start:
-        duration = as_float((end - start) / 1_000_000)
+    # Negative times are bad numbers (null, as their timestamps are), not a start to count from.
+    if start and end and 0 < start <= end:
+        try:
+            duration = as_float((end - start) / 1_000_000)
+        except OverflowError:  # OTLP/JSON carries times as strings: any length of digits
+            duration = None
     return {
         "duration_ms": duration,
         "started_at": ns_to_rfc3339(start),
