@@ -711,3 +711,13 @@ def test_mutated_corpus_chunks_never_raise(rnd: random.Random, value: Any) -> No
     if data is not None:
         evs[i] = SSEEvent(None, orjson.dumps(_mutate(data, rnd, value)).decode())
     _check(openai_chat.translate(None, evs))
+
+
+def test_numbers_beyond_any_float_are_null_not_an_error() -> None:
+    # A document decoded by another JSON library may hold integers orjson never gives.
+    req = load("openai-chat/parallel_tool_calls.turn1.request.json")
+    resp = load("openai-chat/parallel_tool_calls.turn1.response.json")
+    resp["created"] = 10**400
+    fact = provider.translate_exchange(req, resp, meta={"duration_ms": 10**400})
+    assert isinstance(fact, InferenceCall)
+    assert fact.duration_ms is None and fact.output_messages

@@ -86,7 +86,10 @@ def as_float(value: Any) -> float | None:
     if isinstance(value, bool):
         return None
     if isinstance(value, int | float):
-        f = float(value)
+        try:
+            f = float(value)
+        except OverflowError:  # an integer beyond any float (a document decoded elsewhere)
+            return None
         return f if math.isfinite(f) else None
     if isinstance(value, str):
         try:
