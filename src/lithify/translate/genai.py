@@ -379,8 +379,10 @@ def _split(role: str, parts: list[Part], finish: str | None) -> list[Message]:
     Results come before the remaining content of a user turn (they answer the previous turn)
     and after the content of an assistant turn (they answer its calls).
     """
+    if role == "tool" and len(parts) == 1:  # the common case: a tool message, one result
+        return [Message(role, parts, finish)]
     results = [p for p in parts if isinstance(p, ToolCallResponsePart)]
-    if not results or (role == "tool" and len(parts) == 1):
+    if not results:
         return [Message(role, parts, finish)]
     rest = [p for p in parts if not isinstance(p, ToolCallResponsePart)]
     tools = [Message("tool", [r]) for r in results]
