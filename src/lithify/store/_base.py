@@ -371,6 +371,9 @@ def _stamp(rows: list[tuple[Any, ...]], index: int, at: str) -> list[tuple[Any, 
     return [(*r[:index], at, *r[index + 1 :]) for r in rows]
 
 
+# Whether any call has several captures: most stores have none, and read and write as before.
+_ANY_CAPTURE = "SELECT 1 FROM fact_captures LIMIT 1"
+
 # What became of each inserted row.
 _STORED, _DUPLICATE, _VARIANT = range(3)
 
@@ -663,7 +666,7 @@ class SqlStore:
 
     def _contested(self, cur: Cursor) -> bool:
         """Whether any call has several captures."""
-        cur.execute("SELECT 1 FROM fact_captures LIMIT 1")
+        cur.execute(_ANY_CAPTURE)
         return cur.fetchone() is not None
 
     def _keep_captures(
@@ -948,7 +951,7 @@ class SqlStore:
         )
         left = None if limit is None else max(0, int(limit))
         with self._snapshot(batch_size) as query:
-            contested = any(True for _ in query("SELECT 1 FROM fact_captures LIMIT 1", []))
+            contested = any(True for _ in query(_ANY_CAPTURE, []))
             bodies = chain.from_iterable(
                 self._call_bodies(query, f"{where}{and_}{cond}", params, order, contested)
                 for cond, order in parts
