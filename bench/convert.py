@@ -9,13 +9,14 @@ the bare `orjson.loads` of the JSON lines (the baseline), the conversion of the 
 as `lithify convert` does it (bytes in, `ingest.files.translate_json`), the protobuf parse alone,
 the conversion of the same protobuf requests, and the conversion of already decoded JSON
 documents (`translate_document`, for callers that hold a dict). Facts go to the JSON-lines sink
-of `lithify convert`. Every figure is the median of several rounds measured in this run; ratios
-are against the baseline of this run.
+of `lithify convert`. Every round times each step once, in turn; a figure is the median over the
+rounds, and a ratio the median of each round's ratio to that round's baseline.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import random
 import statistics
@@ -192,18 +193,32 @@ class _Discard:
         return len(data)
 
 
-def _median_time(fn: Callable[[], object], rounds: int) -> float:
-    times = []
+def _interleaved(
+    steps: list[tuple[str, Callable[[], object]]], rounds: int
+) -> list[tuple[str, float, float]]:
+    """(name, median s, median ratio to the first step): each round times every step once, so a
+    slow stretch of a noisy machine lands on the baseline and the conversions alike, and each
+    ratio is taken within its round."""
+    times: list[list[float]] = [[] for _ in steps]
     for _ in range(rounds):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+        for i, (_, fn) in enumerate(steps):
+            gc.collect()  # no step pays for the garbage of the one before
+            t0 = time.perf_counter()
+            fn()
+            times[i].append(time.perf_counter() - t0)
+    base = times[0]
+    return [
+        (
+            name,
+            statistics.median(ts),
+            statistics.median(t / b for t, b in zip(ts, base, strict=True)),
+        )
+        for (name, _), ts in zip(steps, times, strict=True)
+    ]
 
 
-def bench(n_requests: int, per_request: int, rounds: int) -> list[tuple[str, float, int]]:
+def bench(n_requests: int, per_request: int, rounds: int) -> list[tuple[str, float, float]]:
     json_lines, pb_reqs = make_requests(n_requests, per_request)
-    spans = n_requests * per_request
     # Facts go where `lithify convert` sends them: JSON lines, buffered, written out per MB.
     facts = JsonlSink(_Discard())
 
@@ -235,16 +250,14 @@ def bench(n_requests: int, per_request: int, rounds: int) -> list[tuple[str, flo
             sink(translate_protobuf(data))
 
     convert_json()  # warm-up, and a check that every span gives a fact
-    rows = []
-    for name, fn in (
+    steps = [
         ("orjson.loads (baseline)", parse_json),
         ("convert OTLP/JSON", convert_json),
         ("protobuf parse only", parse_pb),
         ("convert OTLP protobuf", convert_pb),
         ("convert decoded JSON docs", convert_docs),
-    ):
-        rows.append((name, _median_time(fn, rounds), spans))
-    return rows
+    ]
+    return _interleaved(steps, rounds)
 
 
 def peak_rss_on_big_input(gb: float) -> tuple[float, float, int]:
@@ -289,8 +302,8 @@ PROVIDER_EXCHANGES = {
 }  # fmt: skip
 
 
-def bench_providers(repeat: int, rounds: int) -> list[tuple[str, float, float, int]]:
-    """Per format, plain and streamed: (name, baseline s, convert s, exchanges).
+def bench_providers(repeat: int, rounds: int) -> list[tuple[str, float, float, float, int]]:
+    """Per format, plain and streamed: (name, baseline s, convert s, ratio, exchanges).
 
     The baseline parses the same bytes with orjson (every SSE data line for a stream); the
     conversion is `translate_exchange` from those bytes to a fact.
@@ -331,14 +344,10 @@ def bench_providers(repeat: int, rounds: int) -> list[tuple[str, float, float, i
                         raise AssertionError(f"{resp_path}: {r}")
 
             convert()
-            rows.append(
-                (
-                    f"{fmt} {kind}",
-                    _median_time(parse, rounds),
-                    _median_time(convert, rounds),
-                    repeat,
-                )
+            (_, base_s, _), (_, conv_s, ratio) = _interleaved(
+                [("parse", parse), ("convert", convert)], rounds
             )
+            rows.append((f"{fmt} {kind}", base_s, conv_s, ratio, repeat))
     return rows
 
 
@@ -348,25 +357,23 @@ def main() -> None:
     )
     ap.add_argument("--requests", type=int, default=8, help="OTLP requests per round")
     ap.add_argument("--spans", type=int, default=512, help="spans per request")
-    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=9)
     ap.add_argument("--gb", type=float, default=0.0, help="also measure peak RSS on this many GB")
     ap.add_argument("--exchanges", type=int, default=500, help="provider exchanges per format")
     args = ap.parse_args()
     rows = bench(args.requests, args.spans, args.rounds)
-    base = rows[0][1]
-    print(f"{args.requests * args.spans} spans per round, median of {args.rounds} rounds, one core")
+    spans = args.requests * args.spans
+    print(f"{spans} spans per round, median of {args.rounds} rounds, one core")
     print(f"{'step':<26}{'median s':>10}{'spans/s':>12}{'× baseline':>12}")
-    for name, secs, spans in rows:
-        print(f"{name:<26}{secs:>10.3f}{spans / secs:>12,.0f}{secs / base:>12.2f}")
+    for name, secs, ratio in rows:
+        print(f"{name:<26}{secs:>10.3f}{spans / secs:>12,.0f}{ratio:>12.2f}")
     print()
     print(
         f"provider exchanges (recorded corpus payloads), {args.exchanges} per row, median of {args.rounds}"
     )
     print(f"{'format':<28}{'orjson s':>10}{'convert s':>11}{'facts/s':>10}{'× orjson':>10}")
-    for name, base_s, conv_s, n in bench_providers(args.exchanges, args.rounds):
-        print(
-            f"{name:<28}{base_s:>10.3f}{conv_s:>11.3f}{n / conv_s:>10,.0f}{conv_s / base_s:>10.2f}"
-        )
+    for name, base_s, conv_s, ratio, n in bench_providers(args.exchanges, args.rounds):
+        print(f"{name:<28}{base_s:>10.3f}{conv_s:>11.3f}{n / conv_s:>10,.0f}{ratio:>10.2f}")
     if args.gb:
         size, rss, secs = peak_rss_on_big_input(args.gb)
         print(

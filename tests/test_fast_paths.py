@@ -620,3 +620,19 @@ def test_output_to_a_device_writes_to_it_and_leaves_it_in_place() -> None:
     with open_output(os.devnull) as fh:
         fh.write(b"{}\n")
     assert stat.S_ISCHR(os.stat(os.devnull).st_mode)
+
+
+_ID_LIKE = st.text(alphabet="abcXYZ019", max_size=6)
+
+
+@given(
+    st.lists(_ID_LIKE, max_size=4)
+    | st.lists(
+        _ID_LIKE | st.text(max_size=4) | st.none() | st.integers() | st.tuples(_ID_LIKE),
+        max_size=4,
+    )
+)
+def test_the_id_hash_shortcut_gives_the_canonical_json_hash(parts: list[Any]) -> None:
+    from lithify.translate._common import _stable_hash, stable_hash
+
+    assert stable_hash(*parts) == _stable_hash(tuple(parts))

@@ -235,6 +235,50 @@ def test_not_otlp_json_is_a_skip_not_an_exception() -> None:
     assert r.reason == "unrecognized_format"
 
 
+_any_values = st.recursive(
+    st.booleans()
+    | st.integers(-(2**63), 2**63 - 1)
+    | st.floats(allow_nan=False)
+    | st.sampled_from([0, 0.0, -0.0, "", False])
+    | st.text(max_size=8)
+    | st.binary(max_size=4),
+    lambda children: (
+        st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=4), children, max_size=3)
+    ),
+    max_leaves=12,
+)
+
+
+def _pb_any(v: object) -> AnyValue:
+    if isinstance(v, bytes):
+        return AnyValue(bytes_value=v)
+    if isinstance(v, list):
+        out = AnyValue()
+        out.array_value.values.extend(_pb_any(x) for x in v)
+        return out
+    if isinstance(v, dict):
+        out = AnyValue()
+        out.kvlist_value.values.extend(KeyValue(key=k, value=_pb_any(x)) for k, x in v.items())
+        return out
+    return _pb_value(v)
+
+
+@given(st.lists(st.tuples(st.text(max_size=6), _any_values), max_size=6))
+def test_protobuf_attributes_read_as_the_json_mapping_does(pairs: list[tuple[str, object]]) -> None:
+    """Protobuf attributes (read by the set field's non-zero value where it can) equal what the
+    OTLP/JSON path reads from protobuf's own JSON mapping of the same message, zeros included."""
+    from google.protobuf.json_format import MessageToDict
+
+    from lithify.translate.otlp import _pb_attrs, json_attributes
+
+    kvs = [KeyValue(key=k, value=_pb_any(v)) for k, v in pairs]
+    expected = json_attributes([MessageToDict(kv) for kv in kvs])
+    got = _pb_attrs(kvs)
+    assert orjson.dumps(got) == orjson.dumps(expected)
+    for k, v in got.items():  # an int is not read as a float, nor a bool as an int
+        assert type(v) is type(expected[k])
+
+
 @given(st.binary(max_size=2048))
 def test_arbitrary_bytes_never_raise(data: bytes) -> None:
     for r in translate_protobuf(data):

@@ -14,11 +14,17 @@ import msgspec
 SCHEMA_VERSION = 1
 
 
-class TextPart(msgspec.Struct, tag="text", tag_field="type", frozen=True):
+# Text and reasoning parts refuse unknown fields, as the schema does (additionalProperties false):
+# the GenAI fast path decodes the conventions' own parts of these types straight into them.
+class TextPart(
+    msgspec.Struct, tag="text", tag_field="type", frozen=True, forbid_unknown_fields=True
+):
     content: str
 
 
-class ReasoningPart(msgspec.Struct, tag="reasoning", tag_field="type", frozen=True):
+class ReasoningPart(
+    msgspec.Struct, tag="reasoning", tag_field="type", frozen=True, forbid_unknown_fields=True
+):
     content: str
 
 

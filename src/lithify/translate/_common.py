@@ -146,14 +146,16 @@ def seconds_to_rfc3339(secs: Any) -> str | None:
 
 def stable_hash(*parts: Any) -> str:
     """A 32-hex digest of values, stable across processes and key orders."""
-    text = ""
-    for p in parts:
-        if type(p) is str and p.isascii() and p.isalnum():
-            # What dumps_canonical gives for such a string (ids, mostly), without orjson.
-            text += f'"{p}"\x00'
-        else:
-            return _stable_hash(parts)
-    return hashlib.sha256(text.encode()).hexdigest()[:32]
+    try:
+        joined = "".join(parts)
+    except TypeError:  # not all strings
+        return _stable_hash(parts)
+    if joined.isascii() and joined.isalnum():
+        # Strings of letters and digits (ids, mostly), or empty: what dumps_canonical gives for
+        # each is the string in quotes, written here without orjson.
+        text = '"' + '"\x00"'.join(parts) + '"\x00'
+        return hashlib.sha256(text.encode()).hexdigest()[:32]
+    return _stable_hash(parts)
 
 
 def _stable_hash(parts: tuple[Any, ...]) -> str:

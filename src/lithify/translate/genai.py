@@ -459,14 +459,6 @@ class _Fast(msgspec.Struct, tag_field="type", forbid_unknown_fields=True, gc=Fal
     pass
 
 
-class _FText(_Fast, tag="text"):
-    content: str
-
-
-class _FReasoning(_Fast, tag="reasoning"):
-    content: str
-
-
 class _FToolCall(_Fast, tag="tool_call"):
     id: str
     name: str
@@ -479,7 +471,8 @@ class _FToolResponse(_Fast, tag="tool_call_response"):
     result: msgspec.Raw = _ABSENT
 
 
-_FPart = _FText | _FReasoning | _FToolCall | _FToolResponse
+# Text and reasoning decode straight into the canonical parts, which refuse unknown fields too.
+_FPart = TextPart | ReasoningPart | _FToolCall | _FToolResponse
 
 
 class _FMessage(msgspec.Struct, forbid_unknown_fields=True, gc=False):
@@ -519,12 +512,9 @@ def _fast_parts(parts: list[Any], deg: Degradations) -> tuple[list[Part], bool]:
     results = False
     for p in parts:
         cls = type(p)
-        if cls is _FText:
+        if cls is TextPart or cls is ReasoningPart:
             if p.content:
-                out.append(TextPart(p.content))
-        elif cls is _FReasoning:
-            if p.content:
-                out.append(ReasoningPart(p.content))
+                out.append(p)
         elif cls is _FToolCall:
             if not p.id:
                 raise _NotFast

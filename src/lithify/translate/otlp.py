@@ -201,7 +201,7 @@ def json_attributes(kvs: Any) -> dict[str, Any]:
         return out
     for kv in kvs:
         if isinstance(kv, dict):
-            key = kv.get("key")
+            key = kv.get("key", "")  # left out when "" (see _TKeyValue)
             if isinstance(key, str):
                 v = kv.get("value")
                 # Most values are strings: their case is json_any_value's first, taken inline.
@@ -333,7 +333,7 @@ class _TAnyValue(_Typed):
 
 
 class _TKeyValue(_Typed):
-    key: str
+    key: str = ""  # protobuf's JSON mapping leaves out a key that is "", as it does any default
     value: _TAnyValue | None = None
 
 
@@ -568,14 +568,23 @@ class _PbValues:
         if kind == "bool_value":
             return v.bool_value
         if kind == "array_value":
-            return [self._nested(x) for x in v.array_value.values]
+            out: list[Any] = []
+            for x in v.array_value.values:
+                s = x.string_value  # the common element, read without WhichOneof (see attrs)
+                if s:
+                    if "\x08" in s:
+                        self.unscreened = True
+                    out.append(s)
+                else:
+                    out.append(self._nested(x))
+            return out
         if kind == "kvlist_value":
-            out = {}
+            kvs: dict[str, Any] = {}
             for kv in v.kvlist_value.values:
                 if "\x08" in kv.key:
                     self.unscreened = True
-                out[kv.key] = self._nested(kv.value)
-            return out
+                kvs[kv.key] = self._nested(kv.value)
+            return kvs
         if kind == "bytes_value":
             self.unscreened = True
             return base64.b64encode(v.bytes_value).decode("ascii")
@@ -592,10 +601,18 @@ class _PbValues:
         value = self.value
         for kv in kvs:
             v = kv.value
-            # A non-empty string_value means the oneof holds a string: one field read instead of
-            # WhichOneof and a read, for the most common kind. Empty strings take the general way.
+            # A field of the oneof that reads non-zero is the one set: a read or two instead of
+            # WhichOneof and a read, for the common kinds. Zeros and the rest take value().
             s = v.string_value
-            out[kv.key] = s if s else value(v)
+            if s:
+                out[kv.key] = s
+                continue
+            n = v.int_value
+            if n:
+                out[kv.key] = n
+                continue
+            d = v.double_value
+            out[kv.key] = d if d else value(v)
         return out
 
 
