@@ -22,7 +22,7 @@ from lithify.model import (
     ToolCallResponsePart,
 )
 from lithify.translate import anthropic, provider
-from lithify.translate.sse import SSEEvent, iter_events
+from lithify.translate.sse import SSEEvent, iter_events, sse_text
 from tests.conftest import CORPUS
 from tests.helpers import assert_valid_messages
 
@@ -438,7 +438,8 @@ def test_streamed_equals_non_streamed(message: dict[str, Any], seed: int) -> Non
 def test_streamed_raw_keeps_every_event() -> None:
     events = stream_of(MESSAGES[1])
     f = fact(None, events)
-    assert f.raw["response"] == [{"event": e.event, "data": e.data} for e in events]
+    assert f.raw["response"] == sse_text(events)
+    assert list(iter_events(f.raw["response"])) == events
 
 
 def test_corpus_tool_stream_joins_json_fragments() -> None:

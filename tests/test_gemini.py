@@ -24,7 +24,7 @@ from lithify.model import (
 )
 from lithify.translate import gemini, provider
 from lithify.translate._common import stable_hash, synthesized_id
-from lithify.translate.sse import SSEEvent, iter_events
+from lithify.translate.sse import SSEEvent, iter_events, sse_text
 from tests.conftest import CORPUS
 from tests.helpers import assert_valid_messages
 
@@ -555,7 +555,8 @@ def test_corpus_thought_stream_joins_fragments_by_kind() -> None:
 def test_streamed_raw_keeps_every_event() -> None:
     events = stream_of(RESPONSES[1])
     f = fact(None, events)
-    assert f.raw["response"] == [{"event": None, "data": e.data} for e in events]
+    assert f.raw["response"] == sse_text(events)
+    assert list(iter_events(f.raw["response"])) == events
 
 
 def test_truncated_stream_keeps_what_arrived() -> None:

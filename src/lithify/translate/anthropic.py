@@ -28,7 +28,7 @@ from lithify.translate._common import (
     tool_definition,
     transport_times,
 )
-from lithify.translate.sse import SSEEvent
+from lithify.translate.sse import SSEEvent, event_json, raw_stream
 
 NAME = "anthropic"
 
@@ -148,17 +148,11 @@ def looks_like_response(doc: dict[str, Any]) -> bool:
     return doc.get("type") == "message" or ("stop_reason" in doc and doc.get("role") == "assistant")
 
 
-def _parsed(ev: Any) -> Any:
-    if isinstance(ev, SSEEvent):
-        return ev.json()
-    return ev if isinstance(ev, dict) else None
-
-
 def looks_like_stream(events: list[SSEEvent]) -> bool:
     for ev in events[:8]:
         if isinstance(ev, SSEEvent) and ev.event in _STREAM_TYPES:
             return True
-        data = _parsed(ev)
+        data = event_json(ev)
         if not isinstance(data, dict):
             continue
         kind = data.get("type")
@@ -487,7 +481,7 @@ def _read_stream(events: list[Any], deg: Degradations) -> _Stream:
     stream = _Stream()
     last = len(events) - 1
     for i, ev in enumerate(events):
-        data = _parsed(ev)
+        data = event_json(ev)
         if isinstance(data, dict):
             stream.feed(data, ev.event if isinstance(ev, SSEEvent) else None)
         elif i != last and not (isinstance(ev, SSEEvent) and ev.data.strip() == "[DONE]"):
@@ -496,11 +490,6 @@ def _read_stream(events: list[Any], deg: Degradations) -> _Stream:
     if not stream.done:
         deg.add("truncated_stream")
     return stream
-
-
-def raw_events(events: list[Any]) -> list[Any]:
-    """A stream as stored on raw: every event's name and data string, unparsed."""
-    return [{"event": e.event, "data": e.data} if isinstance(e, SSEEvent) else e for e in events]
 
 
 def _error_detail(error: Any) -> str:
@@ -555,7 +544,7 @@ def translate(
             return Skip("error_response", _error_detail(error), NAME)
         if stream.started():
             resp = stream.assemble()
-        raw_response: Any = raw_events(response)
+        raw_response: Any = raw_stream(response)
     elif isinstance(response, dict):
         if response.get("type") == "error" or ("error" in response and "content" not in response):
             return Skip("error_response", _error_detail(response.get("error")), NAME)

@@ -35,7 +35,7 @@ from lithify.translate._common import (
     tool_call,
     transport_times,
 )
-from lithify.translate.sse import SSEEvent
+from lithify.translate.sse import SSEEvent, event_json, raw_stream
 
 NAME = "gemini"
 
@@ -149,15 +149,9 @@ def looks_like_response(doc: dict[str, Any]) -> bool:
     )
 
 
-def _parsed(ev: Any) -> Any:
-    if isinstance(ev, SSEEvent):
-        return ev.json()
-    return ev if isinstance(ev, dict) else None
-
-
 def looks_like_stream(events: list[SSEEvent]) -> bool:
     for ev in events[:8]:
-        data = _parsed(ev)
+        data = event_json(ev)
         if isinstance(data, dict):
             return looks_like_response(data)
     return False
@@ -636,7 +630,7 @@ def _read_stream(events: list[Any], deg: Degradations) -> _Stream:
     stream = _Stream()
     last = len(events) - 1
     for i, ev in enumerate(events):
-        data = _parsed(ev)
+        data = event_json(ev)
         if isinstance(data, dict):
             stream.feed(data)
         elif isinstance(data, list):  # a JSON-array stream (no `alt=sse`) arrives as lists
@@ -648,10 +642,6 @@ def _read_stream(events: list[Any], deg: Degradations) -> _Stream:
     if not stream.complete():
         deg.add("truncated_stream")
     return stream
-
-
-def _raw_events(events: list[Any]) -> list[Any]:
-    return [{"event": e.event, "data": e.data} if isinstance(e, SSEEvent) else e for e in events]
 
 
 # --- the fact ---------------------------------------------------------------------------------
@@ -718,7 +708,7 @@ def translate(
         error = stream.error is not None
         if stream.chunks:
             resp = stream.assemble()
-        raw_response: Any = _raw_events(response)
+        raw_response: Any = raw_stream(response)
     elif isinstance(response, dict):
         if response.get("error") is not None and _g(response, "candidates") is None:
             return Skip("error_response", _detail(response["error"]), NAME)

@@ -33,7 +33,7 @@ from lithify.translate._common import (
     tool_call,
     tool_definition,
 )
-from lithify.translate.sse import SSEEvent, iter_events
+from lithify.translate.sse import SSEEvent, iter_events, raw_stream
 
 NAME = "openai-chat"
 
@@ -111,17 +111,6 @@ def transport_fields(meta: dict[str, Any] | None, *bodies: dict[str, Any] | None
         "observed_at": as_str(meta.get("observed_at")),
         "duration_ms": duration if duration is not None and duration >= 0 else None,
     }
-
-
-def sse_text(events: list[SSEEvent]) -> str:
-    """A stream's raw form: its events written back as SSE text, which re-parses to the same
-    events (so a stored fact can be translated again) and keeps event names and data as sent."""
-    out: list[str] = []
-    for e in events:
-        lines = [] if e.event is None else [f"event: {e.event}"]
-        lines.extend(f"data: {line}" for line in e.data.split("\n"))
-        out.append("\n".join(lines) + "\n\n")
-    return "".join(out)
 
 
 def build(**fields: Any) -> InferenceCall | Skip:
@@ -624,7 +613,7 @@ def translate(
     body: dict[str, Any] | None = response if isinstance(response, dict) else None
     raw_response: Any = body
     if events is not None:
-        raw_response = sse_text(events)
+        raw_response = raw_stream(events)
         stream = _Stream(events)
         if stream.error is not None and not stream.chunks:
             return Skip("error_response", _error_text(stream.error), NAME)

@@ -34,10 +34,9 @@ from lithify.translate.openai_chat import (
     call_seed,
     field,
     request_params,
-    sse_text,
     transport_fields,
 )
-from lithify.translate.sse import SSEEvent
+from lithify.translate.sse import SSEEvent, raw_stream
 
 NAME = "openai-responses"
 
@@ -442,7 +441,7 @@ def translate(
     body: dict[str, Any] | None = response if isinstance(response, dict) else None
     raw_response: Any = body
     if events is not None:
-        raw_response = sse_text(events)
+        raw_response = raw_stream(events)
         stream = _Stream(events)
         if stream.error is not None and not stream.started and stream.final is None:
             err = stream.error

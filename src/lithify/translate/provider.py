@@ -10,7 +10,7 @@ from typing import Any
 
 from lithify.model import InferenceCall, Skip
 from lithify.translate import anthropic, gemini, openai_chat, openai_responses
-from lithify.translate.sse import SSEEvent, iter_events
+from lithify.translate.sse import SSEEvent, events_of, iter_events
 
 # Detection order matters only for ambiguous shapes; the most specific shapes come first.
 PROVIDERS: dict[str, ModuleType] = {
@@ -57,6 +57,8 @@ def translate_exchange(
     """One request/response exchange; ``response`` may be a body, SSE text or SSE events."""
     if isinstance(response, str):
         response = list(iter_events(response))
+    elif isinstance(response, list):
+        response = events_of(response)
     if is_error_body(response):
         err = response.get("error")
         msg = err.get("message") if isinstance(err, dict) else err

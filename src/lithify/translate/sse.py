@@ -54,6 +54,56 @@ def iter_events(text: str) -> Iterator[SSEEvent]:
         yield SSEEvent(event, "\n".join(data))
 
 
+def sse_text(events: list[SSEEvent]) -> str:
+    """Events written back as SSE text, which re-parses to the same events (iter_events) and
+    keeps event names and data as sent."""
+    out: list[str] = []
+    for e in events:
+        lines = [] if e.event is None else [f"event: {e.event}"]
+        lines.extend(f"data: {line}" for line in e.data.split("\n"))
+        out.append("\n".join(lines) + "\n\n")
+    return "".join(out)
+
+
+def _carried(e: SSEEvent) -> bool:
+    """SSE text reads back as this event (iter_events splits lines at CR too, strips names)."""
+    name = e.event
+    return "\r" not in e.data and (
+        name is None or (name == name.strip() and "\n" not in name and "\r" not in name)
+    )
+
+
+def raw_stream(events: list[Any]) -> Any:
+    """A streamed response as every provider's fact keeps it on ``raw``: SSE text, which a
+    stored fact is translated again from. Events that text cannot carry as they are (a line
+    break in a name, a CR in data: only events built by a caller can hold them) and a stream of
+    parsed values (Gemini's JSON-array form) are kept as a list, events as name and data."""
+    if all(type(e) is SSEEvent and _carried(e) for e in events):
+        return sse_text(events)
+    return [{"event": e.event, "data": e.data} if isinstance(e, SSEEvent) else e for e in events]
+
+
+def events_of(items: list[Any]) -> list[Any]:
+    """A stream given as a list, with the name-and-data form ``raw_stream`` keeps (and earlier
+    versions kept for every Anthropic and Gemini stream) read back as events; parsed values stay."""
+    return [
+        SSEEvent(e["event"], e["data"])
+        if type(e) is dict
+        and e.keys() == {"event", "data"}
+        and isinstance(e["data"], str)
+        and (e["event"] is None or isinstance(e["event"], str))
+        else e
+        for e in items
+    ]
+
+
+def event_json(ev: Any) -> Any:
+    """An event's data as JSON (None when it is not JSON); a parsed value is itself if an object."""
+    if isinstance(ev, SSEEvent):
+        return ev.json()
+    return ev if isinstance(ev, dict) else None
+
+
 def looks_like_sse(text: str) -> bool:
     head = text.lstrip()[:200]
     return head.startswith(("data:", "event:", ":", "id:", "retry:"))
