@@ -592,6 +592,11 @@ def test_stream_errors() -> None:
     first = openai_chat.translate(None, events(err))
     assert isinstance(first, Skip) and first.reason == "error_response"
     assert first.detail == "overloaded"
+    # Every provider's error reads the same way: its message, else its type, else all of it.
+    untold = openai_chat.translate(None, events('{"error": {"type": "server_error"}}'))
+    assert isinstance(untold, Skip) and untold.detail == "server_error"
+    bare = provider.translate_exchange(None, {"error": {"code": 529}})
+    assert isinstance(bare, Skip) and bare.detail == "{'code': 529}"
     mid = fact(None, events(chunk({"content": "par"}), err))
     assert mid.output_messages == [Message("assistant", [TextPart("par")], "error")]
     assert mid.degradations == {}

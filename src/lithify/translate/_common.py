@@ -110,6 +110,15 @@ def transport_times(meta: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def error_detail(error: Any) -> str:
+    """A provider error's message, for a skip's detail: its ``message``, else its ``type`` or
+    ``status`` (Anthropic, Gemini), else the whole error; 200 characters at most."""
+    if isinstance(error, dict):
+        msg = error.get("message") or error.get("type") or error.get("status")
+        return str(msg or error)[:200]
+    return str(error)[:200]
+
+
 def as_str(value: Any) -> str | None:
     if isinstance(value, str) and value:
         return value

@@ -18,6 +18,7 @@ from lithify.translate._common import (
     Degradations,
     as_int,
     as_str,
+    error_detail,
     finish,
     finish_reason,
     parse_arguments,
@@ -492,12 +493,6 @@ def _read_stream(events: list[Any], deg: Degradations) -> _Stream:
     return stream
 
 
-def _error_detail(error: Any) -> str:
-    if isinstance(error, dict):
-        return str(error.get("message") or error.get("type") or error)[:200]
-    return str(error)[:200]
-
-
 # --- the fact ---------------------------------------------------------------------------------
 
 
@@ -541,13 +536,13 @@ def translate(
         stream = _read_stream(response, deg)
         error = stream.error
         if error is not None and not stream.started():
-            return Skip("error_response", _error_detail(error), NAME)
+            return Skip("error_response", error_detail(error), NAME)
         if stream.started():
             resp = stream.assemble()
         raw_response: Any = raw_stream(response)
     elif isinstance(response, dict):
         if response.get("type") == "error" or ("error" in response and "content" not in response):
-            return Skip("error_response", _error_detail(response.get("error")), NAME)
+            return Skip("error_response", error_detail(response.get("error")), NAME)
         resp = response
         raw_response = response
     else:

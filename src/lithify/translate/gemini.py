@@ -27,6 +27,7 @@ from lithify.translate._common import (
     Degradations,
     as_int,
     as_str,
+    error_detail,
     finish,
     finish_reason,
     parse_arguments,
@@ -704,14 +705,14 @@ def translate(
     if isinstance(response, list):
         stream = _read_stream(response, deg)
         if stream.error is not None and not stream.candidates:
-            return Skip("error_response", _detail(stream.error), NAME)
+            return Skip("error_response", error_detail(stream.error), NAME)
         error = stream.error is not None
         if stream.chunks:
             resp = stream.assemble()
         raw_response: Any = raw_stream(response)
     elif isinstance(response, dict):
         if response.get("error") is not None and _g(response, "candidates") is None:
-            return Skip("error_response", _detail(response["error"]), NAME)
+            return Skip("error_response", error_detail(response["error"]), NAME)
         resp = response
         raw_response = response
     else:
@@ -766,9 +767,3 @@ def translate(
         model_call_id=response_id,
         **transport_times(meta),
     )
-
-
-def _detail(error: Any) -> str:
-    if isinstance(error, dict):
-        return str(error.get("message") or error.get("status") or error)[:200]
-    return str(error)[:200]

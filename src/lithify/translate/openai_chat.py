@@ -24,6 +24,7 @@ from lithify.translate._common import (
     as_int,
     as_str,
     dumps_canonical,
+    error_detail,
     finish,
     finish_reason,
     parse_arguments,
@@ -589,11 +590,6 @@ class _Stream:
         return body
 
 
-def _error_text(err: Any) -> str:
-    msg = err.get("message") if isinstance(err, dict) else err
-    return str(msg)[:200]
-
-
 # ---------------------------------------------------------------------------------------------
 # Translate
 # ---------------------------------------------------------------------------------------------
@@ -616,7 +612,7 @@ def translate(
         raw_response = raw_stream(events)
         stream = _Stream(events)
         if stream.error is not None and not stream.chunks:
-            return Skip("error_response", _error_text(stream.error), NAME)
+            return Skip("error_response", error_detail(stream.error), NAME)
         if not stream.chunks and req is None:
             return Skip("empty", "a stream without one complete chunk", NAME)
         body = stream.body()

@@ -20,6 +20,7 @@ from lithify.translate._common import (
     Degradations,
     as_int,
     as_str,
+    error_detail,
     finish_reason,
     parse_arguments,
     seconds_to_rfc3339,
@@ -444,9 +445,7 @@ def translate(
         raw_response = raw_stream(events)
         stream = _Stream(events)
         if stream.error is not None and not stream.started and stream.final is None:
-            err = stream.error
-            msg = err.get("message") if isinstance(err, dict) else err
-            return Skip("error_response", str(msg)[:200], NAME)
+            return Skip("error_response", error_detail(stream.error), NAME)
         body = stream.body()
         if body is None and req is None:
             return Skip("empty", "a stream without one complete event", NAME)

@@ -10,6 +10,7 @@ from typing import Any
 
 from lithify.model import InferenceCall, Skip
 from lithify.translate import anthropic, gemini, openai_chat, openai_responses
+from lithify.translate._common import error_detail
 from lithify.translate.sse import SSEEvent, events_of, iter_events
 
 # Detection order matters only for ambiguous shapes; the most specific shapes come first.
@@ -60,9 +61,7 @@ def translate_exchange(
     elif isinstance(response, list):
         response = events_of(response)
     if is_error_body(response):
-        err = response.get("error")
-        msg = err.get("message") if isinstance(err, dict) else err
-        return Skip("error_response", str(msg)[:200])
+        return Skip("error_response", error_detail(response.get("error")))
     if request is not None and not isinstance(request, dict):
         request = None
     if response is not None and not isinstance(response, dict | list):
