@@ -25,10 +25,18 @@ def corpus() -> Path:
 # The store fixtures (a fresh SQLite file or PostgreSQL schema per test) serve every test folder.
 from tests.store.conftest import (  # noqa: E402
     new_store_url,
+    own_postgres,
     pg_store_url,
     pg_url,
     sqlite_store_url,
     store_url,
 )
 
-__all__ = ["new_store_url", "pg_store_url", "pg_url", "sqlite_store_url", "store_url"]
+__all__ = [
+    "new_store_url",
+    "own_postgres",
+    "pg_store_url",
+    "pg_url",
+    "sqlite_store_url",
+    "store_url",
+]

@@ -3,7 +3,6 @@ test chooses (for what the fake provider does not do: gzip, path prefixes, odd h
 
 from __future__ import annotations
 
-import http.client
 import os
 import signal
 import socket
@@ -22,37 +21,11 @@ import orjson
 
 from lithify.model import InferenceCall
 from lithify.store import open_store
+from tests.http_client import Reply, request
 
 LITHIFY = Path(sys.executable).with_name("lithify")
 # A store nobody can reach: PostgreSQL on a port where nothing listens (connecting fails at once).
 DEAD_STORE = "postgresql://postgres@127.0.0.1:9/none?connect_timeout=1"
-
-
-@dataclass
-class Reply:
-    status: int
-    headers: dict[str, str]
-    body: bytes
-
-    def json(self) -> Any:
-        return orjson.loads(self.body)
-
-
-def request(
-    port: int,
-    method: str,
-    path: str,
-    body: bytes | None = None,
-    headers: dict[str, str] | None = None,
-    timeout: float = 30,
-) -> Reply:
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-    try:
-        conn.request(method, path, body=body, headers=headers or {})
-        r = conn.getresponse()
-        return Reply(r.status, {k.lower(): v for k, v in r.getheaders()}, r.read())
-    finally:
-        conn.close()
 
 
 def post(port: int, path: str, doc: Any, headers: dict[str, str] | None = None) -> Reply:

@@ -5,10 +5,8 @@ would see without the proxy, and the recording says what happened."""
 from __future__ import annotations
 
 import os
-import shutil
 import socket
 import subprocess
-import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import replace
@@ -186,17 +184,6 @@ def _calls(via: FakeProvider, fake: FakeProvider, tag: str) -> list[str | None]:
         fake.id_prefix = f"{tag}-{provider}-"
         ids += [s.id for s in DRIVERS[provider](via, stream).seen]
     return ids
-
-
-@pytest.fixture
-def own_postgres() -> Iterator[tuple[Path, str]]:
-    """A throwaway PostgreSQL of this test's own, which it stops and starts."""
-    folder = Path(tempfile.mkdtemp(prefix="lithify-proxy-pg-"))  # not tmp_path: 0700 parents
-    try:
-        yield folder, start_postgres(folder)
-    finally:
-        subprocess.run(["bash", str(SCRIPT), "destroy", "--dir", str(folder)], check=False)
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 def test_store_down_then_back(

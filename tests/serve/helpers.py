@@ -3,7 +3,6 @@ real `lithify serve` process, OTLP bodies of GenAI spans, and a plain HTTP clien
 
 from __future__ import annotations
 
-import http.client
 import os
 import signal
 import subprocess
@@ -24,6 +23,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from lithify.ingest.receiver import ServeConfig, build_app
 from lithify.store import FactStore
 from lithify.translate.feedback import call_id_of_span
+from tests.http_client import Reply, request
 
 ROOT = Path(__file__).resolve().parents[2]
 LITHIFY = Path(sys.executable).with_name("lithify")
@@ -34,16 +34,6 @@ JSON = "application/json"
 # -- HTTP ------------------------------------------------------------------------------------
 
 
-@dataclass
-class Reply:
-    status: int
-    headers: dict[str, str]
-    body: bytes
-
-    def json(self) -> Any:
-        return orjson.loads(self.body)
-
-
 def post(
     port: int,
     path: str,
@@ -52,26 +42,14 @@ def post(
     headers: dict[str, str] | None = None,
     timeout: float = 30,
 ) -> Reply:
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-    try:
-        h = dict(headers or {})
-        if content_type is not None:
-            h["Content-Type"] = content_type
-        conn.request("POST", path, body=body, headers=h)
-        r = conn.getresponse()
-        return Reply(r.status, {k.lower(): v for k, v in r.getheaders()}, r.read())
-    finally:
-        conn.close()
+    h = dict(headers or {})
+    if content_type is not None:
+        h["Content-Type"] = content_type
+    return request(port, "POST", path, body, h, timeout)
 
 
 def get(port: int, path: str) -> Reply:
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-    try:
-        conn.request("GET", path)
-        r = conn.getresponse()
-        return Reply(r.status, {k.lower(): v for k, v in r.getheaders()}, r.read())
-    finally:
-        conn.close()
+    return request(port, "GET", path, timeout=10)
 
 
 def status_message(reply: Reply) -> str:

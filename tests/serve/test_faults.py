@@ -4,14 +4,11 @@ killed), PostgreSQL stopped and restarted under load, and a graceful shutdown un
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import sqlite3
 import subprocess
-import tempfile
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -162,17 +159,6 @@ def test_kill_9_mid_stream_loses_no_acknowledged_span(tmp_path: Path) -> None:
         assert srv.events("worker_pool_broken")
     finally:
         assert srv.stop() == 0
-
-
-@pytest.fixture
-def own_postgres() -> Iterator[tuple[Path, str]]:
-    """A throwaway PostgreSQL of this test's own, which it stops and starts."""
-    folder = Path(tempfile.mkdtemp(prefix="lithify-serve-pg-"))  # not tmp_path: 0700 parents
-    try:
-        yield folder, start_postgres(folder)
-    finally:
-        subprocess.run(["bash", str(SCRIPT), "destroy", "--dir", str(folder)], check=False)
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 def test_postgres_stopped_and_restarted_under_load(

@@ -8,9 +8,12 @@ tests are never skipped: without a server they fail.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
+import tempfile
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import psycopg
@@ -25,6 +28,27 @@ def start_postgres(folder: Path | None = None) -> str:
     args = ["bash", str(SCRIPT), "start"] + (["--dir", str(folder)] if folder else [])
     out = subprocess.run(args, check=True, capture_output=True, text=True, timeout=180)
     return out.stdout.strip().splitlines()[-1]
+
+
+@contextmanager
+def throwaway_postgres_folder(prefix: str) -> Iterator[Path]:
+    """A folder for a PostgreSQL server of a test's own (which it may stop and start), and
+    the server in it destroyed afterwards."""
+    folder = Path(
+        tempfile.mkdtemp(prefix=prefix)
+    )  # not tmp_path: its 0700 parents shut out postgres
+    try:
+        yield folder
+    finally:
+        subprocess.run(["bash", str(SCRIPT), "destroy", "--dir", str(folder)], check=False)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture
+def own_postgres() -> Iterator[tuple[Path, str]]:
+    """A running throwaway PostgreSQL of this test's own: (its folder, its URL)."""
+    with throwaway_postgres_folder("lithify-own-pg-") as folder:
+        yield folder, start_postgres(folder)
 
 
 def with_schema(url: str, schema: str) -> str:

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
-import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,20 +11,15 @@ import psycopg
 import pytest
 
 from lithify.store import FactFilter, StoreUnavailable, open_store
-from tests.store.conftest import SCRIPT, start_postgres, with_schema
+from tests.store.conftest import SCRIPT, start_postgres, throwaway_postgres_folder, with_schema
 from tests.store.helpers import make_fact
 
 
 @pytest.fixture(scope="module")
 def own_folder() -> Iterator[Path]:
     """A throwaway server of this module's own, which its tests may stop and start."""
-    # Not pytest's tmp_path: its 0700 parents would shut out the postgres user.
-    folder = Path(tempfile.mkdtemp(prefix="lithify-pg-outage-"))
-    try:
+    with throwaway_postgres_folder("lithify-pg-outage-") as folder:
         yield folder
-    finally:
-        subprocess.run(["bash", str(SCRIPT), "destroy", "--dir", str(folder)], check=False)
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture
