@@ -140,6 +140,15 @@ def test_environment_variable_sets_an_option(tmp_path: Path) -> None:
     assert res.exit_code == 3
 
 
+def test_a_version_in_the_environment_does_not_stop_the_command(tmp_path: Path) -> None:
+    res = runner.invoke(
+        app, ["convert", str(TRACES), "-o", str(tmp_path / "o"), "--json"],
+        env={"LITHIFY_VERSION": "1.4.2"},
+    )  # fmt: skip
+    assert res.exit_code == 0 and orjson.loads(res.stdout)["facts"] >= 1
+    assert runner.invoke(app, ["--version"]).stdout.startswith("lithify ")
+
+
 def test_installed_entry_point_runs() -> None:
     exe = Path(sys.executable).with_name("lithify")
     res = subprocess.run([str(exe), "--help"], capture_output=True, text=True, check=False)

@@ -68,7 +68,15 @@ def _version(value: bool) -> None:
 @app.callback()
 def _main(
     version: Annotated[
-        bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version.")
+        bool,
+        typer.Option(
+            "--version",
+            callback=_version,
+            is_eager=True,
+            # Not LITHIFY_VERSION: a deployment may well set that, and every command would exit.
+            allow_from_autoenv=False,
+            help="Show the version.",
+        ),
     ] = False,
 ) -> None:
     """lithify: capture model calls, keep them as canonical facts, export training rows."""
@@ -450,8 +458,7 @@ def demo_cmd(
     store_url: StoreOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
 ) -> None:
-    """The main job on the shipped example telemetry: import it into the store, derive the
-    sessions, and export SFT and NeMo Gym rows into a folder."""
+    """The main job on the shipped example telemetry: import it into the store, derive the sessions, and export SFT and NeMo Gym rows into a folder."""
     from lithify.cli_export import print_demo, run_demo
 
     try:
