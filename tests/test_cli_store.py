@@ -83,6 +83,19 @@ def test_stats_counts(sqlite_store_url: str) -> None:
     assert human.exit_code == 0 and "by model" in human.stdout
 
 
+def test_stats_tell_of_calls_captured_twice(sqlite_store_url: str) -> None:
+    from lithify.store import open_store
+    from tests.export.helpers import captured_twice
+
+    with open_store(sqlite_store_url) as store:
+        store.insert_facts(captured_twice())
+        expected = (store.stats().variants, store.count_dropped())
+    stats = orjson.loads(runner.invoke(app, ["stats", "-s", sqlite_store_url, "--json"]).stdout)
+    assert (stats["variants"], stats["dropped_captures"]) == expected and min(expected) > 0
+    human = runner.invoke(app, ["stats", "--store", sqlite_store_url]).stdout
+    assert f"{expected[0]} other captures kept as variants, {expected[1]} left out" in human
+
+
 def test_feedback_documents_are_imported(sqlite_store_url: str, tmp_path: Path) -> None:
     fb = tmp_path / "feedback.jsonl"
     fb.write_bytes(

@@ -418,6 +418,12 @@ def stats_cmd(
         f"[bold]{st.facts}[/] facts, {st.sessions} sessions, {st.feedback} feedback, "
         f"tokens in {st.input_tokens:,} / out {st.output_tokens:,} — {url}"
     )
+    if st.variants or st.dropped_captures:
+        # Calls captured more than once (docs/store.md, the capture rule).
+        out.print(
+            f"{st.variants} other captures kept as variants, "
+            f"{st.dropped_captures} left out of exports"
+        )
     for title, groups in (
         ("by model", st.by_model),
         ("by provider", st.by_provider),

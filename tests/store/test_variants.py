@@ -80,6 +80,20 @@ def test_a_call_captured_twice_keeps_both_captures_and_reports_a_variant(
     assert same(kept_apart, second)  # lossless, raw included
 
 
+def test_stats_count_the_variants_and_the_captures_exports_leave_out(store_url: str) -> None:
+    with open_store(store_url) as store:
+        assert (store.stats().variants, store.stats().dropped_captures) == (0, 0)
+        store.insert_facts(CAPTURES)
+        st = store.stats()
+        rows = raw_execute(store_url, "SELECT COUNT(*) FROM fact_variants")[0][0]
+        kept = sum(1 for _ in store.iter_facts(SESSION))
+        assert st.variants == rows > 0
+        # Every capture is a facts row or a variant; the derivation read keeps all but those.
+        assert st.dropped_captures == st.facts + st.variants - kept > 0
+        assert st.dropped_captures == store.count_dropped()
+        assert store.stats(FactFilter(session_id="no-such")).variants == 0
+
+
 def test_a_byte_identical_redelivery_is_a_plain_duplicate(store_url: str) -> None:
     span, log = _span_and_log()
     with open_store(store_url) as store:

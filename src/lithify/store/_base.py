@@ -113,6 +113,10 @@ class Stats(msgspec.Struct, frozen=True):
     by_source: list[Group]
     by_session: list[Group]  # the sessions with most facts, at most ``session_limit``
     degradations: list[DegradationCount]
+    # Other captures of stored calls (fact_variants rows), and the captures of contested calls
+    # the capture rule leaves out of derivations and exports (a variant or a facts row).
+    variants: int = 0
+    dropped_captures: int = 0
 
 
 Match = str | Sequence[str] | None
@@ -1031,12 +1035,16 @@ class SqlStore:
         where, params = fact_where(filters)
         return self._scalar(f"SELECT COUNT(*) FROM facts{where}", params)
 
+    @staticmethod
+    def _dropped_sql(where: str) -> str:
+        and_ = " AND " if where else " WHERE "
+        return f"SELECT COUNT(*) FROM fact_captures{where}{and_}kept = 0"
+
     def count_dropped(self, filters: FactFilter | None = None) -> int:
         """Captures the capture rule drops (other captures of stored calls) that ``filters``
         match, on their own columns: what ``order="session"`` reads leaves out."""
         where, params = fact_where(filters)
-        and_ = " AND " if where else " WHERE "
-        return self._scalar(f"SELECT COUNT(*) FROM fact_captures{where}{and_}kept = 0", params)
+        return self._scalar(self._dropped_sql(where), params)
 
     def count_feedback(self, filters: FeedbackFilter | None = None) -> int:
         where, params = feedback_where(filters)
@@ -1074,6 +1082,10 @@ class SqlStore:
             top = sorted(cur.fetchall(), key=lambda r: (-r[1], r[0]))
             cur.execute(self._degradations_sql.format(where=where), params)
             deg = sorted(cur.fetchall(), key=lambda r: (-r[2], r[0]))
+            cur.execute(f"SELECT COUNT(*) FROM fact_variants{where}", params)
+            variants = cur.fetchone()[0]
+            cur.execute(self._dropped_sql(where), params)
+            dropped = cur.fetchone()[0]
             return Stats(
                 facts=int(total),
                 sessions=int(sessions),
@@ -1087,6 +1099,8 @@ class SqlStore:
                 degradations=[
                     DegradationCount(codec.uncol(r[0]) or "", int(r[1]), int(r[2])) for r in deg
                 ],
+                variants=int(variants),
+                dropped_captures=int(dropped),
             )
 
         return self._run(q, write=False)
