@@ -89,13 +89,14 @@ def test_sort_facts_is_independent_of_input_order_on_the_shipped_examples() -> N
         assert [encode(f) for f in sort_facts(facts)] == reference
     # Logs and traces of one run share identities, and the two openai recordings share
     # response ids (one fake provider answered both): by identity and model_call_id, four
-    # calls. The trace captures start earliest in call order, so they are the ones kept.
+    # calls. The trace captures carry the session their log events lack, so they are kept;
+    # of the two recordings' traces, the one with more content (the later run's).
     stats = DeriveStats()
     kept = sort_facts(facts, stats)
     assert stats.duplicates == 6
     assert [(f.session_id, f.model_call_id) for f in kept] == [
-        ("43c6a7f90cec7797ee20722063bddfc9", "chatcmpl-plain-0001"),
-        ("43c6a7f90cec7797ee20722063bddfc9", "chatcmpl-plain-0002"),
+        ("b68b8d05059ba2e5fbf5521fd83b5afb", "chatcmpl-plain-0001"),
+        ("b68b8d05059ba2e5fbf5521fd83b5afb", "chatcmpl-plain-0002"),
         ("weather-session-plain", None),
         ("weather-session-plain", None),
     ]

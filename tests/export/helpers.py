@@ -172,7 +172,8 @@ def captured_twice() -> list[InferenceCall]:
       digest breaks).
     - ``s-proxy``: spans and the proxy's captures of the same responses (same
       ``model_call_id``, another identity); the instrumentation lost the reasoning the proxy
-      kept. The proxy saw the first call earlier (it wins), the second later.
+      kept of the first call (its capture wins, though later); the second is the same in both
+      (the span wins, being earlier).
     - ``s-three``: one call as a span, its log event and the proxy's capture; and a chain: a
       capture sharing an identity with one call and a response id with another.
     """
@@ -195,8 +196,11 @@ def captured_twice() -> list[InferenceCall]:
         ],
     )
     out += [span_a, b]
+    # Later than the span it beats (the rule ranks what a capture lacks before its time), and
+    # still before the session's next call.
+    later = "2025-06-01T10:00:01.500000000Z"
     out.append(
-        _recapture(a, inference_call_id="proxy-pa", started_at=at(0), source=Source("proxy"))
+        _recapture(a, inference_call_id="proxy-pa", started_at=later, source=Source("proxy"))
     )
     out.append(
         _recapture(b, inference_call_id="proxy-pb", started_at=at(9), source=Source("proxy"))

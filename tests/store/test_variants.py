@@ -8,6 +8,7 @@ import itertools
 import random
 import threading
 from collections.abc import Callable, Iterable
+from typing import Any
 
 import msgspec
 import pytest
@@ -15,9 +16,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lithify.derive.feedback import FeedbackIndex
-from lithify.derive.sessions import resolve_facts, sort_facts
-from lithify.model import Feedback, InferenceCall
+from lithify.derive.sessions import call_order_key, resolve_facts, sort_facts
+from lithify.model import Feedback, InferenceCall, Message, ReasoningPart, TextPart
 from lithify.store import FactFilter, open_store, prepare
+from lithify.store.captures import lack
 from lithify.store.codec import Decoder, encode
 from lithify.store.migrations import LATEST, MIGRATIONS
 from lithify.store.sqlite import pack_body, unpack_body
@@ -92,6 +94,51 @@ def test_stats_count_the_variants_and_the_captures_exports_leave_out(store_url: 
         assert st.dropped_captures == st.facts + st.variants - kept > 0
         assert st.dropped_captures == store.count_dropped()
         assert store.stats(FactFilter(session_id="no-such")).variants == 0
+
+
+def _answer(*parts: Any) -> list[Message]:
+    return [Message("assistant", list(parts), "stop")]
+
+
+def _rivals() -> dict[str, tuple[InferenceCall, InferenceCall]]:
+    """Pairs of captures of one call: (the one the rule keeps, the earlier one it drops)."""
+    base = make_fact("call", session_id="s", model_call_id="resp-1", started_at=T0)
+    said = TextPart("It is sunny in Paris today.")
+    return {
+        # The instrumentation lost the reasoning step the proxy recorded later.
+        "parts": (
+            make_fact("proxy", session_id="s", model_call_id="resp-1", started_at=T1,
+                      output_messages=_answer(ReasoningPart("Check the sky."), said)),
+            msgspec.structs.replace(base, output_messages=_answer(said)),
+        ),
+        # The span keeps the call in its session; its log event, earlier and fuller, does not.
+        "session": (
+            msgspec.structs.replace(base, started_at=T1, output_messages=_answer(said)),
+            msgspec.structs.replace(
+                base, session_id=None, output_messages=_answer(ReasoningPart("Sky."), said)
+            ),
+        ),
+        # The same parts, the text cut short where the instrumentation captured it.
+        "size": (
+            make_fact("proxy", session_id="s", model_call_id="resp-1", started_at=T1,
+                      output_messages=_answer(said)),
+            msgspec.structs.replace(base, output_messages=_answer(TextPart("It is sunny"))),
+        ),
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize("case", ["parts", "session", "size"])
+def test_the_capture_that_lacks_least_is_kept(new_store_url: Callable[[], str], case: str) -> None:
+    kept, dropped = _rivals()[case]
+    assert lack(kept) < lack(dropped) and call_order_key(dropped) < call_order_key(kept)
+    assert resolve_facts([dropped, kept])[:2] == resolve_facts([kept, dropped])[:2]
+    assert resolve_facts([dropped, kept])[:2] == ([kept], [dropped])
+    for first, second in ((kept, dropped), (dropped, kept)):
+        with open_store(new_store_url()) as store:
+            store.insert_facts([first])
+            store.insert_facts([second])
+            assert _encoded(store.iter_facts(SESSION)) == [encode(kept)]
+            assert store.count_dropped() == 1
 
 
 def test_a_byte_identical_redelivery_is_a_plain_duplicate(store_url: str) -> None:
@@ -238,17 +285,39 @@ def test_a_version_2_store_opens_migrated_and_keeps_its_facts(store_url: str) ->
         store_url,
         "DROP TABLE fact_captures",
         "DROP TABLE fact_variants",
-        "DELETE FROM schema_version WHERE version = 3",
+        "DELETE FROM schema_version WHERE version >= 3",
     )
     with open_store(store_url, migrations=MIGRATIONS[:2]) as old:
         assert old.schema_version() == 2 and old.count() == 2
     with open_store(store_url) as store:
-        assert store.schema_version() == LATEST == 3
+        assert store.schema_version() == LATEST == 4
         assert store.count() == 2
         assert same(store.get_fact(span.inference_call_id), span)
         assert _encoded(store.iter_facts(SESSION)) == _encoded(sort_facts([span, other]))
         assert store.insert_facts([log]).variants == 1
         assert _encoded(store.iter_facts(SESSION)) == _encoded(sort_facts([span, log, other]))
+
+
+def test_a_version_3_store_ranks_its_captures_anew(store_url: str) -> None:
+    """Version 3 ranked captures by time alone; opened by this version, its capture index is
+    built again from facts and variants, and reads give what the rule gives now."""
+    with open_store(store_url) as store:
+        store.insert_facts(CAPTURES)
+    dialect = "postgres" if store_url.startswith("postgres") else "sqlite"
+    v3_index = [s for s in MIGRATIONS[2].statements(dialect) if "fact_captures" in s]
+    # The index as version 3 left it: its own layout, and decisions the new rule may undo.
+    raw_execute(
+        store_url,
+        "DROP TABLE fact_captures",
+        *v3_index,
+        "DELETE FROM schema_version WHERE version = 4",
+    )
+    with open_store(store_url, migrations=MIGRATIONS[:3]) as old:
+        assert old.schema_version() == 3
+    with open_store(store_url) as store:
+        assert store.schema_version() == 4
+        assert _encoded(store.iter_facts(SESSION)) == _encoded(sort_facts(CAPTURES))
+        assert store.count_dropped() == len(resolve_facts(CAPTURES)[1]) > 0
 
 
 def test_a_new_call_sharing_an_id_with_a_variant_joins_its_call(store_url: str) -> None:

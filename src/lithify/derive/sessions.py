@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from operator import itemgetter
 
 from lithify.model import InferenceCall
-from lithify.store.captures import aliases, capture_digest, keep_first
+from lithify.store.captures import aliases, capture_digest, keep_first, lack
 from lithify.store.codec import col, encode, uncol
 
 
@@ -54,12 +54,12 @@ def session_order_key(fact: InferenceCall) -> tuple[bool, str, str, str]:
     return (sid is None, sid or "", *call_order_key(fact))
 
 
-def _canonical_order(facts: Iterable[InferenceCall]) -> list[InferenceCall]:
-    keyed = sorted(((call_order_key(f), f) for f in facts), key=itemgetter(0))
+def _ranked(facts: list[InferenceCall]) -> list[InferenceCall]:
+    """Captures in the capture rule's rank order, as the store's rank columns hold it: what
+    they lack, then call order, then the digest of the lossless encoding, which only equal
+    keys pay for (different captures of one identity at one time)."""
+    keyed = sorted((((lack(f), *call_order_key(f)), f) for f in facts), key=itemgetter(0))
     out = [f for _, f in keyed]
-    # Equal keys are different captures of one identity: the digest of the lossless encoding
-    # orders them (as the store's rank column does), so the one kept does not depend on arrival
-    # order. Only such runs pay for the encoding.
     i = 0
     while i < len(keyed) - 1:
         j = i + 1
@@ -73,11 +73,27 @@ def _canonical_order(facts: Iterable[InferenceCall]) -> list[InferenceCall]:
 
 def resolve(facts: Iterable[InferenceCall]) -> tuple[list[InferenceCall], list[InferenceCall]]:
     """The capture rule (``store.captures``) over ``facts``: the kept ones in call order, and
-    the dropped ones (other captures of kept calls)."""
-    ordered = _canonical_order(facts)
-    flags = keep_first((f.inference_call_id, f.model_call_id) for f in ordered)
-    kept = [f for f, keep in zip(ordered, flags, strict=True) if keep]
-    dropped = [f for f, keep in zip(ordered, flags, strict=True) if not keep]
+    the dropped ones (other captures of kept calls), in rank order.
+
+    Only captures sharing an identity with another are ranked: the rule keeps every other one.
+    """
+    facts = list(facts)
+    ids = Counter(f.inference_call_id for f in facts)
+    model_ids = Counter(f.model_call_id for f in facts if f.model_call_id is not None)
+    contested: list[InferenceCall] = []
+    kept: list[InferenceCall] = []
+    for f in facts:
+        shared = ids[f.inference_call_id] > 1 or (
+            f.model_call_id is not None and model_ids[f.model_call_id] > 1
+        )
+        (contested if shared else kept).append(f)
+    dropped: list[InferenceCall] = []
+    if contested:
+        ranked = _ranked(contested)
+        flags = keep_first((f.inference_call_id, f.model_call_id) for f in ranked)
+        for f, keep in zip(ranked, flags, strict=True):
+            (kept if keep else dropped).append(f)
+    kept.sort(key=call_order_key)  # kept captures have distinct ids: no ties
     return kept, dropped
 
 

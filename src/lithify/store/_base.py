@@ -16,7 +16,7 @@ import orjson
 
 from lithify.model import FEEDBACK_TARGETS, Feedback, InferenceCall
 from lithify.store import codec
-from lithify.store.captures import aliases, capture_digest, keep_first
+from lithify.store.captures import aliases, capture_digest, keep_first, lack
 from lithify.store.migrations import SCHEMA_VERSION_TABLE, Migration
 
 R = TypeVar("R")
@@ -212,11 +212,12 @@ FACT_COLUMNS = (
 # A capture of a stored call that differs from it: the fact's columns and its content digest.
 VARIANT_COLUMNS = ("digest", *FACT_COLUMNS)
 
-# fact_captures: every capture of a contested call, its rank (sort_at, inference_call_id,
+# fact_captures: every capture of a contested call, its rank (lack, sort_at, inference_call_id,
 # digest), the columns reads filter and order on, and whether the capture rule keeps it.
 CAPTURE_COLUMNS = (
     "digest",
     "variant",  # 0: the call's facts row; 1: a fact_variants row
+    "lack",  # captures.lack of the fact
     "inference_call_id",
     "model_call_id",
     "session_id",
@@ -227,11 +228,13 @@ CAPTURE_COLUMNS = (
     "sort_at",
     "kept",
 )
-_CAPTURED = CAPTURE_COLUMNS[2:-1]  # what a capture takes from its fact's columns
+_CAPTURED = CAPTURE_COLUMNS[3:-1]  # what a capture takes from its fact's columns
 _CAPTURED_AT = tuple(FACT_COLUMNS.index(c) for c in _CAPTURED)
-_ID, _MODEL_ID, _SORT_AT, _KEPT = (
-    CAPTURE_COLUMNS.index(c) for c in ("inference_call_id", "model_call_id", "sort_at", "kept")
+_LACK, _ID, _MODEL_ID, _SORT_AT, _KEPT = (
+    CAPTURE_COLUMNS.index(c)
+    for c in ("lack", "inference_call_id", "model_call_id", "sort_at", "kept")
 )
+_RANK = "(lack, sort_at, inference_call_id, digest)"
 
 FEEDBACK_COLUMNS = (
     "feedback_id",
@@ -389,13 +392,14 @@ def _result(ids: Sequence[str], outcomes: Sequence[int]) -> InsertResult:
     return InsertResult(inserted, len(duplicate_ids), duplicate_ids, len(variant_ids), variant_ids)
 
 
-def _capture(digest: bytes, variant: int, columns: Iterable[Any]) -> tuple[Any, ...]:
-    """A fact_captures row (``columns``: the ``_CAPTURED`` ones), kept until resolved."""
-    return (digest, variant, *columns, 1)
+def _capture(body: bytes, variant: int, columns: Iterable[Any]) -> tuple[Any, ...]:
+    """The fact_captures row of the fact with these codec bytes (``columns``: its ``_CAPTURED``
+    ones), kept until resolved."""
+    return (capture_digest(body), variant, lack(_fact_decoder.decode(body)), *columns, 1)
 
 
-def _rank(capture: tuple[Any, ...]) -> tuple[str, str, bytes]:
-    return capture[_SORT_AT], capture[_ID], capture[0]
+def _rank(capture: tuple[Any, ...]) -> tuple[int, str, str, bytes]:
+    return capture[_LACK], capture[_SORT_AT], capture[_ID], capture[0]
 
 
 def _token_name(name: str) -> str:
@@ -614,6 +618,8 @@ class SqlStore:
                     continue
                 for stmt in m.statements(self.dialect):
                     cur.execute(stmt)
+                if m.rebuild_captures:
+                    self._rebuild_captures(cur)
                 cur.execute(
                     "INSERT INTO schema_version (version, description, applied_at) "
                     "VALUES (?, ?, ?)",
@@ -694,8 +700,8 @@ class SqlStore:
             }
             for row in fresh:
                 if row[0] in ids or row[1] in model_ids:
-                    digest = capture_digest(self._unpack(row[-1]))
-                    captures[digest] = _capture(digest, 0, (row[i] for i in _CAPTURED_AT))
+                    c = _capture(self._unpack(row[-1]), 0, (row[i] for i in _CAPTURED_AT))
+                    captures[c[0]] = c
         stored = {
             f[0]: f
             for f in self._stored_facts(cur, "inference_call_id", {rows[i][0] for i in collided})
@@ -740,20 +746,41 @@ class SqlStore:
         inserted = {r[0] for r in self._insert(cur, "fact_variants", VARIANT_COLUMNS, variant_rows)}
         linked: dict[str, Any] = {}  # the facts rows they share an inference_call_id with
         model_ids: set[str] = set()
-        for i, digest, _ in differing:
+        for i, digest, body in differing:
             if digest not in inserted:
                 continue  # a variant stored before: a duplicate
             row = rows[i]
             outcomes[i] = _VARIANT
-            captures[digest] = _capture(digest, 1, (row[j] for j in _CAPTURED_AT))
+            captures[digest] = _capture(body, 1, (row[j] for j in _CAPTURED_AT))
             if row[0] in stored:
                 linked[row[0]] = stored[row[0]]
             if row[1] is not None:
                 model_ids.add(row[1])
         # The facts rows the variants collide with are captures of the contested calls too.
         for f in [*linked.values(), *self._stored_facts(cur, "model_call_id", model_ids)]:
-            digest = capture_digest(bytes(f[-1]))
-            captures.setdefault(digest, _capture(digest, 0, f[:-1]))
+            c = _capture(bytes(f[-1]), 0, f[:-1])
+            captures.setdefault(c[0], c)
+
+    def _rebuild_captures(self, cur: Cursor) -> None:
+        """Index the captures of every contested call afresh (fact_captures is empty): each
+        variant, and the facts rows that share an identity with one."""
+        cur.execute(f"SELECT {', '.join(_CAPTURED)}, {self._variant_body} FROM fact_variants")
+        variants = cur.fetchall()
+        if not variants:
+            return
+        captures: dict[bytes, tuple[Any, ...]] = {}
+        for v in variants:
+            c = _capture(bytes(v[-1]), 1, v[:-1])
+            captures[c[0]] = c
+        ids = {v[0] for v in variants}
+        model_ids = {v[1] for v in variants} - {None}
+        for f in [
+            *self._stored_facts(cur, "inference_call_id", ids),
+            *self._stored_facts(cur, "model_call_id", model_ids),
+        ]:
+            c = _capture(bytes(f[-1]), 0, f[:-1])
+            captures.setdefault(c[0], c)
+        self._index_captures(cur, list(captures.values()))
 
     def _index_captures(self, cur: Cursor, captures: list[tuple[Any, ...]]) -> None:
         """Add captures to fact_captures, then decide again which ones the capture rule keeps
@@ -771,8 +798,8 @@ class SqlStore:
         # and only through identities shared with a new one: walk those captures, then take the
         # identities that kept captures ranked before the first new one already hold.
         first = _rank(min(seeds, key=_rank))
-        after = " AND (sort_at, inference_call_id, digest) >= (?, ?, ?)"
-        before = " AND (sort_at, inference_call_id, digest) < (?, ?, ?) AND kept = 1"
+        after = f" AND {_RANK} >= (?, ?, ?, ?)"
+        before = f" AND {_RANK} < (?, ?, ?, ?) AND kept = 1"
         found: dict[bytes, tuple[Any, ...]] = {}
         ids: set[str] = set()
         model_ids: set[str] = set()

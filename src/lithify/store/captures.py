@@ -2,10 +2,11 @@
 
 Captures of one call share an ``inference_call_id`` (a span and the log event of the same span)
 or a ``model_call_id`` (an instrumentation and the proxy saw one response). They are ranked by
-(time, ``inference_call_id``, digest of the lossless bytes) and taken in that order: a capture is
-kept unless a kept capture ranked before it has its ``inference_call_id`` or its
-``model_call_id``; a dropped capture claims nothing. Fact files (derive.sessions) and stores
-apply this one rule, so both keep the same captures whatever the order they came in.
+what they lack (``lack``: the richest first), then time, ``inference_call_id`` and the digest of
+the lossless bytes, and taken in that order: a capture is kept unless a kept capture ranked
+before it has its ``inference_call_id`` or its ``model_call_id``; a dropped capture claims
+nothing. Fact files (derive.sessions) and stores apply this one rule, so both keep the same
+captures whatever the order they came in.
 """
 
 from __future__ import annotations
@@ -13,7 +14,35 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable
 
+import msgspec
+
+from lithify.model import InferenceCall
+
 Identity = tuple[str, str | None]  # (inference_call_id, model_call_id)
+
+_content = msgspec.json.Encoder()
+_PARTS = 2**20 - 1
+_SIZE = 2**40 - 1
+
+
+def lack(fact: InferenceCall) -> int:
+    """What a capture lacks, as one integer that ranks a call's captures (the least first): a
+    session (without one the call leaves its trajectory), then message parts (a capture that
+    lost a reasoning step or a tool result has fewer), then content, as the bytes of its
+    messages and tools in JSON (an instrumentation may cut text short)."""
+    parts = sum(len(m.parts) for m in fact.input_messages) + sum(
+        len(m.parts) for m in fact.output_messages
+    )
+    content = (fact.input_messages, fact.output_messages, fact.tools)
+    try:
+        size = len(_content.encode(content))
+    except (UnicodeEncodeError, TypeError, ValueError):  # lone surrogates, 2⁶⁴ and beyond
+        size = len(repr(content))
+    return (
+        ((fact.session_id is None) << 60)
+        | ((_PARTS - min(parts, _PARTS)) << 40)
+        | (_SIZE - min(size, _SIZE))
+    )
 
 
 def capture_digest(body: bytes) -> bytes:

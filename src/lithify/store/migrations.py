@@ -16,6 +16,9 @@ class Migration:
     description: str
     sqlite: tuple[str, ...]
     postgres: tuple[str, ...]
+    # The statements leave fact_captures empty: the store indexes the captures again, from
+    # facts and fact_variants, in the same transaction (the index is derived).
+    rebuild_captures: bool = False
 
     def statements(self, dialect: str) -> tuple[str, ...]:
         return self.sqlite if dialect == "sqlite" else self.postgres
@@ -240,10 +243,55 @@ _V3_POSTGRES = (
     "WHERE model_call_id IS NOT NULL",
 )
 
+# The capture rule ranks a call's captures by what they lack first (store/captures.py): the
+# index gains the column, and is built again.
+_V4_SQLITE = (
+    "DROP TABLE fact_captures",
+    """CREATE TABLE fact_captures (
+        digest BLOB PRIMARY KEY,
+        variant INTEGER NOT NULL,
+        lack INTEGER NOT NULL,
+        inference_call_id TEXT NOT NULL,
+        model_call_id TEXT,
+        session_id TEXT,
+        trace_id TEXT,
+        provider TEXT,
+        model TEXT,
+        source TEXT NOT NULL,
+        sort_at TEXT NOT NULL,
+        kept INTEGER NOT NULL)""",
+    "CREATE INDEX fact_captures_id ON fact_captures (inference_call_id)",
+    "CREATE INDEX fact_captures_model_call_id ON fact_captures (model_call_id) "
+    "WHERE model_call_id IS NOT NULL",
+)
+
+_V4_POSTGRES = (
+    "DROP TABLE fact_captures",
+    """CREATE TABLE fact_captures (
+        digest BYTEA PRIMARY KEY,
+        variant INTEGER NOT NULL,
+        lack BIGINT NOT NULL,
+        inference_call_id TEXT COLLATE "C" NOT NULL,
+        model_call_id TEXT COLLATE "C",
+        session_id TEXT COLLATE "C",
+        trace_id TEXT COLLATE "C",
+        provider TEXT COLLATE "C",
+        model TEXT COLLATE "C",
+        source TEXT COLLATE "C" NOT NULL,
+        sort_at TEXT COLLATE "C" NOT NULL,
+        kept INTEGER NOT NULL)""",
+    "CREATE INDEX fact_captures_id ON fact_captures (inference_call_id)",
+    "CREATE INDEX fact_captures_model_call_id ON fact_captures (model_call_id) "
+    "WHERE model_call_id IS NOT NULL",
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "facts and feedback", _V1_SQLITE, _V1_POSTGRES),
     Migration(2, "ingest tokens; lz4 body compression", _V2_SQLITE, _V2_POSTGRES),
     Migration(3, "differing captures of stored calls", _V3_SQLITE, _V3_POSTGRES),
+    Migration(
+        4, "captures ranked by what they lack", _V4_SQLITE, _V4_POSTGRES, rebuild_captures=True
+    ),
 )
 
 LATEST = MIGRATIONS[-1].version

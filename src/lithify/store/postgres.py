@@ -45,6 +45,7 @@ _ARRAY_TYPES = {
     "body": "bytea",
     "digest": "bytea",
     "variant": "integer",
+    "lack": "bigint",
     "kept": "integer",
 }
 
