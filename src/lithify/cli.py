@@ -5,7 +5,6 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from enum import IntEnum
 from importlib.resources import files
 from pathlib import Path
 from typing import Annotated
@@ -24,6 +23,7 @@ from rich.progress import (
 from rich.table import Table
 
 from lithify import __version__
+from lithify.exits import Exit
 from lithify.ingest.convert import JsonlSink, Sink, StrictError, Summary, open_output, run
 from lithify.ingest.importer import StoreSink
 from lithify.model import (
@@ -37,16 +37,6 @@ from lithify.model import (
 )
 from lithify.store import FactFilter, FactStore, StoreError, open_store
 from lithify.translate import FORMATS
-
-
-class Exit(IntEnum):
-    OK = 0
-    UNREADABLE = 1  # an input could not be read at all
-    USAGE = 2  # typer/click's own code for bad usage
-    STRICT = 3  # a corrupt unit under --strict
-    STORE = 4  # the store cannot be opened or reached
-    NOT_FOUND = 5  # a named fact does not exist
-
 
 app = typer.Typer(
     name="lithify",

@@ -5,7 +5,6 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from dataclasses import replace
-from enum import IntEnum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -18,6 +17,7 @@ from rich.table import Table
 from lithify.derive import SPLIT_REASONS
 from lithify.derive.feedback import FEEDBACK_DROP_REASONS
 from lithify.derive.sessions import DeriveStats, resolve_facts
+from lithify.exits import Exit
 from lithify.export import (
     KINDS,
     PROFILE_CHANGES,
@@ -33,12 +33,6 @@ from lithify.export import (
 )
 from lithify.model import Feedback, InferenceCall
 from lithify.store import FactFilter, StoreError, open_store
-
-
-class ExportExit(IntEnum):
-    """Exit codes of `lithify export` beyond the shared ones (cli.Exit)."""
-
-    INVALID_ROW = 6  # a row failed its schema: a defect in lithify, nothing was written
 
 
 class FactsFileError(Exception):
@@ -220,7 +214,7 @@ def export_cmd(
 
     Reads facts from the store (or --facts files), rebuilds sessions and segments, maps them to the target trainer's format, validates every row against its schema and writes train/eval files atomically. Rows that cannot be represented are skipped and counted by reason.
     """
-    from lithify.cli import Exit, err
+    from lithify.cli import err
 
     options = ExportOptions(
         kind=kind,
@@ -282,7 +276,7 @@ def export_cmd(
     except RowInvalid as e:
         err.print(f"[red]bug: a row fails its schema; nothing was written.[/] {e}")
         err.print("Please report it with the facts of the source call ids above.")
-        raise typer.Exit(ExportExit.INVALID_ROW) from None
+        raise typer.Exit(Exit.INVALID_ROW) from None
     except OSError as e:
         err.print(f"[red]cannot write[/] {target}: {e.strerror or e}")
         raise typer.Exit(Exit.UNREADABLE) from None

@@ -8,6 +8,7 @@ import typer
 from rich.console import Console
 
 from lithify.cli_serve import StoreOpt, parse_size
+from lithify.exits import Exit
 from lithify.store import StoreError, StoreUnavailable, open_store
 
 err = Console(stderr=True, soft_wrap=True)
@@ -115,7 +116,7 @@ def proxy_cmd(
         err.print(f"[yellow]the store is unavailable; exchanges wait in the spool:[/] {e}")
     except StoreError as e:
         err.print(f"[red]cannot open the store:[/] {e}")
-        raise typer.Exit(1) from None
+        raise typer.Exit(Exit.STORE) from None
     config = ProxyConfig(
         upstreams=upstreams,
         host=host,

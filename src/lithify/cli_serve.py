@@ -11,6 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from lithify.exits import Exit
 from lithify.store import FactStore, StoreError, StoreUnavailable, TokenExists, open_store
 
 err = Console(stderr=True, soft_wrap=True)
@@ -45,7 +46,7 @@ def _open(store: str | None) -> FactStore:
         return open_store(store)
     except StoreError as e:
         err.print(f"[red]cannot open the store:[/] {e}")
-        raise typer.Exit(1) from None
+        raise typer.Exit(Exit.STORE) from None
 
 
 def serve_cmd(
@@ -137,7 +138,7 @@ def serve_cmd(
         opened = None
     except StoreError as e:
         err.print(f"[red]cannot open the store:[/] {e}")
-        raise typer.Exit(1) from None
+        raise typer.Exit(Exit.STORE) from None
     serve(config, opened, log_level=log_level.lower())
 
 
@@ -164,13 +165,13 @@ def token_create(
             s.create_token(name, token_hash(token), token_prefix(token))
         except TokenExists as e:
             err.print(f"[red]{e}[/]")
-            raise typer.Exit(1) from None
+            raise typer.Exit(Exit.FAILED) from None
         except ValueError as e:
             err.print(f"[red]invalid token name:[/] {e}")
-            raise typer.Exit(2) from None
+            raise typer.Exit(Exit.USAGE) from None
         except StoreError as e:
             err.print(f"[red]cannot create the token:[/] {e}")
-            raise typer.Exit(1) from None
+            raise typer.Exit(Exit.STORE) from None
     typer.echo(token)
     err.print(
         f"Token [bold]{name}[/] created. It is shown only now: keep it secret. Exporters send it "
@@ -190,7 +191,7 @@ def token_list(
             tokens = s.list_tokens()
         except StoreError as e:
             err.print(f"[red]cannot list tokens:[/] {e}")
-            raise typer.Exit(1) from None
+            raise typer.Exit(Exit.STORE) from None
     if as_json:
         typer.echo(
             orjson.dumps(
@@ -230,10 +231,10 @@ def token_revoke(
             n = s.revoke_token(name)
         except StoreError as e:
             err.print(f"[red]cannot revoke the token:[/] {e}")
-            raise typer.Exit(1) from None
+            raise typer.Exit(Exit.STORE) from None
     if not n:
         err.print(f"[red]no active token named {name!r}[/]")
-        raise typer.Exit(1)
+        raise typer.Exit(Exit.NOT_FOUND)
     err.print(f"Token [bold]{name}[/] revoked.")
 
 

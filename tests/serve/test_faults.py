@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import sqlite3
 import subprocess
 import threading
@@ -15,6 +16,7 @@ import pytest
 
 from lithify.store import open_store, sqlite_path
 from tests.serve.helpers import (
+    LITHIFY,
     PB,
     ServerProcess,
     genai_spans,
@@ -221,3 +223,18 @@ def test_sigterm_drains_requests_in_flight(tmp_path: Path) -> None:
     assert len(stored_ids(url)) == 3 * 512
     stopped = srv.events("stopped")
     assert stopped and stopped[-1]["facts_stored"] == 3 * 512
+
+
+def test_an_address_in_use_exits_1_and_says_why(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        for command in (["serve", "--port", str(port)], ["proxy", "--listen", f"127.0.0.1:{port}",
+                        "-u", "openai=http://127.0.0.1:9", "--spool", str(tmp_path / "spool")]):  # fmt: skip
+            done = subprocess.run(
+                [str(LITHIFY), *command, "--store", f"sqlite://{tmp_path / 'f.db'}"],
+                capture_output=True, text=True, timeout=120, check=False,
+            )  # fmt: skip
+            assert done.returncode == 1, (command, done.stderr[-2000:])
+            assert "address already in use" in done.stderr.lower(), done.stderr[-2000:]

@@ -85,8 +85,8 @@ def test_token_commands(sqlite_store_url: str) -> None:
         runner.invoke(app, ["token", "revoke", "svc-a", "--store", sqlite_store_url]).exit_code == 0
     )
     assert (
-        runner.invoke(app, ["token", "revoke", "svc-a", "--store", sqlite_store_url]).exit_code == 1
-    )
+        runner.invoke(app, ["token", "revoke", "svc-a", "--store", sqlite_store_url]).exit_code == 5
+    )  # no active token of that name: not found
     listed = runner.invoke(app, ["token", "list", "--json", "--store", sqlite_store_url])
     assert orjson.loads(listed.stdout)[0]["active"] is False
 
@@ -175,4 +175,17 @@ def test_sizes_and_bad_flags() -> None:
     bad = runner.invoke(app, ["serve", "--max-body-size", "huge"])
     assert bad.exit_code == 2 and "not a size" in bad.output
     url = runner.invoke(app, ["serve", "--store", "mysql://x/y", "--port", "0"])
-    assert url.exit_code == 1 and "unknown store URL scheme" in url.output
+    assert url.exit_code == 4 and "unknown store URL scheme" in url.output  # the store code
+    proxy = runner.invoke(
+        app,
+        [
+            "proxy",
+            "--store",
+            "mysql://x/y",
+            "-u",
+            "openai=http://127.0.0.1:9",
+            "--listen",
+            "127.0.0.1:0",
+        ],
+    )
+    assert proxy.exit_code == 4 and "unknown store URL scheme" in proxy.output

@@ -24,7 +24,6 @@ import logging
 import os
 import queue
 import re
-import signal
 import sys
 import threading
 import time
@@ -38,6 +37,7 @@ import aiohttp
 import orjson
 from yarl import URL
 
+from lithify.ingest import _server
 from lithify.ingest.recorder import (
     RecorderConfig,
     RecorderProcess,
@@ -862,15 +862,8 @@ def serve(config: ProxyConfig, *, log_level: str = "info") -> None:
     log_cfg = log_config(log_level)
     app = Proxy(config, log_cfg)
     server = uvicorn.Server(uvicorn_config(app, config, log_cfg))
-    startup = server.startup
 
-    async def announce(sockets: Any = None) -> None:
-        await startup(sockets=sockets)
-        if not server.started:
-            return
-        bound = [s.getsockname() for srv in server.servers for s in srv.sockets]
-        host, port = bound[0][:2] if bound else (config.host, config.port)
-        url = f"http://{'[' + host + ']' if ':' in host else host}:{port}"
+    def listening(url: str, host: str, port: int) -> None:
         _event(
             logging.INFO,
             "listening",
@@ -890,9 +883,4 @@ def serve(config: ProxyConfig, *, log_level: str = "info") -> None:
                 "own credentials; keep it on loopback or behind a firewall",
             )
 
-    server.startup = announce  # type: ignore[method-assign]
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: None)
-    server.run()
-    if not server.started:
-        sys.exit(1)
+    _server.run(server, listening)

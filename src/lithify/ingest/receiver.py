@@ -27,7 +27,6 @@ import os
 import queue
 import secrets
 import signal
-import sys
 import threading
 import time
 import zlib
@@ -46,6 +45,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from lithify.ingest import _server
 from lithify.model import Feedback, InferenceCall, Skip
 from lithify.store import (
     FactStore,
@@ -993,29 +993,9 @@ def serve(config: ServeConfig, store: FactStore | None = None, *, log_level: str
             timeout_graceful_shutdown=config.shutdown_timeout,
         )
     )
-    _announce(server, config, app)
-    # uvicorn re-raises the signal that stopped it once it has drained, under the handlers in
-    # place before it ran: make those no-ops, so a graceful stop exits 0 (not -15, nor a
-    # KeyboardInterrupt traceback).
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: None)
-    server.run()
-    if not server.started:
-        sys.exit(1)
+    rx: Receiver = app.state.receiver
 
-
-def _announce(server: Any, config: ServeConfig, app: Starlette) -> None:
-    """Log the address actually bound (``--port 0`` picks one) once uvicorn has started."""
-    startup = server.startup
-
-    async def wrapped(sockets: Any = None) -> None:
-        await startup(sockets=sockets)
-        if not server.started:
-            return
-        rx: Receiver = app.state.receiver
-        bound = [s.getsockname() for srv in server.servers for s in srv.sockets]
-        host, port = bound[0][:2] if bound else (config.host, config.port)
-        url = f"http://{'[' + host + ']' if ':' in host else host}:{port}"
+    def listening(url: str, host: str, port: int) -> None:
         _event(
             logging.INFO,
             "listening",
@@ -1036,4 +1016,4 @@ def _announce(server: Any, config: ServeConfig, app: Starlette) -> None:
                 "token (`lithify token create NAME`) or pass --require-token",
             )
 
-    server.startup = wrapped
+    _server.run(server, listening)
