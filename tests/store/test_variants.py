@@ -212,6 +212,56 @@ def test_any_import_order_reads_back_what_fact_files_give(
     assert sum(r.inserted + r.variants for r in results) == distinct  # type: ignore[attr-defined]
 
 
+@st.composite
+def _contested_captures(draw: st.DrawFn) -> list[InferenceCall]:
+    """Captures of a few calls that share identities at random, each lacking something or
+    not: a session, a reasoning step, the end of its text; at one of a few times."""
+    out = []
+    for n in range(draw(st.integers(2, 7))):
+        steps = [ReasoningPart("Think.")] * draw(st.integers(0, 2))
+        text = TextPart("Sunny in Paris." if draw(st.booleans()) else "Sunny")
+        out.append(
+            make_fact(
+                draw(st.sampled_from("abc")),
+                model_call_id=draw(st.sampled_from([None, "m1", "m2"])),
+                session_id=draw(st.sampled_from([None, "s1", "s2"])),
+                started_at=draw(st.sampled_from([None, T0, T1])),
+                output_messages=_answer(*steps, text),
+                raw={"capture": n},
+            )
+        )
+    return out
+
+
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(captures=_contested_captures(), data=st.data())
+def test_any_captures_in_any_order_give_what_the_rule_gives(
+    new_store_url: Callable[[], str], captures: list[InferenceCall], data: st.DataObject
+) -> None:
+    kept, dropped, _ = resolve_facts(captures)
+    # The rule's own promises: no kept capture shares an identity with another, and each
+    # dropped one lacks at least what a kept one sharing an identity with it lacks.
+    assert len({f.inference_call_id for f in kept}) == len(kept)
+    model_ids = [f.model_call_id for f in kept if f.model_call_id is not None]
+    assert len(set(model_ids)) == len(model_ids)
+    for d in dropped:
+        rivals = [k for k in kept if d.inference_call_id == k.inference_call_id
+                  or (d.model_call_id is not None and d.model_call_id == k.model_call_id)]  # fmt: skip
+        assert not rivals or min(lack(k) for k in rivals) <= lack(d)
+    order = data.draw(st.permutations(captures))
+    cuts = data.draw(st.lists(st.integers(0, len(order)), max_size=3))
+    url = new_store_url()
+    _insert(url, _batches(order, cuts), data.draw(st.booleans()))
+    with open_store(url) as store:
+        assert _encoded(store.iter_facts(SESSION)) == _encoded(sort_facts(captures))
+        distinct = len(set(_encoded(captures)))
+        assert store.count_dropped() == len(dropped) - (len(captures) - distinct)
+
+
 def test_group_commits_report_each_batch_as_if_inserted_alone(
     new_store_url: Callable[[], str],
 ) -> None:
