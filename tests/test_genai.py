@@ -14,7 +14,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord as PbLogRecord
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as PbSpan
 
@@ -36,6 +35,7 @@ from lithify.translate.otlp import LogRecord, Span
 from lithify.translate.telemetry import translate_span
 from tests.conftest import CORPUS
 from tests.helpers import assert_valid_messages
+from tests.otlp_values import json_attrs, json_value, pb_attrs, pb_value
 
 TRACE = "0af7651916cd43dd8448eb211c80319c"
 SPAN = "b7ad6b7169203331"
@@ -83,47 +83,6 @@ def text(role: str, content: str) -> dict[str, Any]:
 # OTLP builders: the same Python values as OTLP/JSON or as protobuf
 
 
-def _json_value(v: Any) -> dict[str, Any]:
-    if v is None:
-        return {}
-    if isinstance(v, bool):
-        return {"boolValue": v}
-    if isinstance(v, int):
-        return {"intValue": str(v)}
-    if isinstance(v, float):
-        return {"doubleValue": v}
-    if isinstance(v, str):
-        return {"stringValue": v}
-    if isinstance(v, list):
-        return {"arrayValue": {"values": [_json_value(x) for x in v]}}
-    return {"kvlistValue": {"values": _json_attrs(v)}}
-
-
-def _json_attrs(d: dict[str, Any]) -> list[dict[str, Any]]:
-    return [{"key": k, "value": _json_value(v)} for k, v in d.items()]
-
-
-def _pb_value(v: Any) -> AnyValue:
-    out = AnyValue()
-    if isinstance(v, bool):
-        out.bool_value = v
-    elif isinstance(v, int):
-        out.int_value = v
-    elif isinstance(v, float):
-        out.double_value = v
-    elif isinstance(v, str):
-        out.string_value = v
-    elif isinstance(v, list):
-        out.array_value.values.extend(_pb_value(x) for x in v)
-    elif isinstance(v, dict):
-        out.kvlist_value.values.extend(_pb_attrs(v))
-    return out
-
-
-def _pb_attrs(d: dict[str, Any]) -> list[KeyValue]:
-    return [KeyValue(key=k, value=_pb_value(v)) for k, v in d.items()]
-
-
 def json_trace(attrs: dict[str, Any]) -> dict[str, Any]:
     span = {
         "traceId": TRACE,
@@ -132,12 +91,12 @@ def json_trace(attrs: dict[str, Any]) -> dict[str, Any]:
         "kind": 3,
         "startTimeUnixNano": str(T0),
         "endTimeUnixNano": str(T0 + 5_000_000),
-        "attributes": _json_attrs(attrs),
+        "attributes": json_attrs(attrs),
     }
     return {
         "resourceSpans": [
             {
-                "resource": {"attributes": _json_attrs({"service.name": "svc"})},
+                "resource": {"attributes": json_attrs({"service.name": "svc"})},
                 "scopeSpans": [{"scope": {"name": "genai", "version": "1"}, "spans": [span]}],
             }
         ]
@@ -147,7 +106,7 @@ def json_trace(attrs: dict[str, Any]) -> dict[str, Any]:
 def pb_trace(attrs: dict[str, Any]) -> bytes:
     req = ExportTraceServiceRequest()
     rs = req.resource_spans.add()
-    rs.resource.attributes.extend(_pb_attrs({"service.name": "svc"}))
+    rs.resource.attributes.extend(pb_attrs({"service.name": "svc"}))
     ss = rs.scope_spans.add()
     ss.scope.name, ss.scope.version = "genai", "1"
     ss.spans.append(
@@ -158,7 +117,7 @@ def pb_trace(attrs: dict[str, Any]) -> bytes:
             kind=PbSpan.SpanKind.SPAN_KIND_CLIENT,
             start_time_unix_nano=T0,
             end_time_unix_nano=T0 + 5_000_000,
-            attributes=_pb_attrs(attrs),
+            attributes=pb_attrs(attrs),
         )
     )
     return req.SerializeToString()
@@ -174,10 +133,10 @@ def json_logs(records: list[Rec]) -> dict[str, Any]:
         r: dict[str, Any] = {
             "eventName": name,
             "timeUnixNano": str(t),
-            "attributes": _json_attrs(attrs),
+            "attributes": json_attrs(attrs),
         }
         if body is not None:
-            r["body"] = _json_value(body)
+            r["body"] = json_value(body)
         if trace:
             r["traceId"] = trace
         if span:
@@ -186,7 +145,7 @@ def json_logs(records: list[Rec]) -> dict[str, Any]:
     return {
         "resourceLogs": [
             {
-                "resource": {"attributes": _json_attrs({"service.name": "svc"})},
+                "resource": {"attributes": json_attrs({"service.name": "svc"})},
                 "scopeLogs": [{"scope": {"name": "genai"}, "logRecords": out}],
             }
         ]
@@ -196,13 +155,13 @@ def json_logs(records: list[Rec]) -> dict[str, Any]:
 def pb_logs(records: list[Rec]) -> bytes:
     req = ExportLogsServiceRequest()
     rl = req.resource_logs.add()
-    rl.resource.attributes.extend(_pb_attrs({"service.name": "svc"}))
+    rl.resource.attributes.extend(pb_attrs({"service.name": "svc"}))
     sl = rl.scope_logs.add()
     sl.scope.name = "genai"
     for name, body, attrs, trace, span, t in records:
-        r = PbLogRecord(event_name=name, time_unix_nano=t, attributes=_pb_attrs(attrs))
+        r = PbLogRecord(event_name=name, time_unix_nano=t, attributes=pb_attrs(attrs))
         if body is not None:
-            r.body.CopyFrom(_pb_value(body))
+            r.body.CopyFrom(pb_value(body))
         if trace:
             r.trace_id = bytes.fromhex(trace)
         if span:

@@ -24,42 +24,11 @@ from lithify.translate.otlp import (
     json_any_value,
     pb_any_value,
 )
+from tests.otlp_values import json_value, pb_value
 
 TRACE = "5b8efff798038103d269b633813fc60c"
 SPAN = "eee19b7ec3c1b174"
 PARENT = "eee19b7ec3c1b173"
-
-
-def _pb_value(v: object) -> AnyValue:
-    out = AnyValue()
-    if isinstance(v, bool):
-        out.bool_value = v
-    elif isinstance(v, int):
-        out.int_value = v
-    elif isinstance(v, float):
-        out.double_value = v
-    elif isinstance(v, str):
-        out.string_value = v
-    elif isinstance(v, list):
-        out.array_value.values.extend(_pb_value(x) for x in v)
-    elif isinstance(v, dict):
-        out.kvlist_value.values.extend(KeyValue(key=k, value=_pb_value(x)) for k, x in v.items())
-    return out
-
-
-def _json_value(v: object) -> dict[str, object]:
-    if isinstance(v, bool):
-        return {"boolValue": v}
-    if isinstance(v, int):
-        return {"intValue": str(v)}
-    if isinstance(v, float):
-        return {"doubleValue": v}
-    if isinstance(v, str):
-        return {"stringValue": v}
-    if isinstance(v, list):
-        return {"arrayValue": {"values": [_json_value(x) for x in v]}}
-    assert isinstance(v, dict)
-    return {"kvlistValue": {"values": [{"key": k, "value": _json_value(x)} for k, x in v.items()]}}
 
 
 ATTRS = {
@@ -75,7 +44,7 @@ ATTRS = {
 def _requests() -> tuple[bytes, dict[str, object]]:
     req = ExportTraceServiceRequest()
     rs = req.resource_spans.add()
-    rs.resource.attributes.append(KeyValue(key="service.name", value=_pb_value("svc")))
+    rs.resource.attributes.append(KeyValue(key="service.name", value=pb_value("svc")))
     ss = rs.scope_spans.add()
     ss.scope.name = "opentelemetry.instrumentation.openai_v2"
     ss.scope.version = "2.4b0"
@@ -87,13 +56,13 @@ def _requests() -> tuple[bytes, dict[str, object]]:
     s.kind = 3
     s.start_time_unix_nano = 1_700_000_000_000_000_000
     s.end_time_unix_nano = 1_700_000_001_500_000_000
-    s.attributes.extend(KeyValue(key=k, value=_pb_value(v)) for k, v in ATTRS.items())
+    s.attributes.extend(KeyValue(key=k, value=pb_value(v)) for k, v in ATTRS.items())
     s.status.code = 2
     s.status.message = "boom"
     ev = s.events.add()
     ev.name = "gen_ai.user.message"
     ev.time_unix_nano = 1_700_000_000_100_000_000
-    ev.attributes.append(KeyValue(key="content", value=_pb_value("hi")))
+    ev.attributes.append(KeyValue(key="content", value=pb_value("hi")))
     doc = {
         "resourceSpans": [
             {
@@ -116,7 +85,7 @@ def _requests() -> tuple[bytes, dict[str, object]]:
                                 "startTimeUnixNano": "1700000000000000000",
                                 "endTimeUnixNano": 1_700_000_001_500_000_000,
                                 "attributes": [
-                                    {"key": k, "value": _json_value(v)} for k, v in ATTRS.items()
+                                    {"key": k, "value": json_value(v)} for k, v in ATTRS.items()
                                 ],
                                 "status": {"code": "STATUS_CODE_ERROR", "message": "boom"},
                                 "events": [
@@ -186,7 +155,7 @@ def test_logs_protobuf_and_json_equal() -> None:
     r.trace_id = bytes.fromhex(TRACE)
     r.span_id = bytes.fromhex(SPAN)
     r.event_name = "gen_ai.client.inference.operation.details"
-    r.body.CopyFrom(_pb_value({"content": "hi"}))
+    r.body.CopyFrom(pb_value({"content": "hi"}))
     doc = {
         "resourceLogs": [
             {
@@ -198,7 +167,7 @@ def test_logs_protobuf_and_json_equal() -> None:
                                 "traceId": TRACE,
                                 "spanId": SPAN,
                                 "eventName": "gen_ai.client.inference.operation.details",
-                                "body": _json_value({"content": "hi"}),
+                                "body": json_value({"content": "hi"}),
                             }
                         ]
                     }
@@ -249,20 +218,6 @@ _any_values = st.recursive(
 )
 
 
-def _pb_any(v: object) -> AnyValue:
-    if isinstance(v, bytes):
-        return AnyValue(bytes_value=v)
-    if isinstance(v, list):
-        out = AnyValue()
-        out.array_value.values.extend(_pb_any(x) for x in v)
-        return out
-    if isinstance(v, dict):
-        out = AnyValue()
-        out.kvlist_value.values.extend(KeyValue(key=k, value=_pb_any(x)) for k, x in v.items())
-        return out
-    return _pb_value(v)
-
-
 @given(st.lists(st.tuples(st.text(max_size=6), _any_values), max_size=6))
 def test_protobuf_attributes_read_as_the_json_mapping_does(pairs: list[tuple[str, object]]) -> None:
     """Protobuf attributes (read by the set field's non-zero value where it can) equal what the
@@ -271,7 +226,7 @@ def test_protobuf_attributes_read_as_the_json_mapping_does(pairs: list[tuple[str
 
     from lithify.translate.otlp import _pb_attrs, json_attributes
 
-    kvs = [KeyValue(key=k, value=_pb_any(v)) for k, v in pairs]
+    kvs = [KeyValue(key=k, value=pb_value(v)) for k, v in pairs]
     expected = json_attributes([MessageToDict(kv) for kv in kvs])
     got = _pb_attrs(kvs)
     assert orjson.dumps(got) == orjson.dumps(expected)

@@ -19,11 +19,13 @@ import orjson
 import uvicorn
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import KeyValue
 
 from lithify.ingest.receiver import ServeConfig, build_app
 from lithify.store import FactStore
 from lithify.translate.feedback import call_id_of_span
 from tests.http_client import Reply, request
+from tests.otlp_values import json_value, pb_attrs, pb_value
 
 ROOT = Path(__file__).resolve().parents[2]
 LITHIFY = Path(sys.executable).with_name("lithify")
@@ -130,17 +132,6 @@ def other_span(tag: str) -> SpanSpec:
     return SpanSpec(h[:32], h[32:48], [("http.request.method", "GET")], name="GET /")
 
 
-def _pb_value(any_value: Any, v: Any) -> None:
-    if isinstance(v, bool):
-        any_value.bool_value = v
-    elif isinstance(v, int):
-        any_value.int_value = v
-    elif isinstance(v, float):
-        any_value.double_value = v
-    else:
-        any_value.string_value = str(v)
-
-
 def traces_pb(spans: list[SpanSpec]) -> bytes:
     req = ExportTraceServiceRequest()
     ss = req.resource_spans.add().scope_spans.add()
@@ -151,21 +142,8 @@ def traces_pb(spans: list[SpanSpec]) -> bytes:
         s.name, s.kind = sp.name, 3
         s.start_time_unix_nano = 1_760_000_000_000_000_000
         s.end_time_unix_nano = 1_760_000_000_500_000_000
-        for k, v in sp.attrs:
-            kv = s.attributes.add()
-            kv.key = k
-            _pb_value(kv.value, v)
+        s.attributes.extend(KeyValue(key=k, value=pb_value(v)) for k, v in sp.attrs)
     return req.SerializeToString()
-
-
-def _json_value(v: Any) -> dict[str, Any]:
-    if isinstance(v, bool):
-        return {"boolValue": v}
-    if isinstance(v, int):
-        return {"intValue": str(v)}
-    if isinstance(v, float):
-        return {"doubleValue": v}
-    return {"stringValue": str(v)}
 
 
 def traces_json_doc(spans: list[SpanSpec]) -> dict[str, Any]:
@@ -184,7 +162,7 @@ def traces_json_doc(spans: list[SpanSpec]) -> dict[str, Any]:
                                 "startTimeUnixNano": "1760000000000000000",
                                 "endTimeUnixNano": "1760000000500000000",
                                 "attributes": [
-                                    {"key": k, "value": _json_value(v)} for k, v in sp.attrs
+                                    {"key": k, "value": json_value(v)} for k, v in sp.attrs
                                 ],
                             }
                             for sp in spans
@@ -204,10 +182,9 @@ def evaluation_logs_pb(trace_id: str, span_id: str, name: str, score: float) -> 
     r.trace_id, r.span_id = bytes.fromhex(trace_id), bytes.fromhex(span_id)
     r.event_name = "gen_ai.evaluation.result"
     r.time_unix_nano = 1_760_000_001_000_000_000
-    for k, v in (("gen_ai.evaluation.name", name), ("gen_ai.evaluation.score.value", score)):
-        kv = r.attributes.add()
-        kv.key = k
-        _pb_value(kv.value, v)
+    r.attributes.extend(
+        pb_attrs({"gen_ai.evaluation.name": name, "gen_ai.evaluation.score.value": score})
+    )
     return req.SerializeToString()
 
 
