@@ -96,6 +96,28 @@ def test_stats_tell_of_calls_captured_twice(sqlite_store_url: str) -> None:
     assert f"{expected[0]} other captures kept as variants, {expected[1]} left out" in human
 
 
+def test_facts_captures_lists_a_calls_captures(sqlite_store_url: str) -> None:
+    from lithify.store import FactFilter, open_store
+    from tests.export.helpers import captured_twice
+
+    made = captured_twice()
+    with open_store(sqlite_store_url) as store:
+        store.insert_facts(made)
+        derived = {f.inference_call_id for f in store.iter_facts(FactFilter(order="session"))}
+    span = next(f for f in made if f.inference_call_id == "s-proxy-a")  # the proxy's is kept
+    res = runner.invoke(app, ["facts", span.inference_call_id, "--captures", "--json",
+                              "-s", sqlite_store_url])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    lines = [orjson.loads(line) for line in res.stdout.splitlines()]
+    listed = {(d["fact"]["inference_call_id"], d["kept"]) for d in lines}
+    assert listed == {("proxy-pa", True), ("s-proxy-a", False)}
+    assert {i for i, kept in listed if kept} <= derived
+    table = runner.invoke(app, ["facts", "proxy-pa", "--captures", "-s", sqlite_store_url])
+    assert table.exit_code == 0 and "proxy" in table.stdout and "yes" in table.stdout
+    missing = runner.invoke(app, ["facts", "nope", "--captures", "-s", sqlite_store_url])
+    assert missing.exit_code == 5
+
+
 def test_feedback_documents_are_imported(sqlite_store_url: str, tmp_path: Path) -> None:
     fb = tmp_path / "feedback.jsonl"
     fb.write_bytes(

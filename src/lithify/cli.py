@@ -336,9 +336,19 @@ def facts_cmd(
     as_json: Annotated[
         bool, typer.Option("--json", help="Facts as JSON lines (the full facts).")
     ] = False,
+    captures: Annotated[
+        bool,
+        typer.Option(
+            "--captures",
+            help="With an id: every stored capture of that call, the one exports use marked.",
+        ),
+    ] = False,
 ) -> None:
     """List stored facts (newest last), or show one in full."""
     with _opened_store(store_url) as store:
+        if fact_id is not None and captures:
+            _show_captures(store.captures(fact_id), fact_id, store.url, as_json)
+            return
         if fact_id is not None:
             call = store.get_fact(fact_id)
             if call is None:
@@ -380,6 +390,36 @@ def facts_cmd(
     Console().print(t)
     err.print(
         f"{shown} of {total} matching facts" + ("; --limit 0 shows all" if shown < total else "")
+    )
+
+
+def _show_captures(
+    found: list[tuple[InferenceCall, bool]], fact_id: str, url: str, as_json: bool
+) -> None:
+    if not found:
+        err.print(f"[red]no fact[/] {fact_id} in {url}")
+        raise typer.Exit(Exit.NOT_FOUND)
+    if as_json:
+        for call, kept in found:
+            typer.echo(b'{"kept":%s,"fact":%s}' % (b"true" if kept else b"false", encode(call)))
+        return
+    t = Table(show_header=True, header_style="bold", title=f"captures of {fact_id}")
+    for col in ("kept", "id", "source", "session", "time (UTC)", "parts", "degradations"):
+        t.add_column(col, no_wrap=col != "degradations")
+    for call, kept in found:
+        t.add_row(
+            "yes" if kept else "",
+            call.inference_call_id[:12],
+            call.source.name,
+            call.session_id or "-",
+            (call.started_at or call.observed_at or "")[:19].replace("T", " "),
+            str(sum(len(m.parts) for m in (*call.input_messages, *call.output_messages))),
+            ", ".join(f"{k} {v}" for k, v in call.degradations.items()),
+        )
+    Console().print(t)
+    err.print(
+        "Ranked by the capture rule (docs/store.md): what a capture lacks, then its time. "
+        "Exports use the kept one."
     )
 
 

@@ -141,6 +141,23 @@ def test_the_capture_that_lacks_least_is_kept(new_store_url: Callable[[], str], 
             assert store.count_dropped() == 1
 
 
+def test_every_capture_of_a_call_can_be_listed_with_the_one_kept(store_url: str) -> None:
+    kept = {encode(f) for f in resolve_facts(CAPTURES)[0]}
+    with open_store(store_url) as store:
+        store.insert_facts(CAPTURES)
+        for capture in CAPTURES:
+            listed = store.captures(capture.inference_call_id)
+            bodies = [encode(f) for f, _ in listed]
+            assert encode(capture) in bodies  # a capture is listed with the others of its call
+            assert [flag for _, flag in listed] == [b in kept for b in bodies]
+            # In the rule's rank order: what they lack, then time.
+            assert [lack(f) for f, _ in listed] == sorted(lack(f) for f, _ in listed)
+        alone = next(c for c in CAPTURES if c.raw == {"key": "alone"})  # an uncontested call
+        [(only, its_flag)] = store.captures(alone.inference_call_id)
+        assert same(only, alone) and its_flag
+        assert store.captures("no-such-call") == []
+
+
 def test_a_byte_identical_redelivery_is_a_plain_duplicate(store_url: str) -> None:
     span, log = _span_and_log()
     with open_store(store_url) as store:

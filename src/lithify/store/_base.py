@@ -172,6 +172,7 @@ class FactStore(Protocol):
         self, filters: FeedbackFilter | None = None, *, batch_size: int = 500
     ) -> Iterator[Feedback]: ...
     def get_fact(self, inference_call_id: str) -> InferenceCall | None: ...
+    def captures(self, inference_call_id: str) -> list[tuple[InferenceCall, bool]]: ...
     def call_aliases(self, ids: Iterable[str]) -> dict[str, str]: ...
     def count(self, filters: FactFilter | None = None) -> int: ...
     def count_dropped(self, filters: FactFilter | None = None) -> int: ...
@@ -499,6 +500,35 @@ def _captures_in(
     return _select_in(cur, head, values, tail, params)
 
 
+def _linked_captures(
+    cur: Cursor,
+    ids: set[str],
+    model_ids: set[str | None],
+    tail: str = "",
+    params: Sequence[Any] = (),
+) -> tuple[dict[bytes, tuple[Any, ...]], set[str], set[str]]:
+    """The fact_captures rows (where ``tail`` holds) that share an identity with these ids or
+    model ids, or with one another, by digest; and every id and model id walked."""
+    found: dict[bytes, tuple[Any, ...]] = {}
+    seen_ids: set[str] = set()
+    seen_model_ids: set[str] = set()
+    todo_ids, todo_model_ids = set(ids), set(model_ids) - {None}
+    while todo_ids or todo_model_ids:
+        seen_ids |= todo_ids
+        seen_model_ids |= todo_model_ids  # type: ignore[arg-type]
+        rows = _captures_in(cur, "inference_call_id", todo_ids, tail, params)
+        rows += _captures_in(cur, "model_call_id", todo_model_ids, tail, params)
+        todo_ids, todo_model_ids = set(), set()
+        for row in rows:
+            if row[0] not in found:
+                found[row[0]] = row
+                todo_ids.add(row[_ID])
+                todo_model_ids.add(row[_MODEL_ID])
+        todo_ids -= seen_ids
+        todo_model_ids -= seen_model_ids | {None}
+    return found, seen_ids, seen_model_ids
+
+
 def _resolved(
     main: Iterator[tuple[Any, ...]],
     dropped: Iterator[tuple[Any, ...]],
@@ -800,24 +830,9 @@ class SqlStore:
         first = _rank(min(seeds, key=_rank))
         after = f" AND {_RANK} >= (?, ?, ?, ?)"
         before = f" AND {_RANK} < (?, ?, ?, ?) AND kept = 1"
-        found: dict[bytes, tuple[Any, ...]] = {}
-        ids: set[str] = set()
-        model_ids: set[str] = set()
-        todo_ids = {c[_ID] for c in seeds}
-        todo_model_ids = {c[_MODEL_ID] for c in seeds} - {None}
-        while todo_ids or todo_model_ids:
-            ids |= todo_ids
-            model_ids |= todo_model_ids
-            rows = _captures_in(cur, "inference_call_id", todo_ids, after, first)
-            rows += _captures_in(cur, "model_call_id", todo_model_ids, after, first)
-            todo_ids, todo_model_ids = set(), set()
-            for row in rows:
-                if row[0] not in found:
-                    found[row[0]] = row
-                    todo_ids.add(row[_ID])
-                    todo_model_ids.add(row[_MODEL_ID])
-            todo_ids -= ids
-            todo_model_ids -= model_ids | {None}
+        found, ids, model_ids = _linked_captures(
+            cur, {c[_ID] for c in seeds}, {c[_MODEL_ID] for c in seeds}, after, first
+        )
         claimed_ids: set[str] = set()
         claimed_model_ids: set[str] = set()
         for row in [
@@ -1038,6 +1053,36 @@ class SqlStore:
 
         row = self._run(q, write=False)
         return None if row is None else _fact_decoder.decode(row[0])
+
+    def captures(self, inference_call_id: str) -> list[tuple[InferenceCall, bool]]:
+        """Every stored capture of the call a capture with this id belongs to (and of calls
+        linked to it through shared ids), in the capture rule's rank order, each with whether
+        the rule keeps it; ``[]`` when no capture has the id."""
+        key = codec.col(inference_call_id)
+
+        def q(cur: Cursor) -> list[tuple[bytes, bool]]:
+            found = _linked_captures(cur, {key}, set())[0] if self._contested(cur) else {}
+            if not found:
+                cur.execute(
+                    f"SELECT {self._fact_body} FROM {self._fact_from} WHERE inference_call_id = ?",
+                    (key,),
+                )
+                return [(bytes(row[0]), True) for row in cur.fetchall()]
+            ranked = sorted(found.values(), key=_rank)
+            facts = self._stored_facts(
+                cur, "inference_call_id", {c[_ID] for c in ranked if not c[1]}
+            )
+            bodies = {capture_digest(bytes(f[-1])): bytes(f[-1]) for f in facts}
+            variants = [c[0] for c in ranked if c[1]]
+            for digest, body in _select_in(
+                cur,
+                f"SELECT digest, {self._variant_body} FROM fact_variants WHERE digest",
+                variants,
+            ):
+                bodies[bytes(digest)] = bytes(body)
+            return [(bodies[bytes(c[0])], bool(c[_KEPT])) for c in ranked]
+
+        return [(_fact_decoder.decode(body), kept) for body, kept in self._run(q, write=False)]
 
     def call_aliases(self, ids: Iterable[str]) -> dict[str, str]:
         """Which of ``ids`` name a capture the capture rule dropped, and the id of the kept
