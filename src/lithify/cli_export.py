@@ -375,8 +375,9 @@ def print_demo(result: dict[str, Any]) -> None:
 
     err.print(
         f"Imported {len(result['examples'])} example files recorded from real instrumentations: "
-        f"{result['facts']} facts, [green]{result['stored']}[/] new in {result['store']} "
-        f"({result['duplicates'] + result['variants']} already there or captured twice)."
+        f"{result['facts']} facts, [green]{result['stored']}[/] new calls in {result['store']}, "
+        f"{result['variants']} other captures of them kept as variants, "
+        f"{result['duplicates']} already there."
     )
     for summary in result["exports"].values():
         err.print(summary_table(summary))

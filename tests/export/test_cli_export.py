@@ -123,3 +123,5 @@ def test_demo_imports_derives_and_exports_on_the_default_store(
     assert read_rows(out / "nemo-gym" / "train.jsonl") == rows
     res = runner.invoke(app, ["demo", "-o", str(out)])
     assert res.exit_code == 0 and "NeMo Gym rows" in res.output
+    assert f"0 new calls in {result['store']}, 0 other captures" in res.output.replace("\n", "")
+    assert f"{result['facts']} already there" in res.output
