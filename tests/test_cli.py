@@ -140,6 +140,14 @@ def test_environment_variable_sets_an_option(tmp_path: Path) -> None:
     assert res.exit_code == 3
 
 
+def test_lithify_json_turns_on_json_output_for_every_command(tmp_path: Path) -> None:
+    env = {"LITHIFY_JSON": "1"}
+    res = runner.invoke(app, ["convert", str(TRACES), "-o", str(tmp_path / "o")], env=env)
+    assert res.exit_code == 0 and orjson.loads(res.stdout)["facts"] >= 1
+    store = f"sqlite://{tmp_path / 'f.db'}"
+    assert orjson.loads(runner.invoke(app, ["stats", "-s", store], env=env).stdout)["facts"] == 0
+
+
 def test_a_version_in_the_environment_does_not_stop_the_command(tmp_path: Path) -> None:
     res = runner.invoke(
         app, ["convert", str(TRACES), "-o", str(tmp_path / "o"), "--json"],

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from importlib.resources import files
 from pathlib import Path
 from typing import Annotated
@@ -23,6 +21,7 @@ from rich.progress import (
 from rich.table import Table
 
 from lithify import __version__
+from lithify.cli_options import StoreOpt, err, json_flag, opened_store
 from lithify.exits import Exit
 from lithify.ingest.convert import JsonlSink, Sink, StrictError, Summary, open_output, run
 from lithify.ingest.importer import StoreSink
@@ -35,7 +34,7 @@ from lithify.model import (
     encode,
     to_builtins,
 )
-from lithify.store import FactFilter, FactStore, StoreError, open_store
+from lithify.store import FactFilter, StoreError
 from lithify.translate import FORMATS
 
 app = typer.Typer(
@@ -46,7 +45,6 @@ app = typer.Typer(
     rich_markup_mode="rich",
     context_settings={"help_option_names": ["-h", "--help"], "auto_envvar_prefix": "LITHIFY"},
 )
-err = Console(stderr=True, soft_wrap=True)  # paths and locations stay on one line
 
 
 def _version(value: bool) -> None:
@@ -133,20 +131,10 @@ ResponseOpt = Annotated[
 StrictOpt = Annotated[
     bool, typer.Option("--strict", help="Stop at the first corrupt line or document.")
 ]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print the summary as JSON (for scripts).")]
+JsonOpt = Annotated[bool, json_flag("Print the summary as JSON (for scripts).")]
 ProgressOpt = Annotated[
     bool | None,
     typer.Option("--progress/--no-progress", help="Progress bars (default: on a terminal)."),
-]
-StoreOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--store",
-        "-s",
-        help="Store URL: sqlite:///path.db, postgresql://… (default: the per-user SQLite file).",
-        envvar="LITHIFY_STORE",
-        show_default=False,
-    ),
 ]
 
 
@@ -223,17 +211,6 @@ def convert_cmd(
         raise typer.Exit(Exit.UNREADABLE)
 
 
-@contextmanager
-def _opened_store(url: str | None) -> Iterator[FactStore]:
-    """The store, or a readable error and exit code 4 when it cannot be opened or reached."""
-    try:
-        with open_store(url) as store:
-            yield store
-    except StoreError as e:
-        err.print(f"[red]store error:[/] {e}")
-        raise typer.Exit(Exit.STORE) from None
-
-
 @app.command("import")
 def import_cmd(
     paths: PathsArg = None,
@@ -249,7 +226,7 @@ def import_cmd(
 
     Idempotent: a fact already stored (same identity, or same provider response id) is counted as a duplicate and never changed, so importing a file twice stores nothing new. Another capture of a stored call with different content (a span's log event, the proxy's view of a response) is kept apart, as a variant.
     """
-    with _opened_store(store_url) as store:
+    with opened_store(store_url) as store:
         sink = StoreSink(store)
         summary = _pipeline(
             paths, sink, source=source, strict=strict, request=request, response=response,
@@ -333,9 +310,7 @@ def facts_cmd(
     since: SinceOpt = None,
     until: UntilOpt = None,
     limit: Annotated[int, typer.Option(help="At most this many facts (0: all).")] = 50,
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Facts as JSON lines (the full facts).")
-    ] = False,
+    as_json: Annotated[bool, json_flag("Facts as JSON lines (the full facts).")] = False,
     captures: Annotated[
         bool,
         typer.Option(
@@ -345,7 +320,7 @@ def facts_cmd(
     ] = False,
 ) -> None:
     """List stored facts (newest last), or show one in full."""
-    with _opened_store(store_url) as store:
+    with opened_store(store_url) as store:
         if fact_id is not None and captures:
             _show_captures(store.captures(fact_id), fact_id, store.url, as_json)
             return
@@ -432,10 +407,10 @@ def stats_cmd(
     provider: ProviderOpt = None,
     since: SinceOpt = None,
     until: UntilOpt = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the stats as JSON.")] = False,
+    as_json: Annotated[bool, json_flag("Print the stats as JSON.")] = False,
 ) -> None:
     """Counts of stored facts by model, provider, source, session and degradation reason, with tokens."""
-    with _opened_store(store_url) as store:
+    with opened_store(store_url) as store:
         st = store.stats(_filters(session, model, source, provider, since, until, None))
         url = store.url
     if as_json:
@@ -492,7 +467,7 @@ def demo_cmd(
         Path, typer.Option("--output", "-o", help="Folder for the demo's output.")
     ] = Path("lithify-demo"),
     store_url: StoreOpt = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+    as_json: Annotated[bool, json_flag("Print the summary as JSON.")] = False,
 ) -> None:
     """The main job on the shipped example telemetry: import it into the store, derive the sessions, and export SFT and NeMo Gym rows into a folder."""
     from lithify.cli_export import print_demo, run_demo

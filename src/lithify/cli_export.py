@@ -14,6 +14,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from lithify.cli_options import StoreOpt, err, json_flag
 from lithify.derive import SPLIT_REASONS
 from lithify.derive.feedback import FEEDBACK_DROP_REASONS
 from lithify.derive.sessions import DeriveStats, resolve_facts
@@ -129,18 +130,6 @@ def summary_table(summary: ExportSummary) -> Table:
     return t
 
 
-StoreOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--store",
-        "-s",
-        help="Store URL: sqlite:///path.db, postgresql://… (default: the per-user SQLite file).",
-        envvar="LITHIFY_STORE",
-        show_default=False,
-    ),
-]
-
-
 def register(app: typer.Typer) -> None:
     """Add `lithify export` to the main app."""
     app.command("export")(export_cmd)
@@ -204,7 +193,7 @@ def export_cmd(
     ] = None,
     since: Annotated[str | None, typer.Option(help="From this time on (RFC 3339).")] = None,
     until: Annotated[str | None, typer.Option(help="Before this time (RFC 3339).")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+    as_json: Annotated[bool, json_flag("Print the summary as JSON.")] = False,
     progress: Annotated[
         bool | None,
         typer.Option("--progress/--no-progress", help="Progress bar (default: on a terminal)."),
@@ -214,8 +203,6 @@ def export_cmd(
 
     Reads facts from the store (or --facts files), rebuilds sessions and segments, maps them to the target trainer's format, validates every row against its schema and writes train/eval files atomically. Rows that cannot be represented are skipped and counted by reason.
     """
-    from lithify.cli import err
-
     options = ExportOptions(
         kind=kind,
         profile=profile,
@@ -298,8 +285,6 @@ def _run(
 ) -> ExportSummary:
     if not show:
         return export(facts, feedback, target, options, stats=stats, aliases=aliases)
-    from lithify.cli import err
-
     bars = Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -371,8 +356,6 @@ def run_demo(examples: list[Path], out_dir: Path, store_url: str | None) -> dict
 
 
 def print_demo(result: dict[str, Any]) -> None:
-    from lithify.cli import err
-
     err.print(
         f"Imported {len(result['examples'])} example files recorded from real instrumentations: "
         f"{result['facts']} facts, [green]{result['stored']}[/] new calls in {result['store']}, "

@@ -5,13 +5,11 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
-from lithify.cli_serve import StoreOpt, parse_size
+from lithify.cli_options import StoreOpt, err
+from lithify.cli_serve import parse_size
 from lithify.exits import Exit
 from lithify.store import StoreError, StoreUnavailable, open_store
-
-err = Console(stderr=True, soft_wrap=True)
 
 
 def _listen(text: str) -> tuple[str, int]:

@@ -11,10 +11,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from lithify.cli_options import StoreOpt, err, json_flag, opened_store
 from lithify.exits import Exit
 from lithify.store import FactStore, StoreError, StoreUnavailable, TokenExists, open_store
-
-err = Console(stderr=True, soft_wrap=True)
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b?)\s*$", re.IGNORECASE)
 
@@ -28,25 +27,6 @@ def parse_size(text: str) -> int:
     if n < 1:
         raise typer.BadParameter("the size must be at least 1 byte")
     return int(n)
-
-
-StoreOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--store",
-        help="Store URL (sqlite:///path.db, postgresql://…); default: the per-user SQLite file.",
-        envvar="LITHIFY_STORE",
-        show_default=False,
-    ),
-]
-
-
-def _open(store: str | None) -> FactStore:
-    try:
-        return open_store(store)
-    except StoreError as e:
-        err.print(f"[red]cannot open the store:[/] {e}")
-        raise typer.Exit(Exit.STORE) from None
 
 
 def serve_cmd(
@@ -160,7 +140,7 @@ def token_create(
     from lithify.ingest.receiver import new_token, token_hash, token_prefix
 
     token = new_token()
-    with _open(store) as s:
+    with opened_store(store) as s:
         try:
             s.create_token(name, token_hash(token), token_prefix(token))
         except TokenExists as e:
@@ -183,10 +163,10 @@ def token_create(
 @token_app.command("list")
 def token_list(
     store: StoreOpt = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    as_json: Annotated[bool, json_flag("Print JSON.")] = False,
 ) -> None:
     """List tokens (names, prefixes, dates; never the tokens)."""
-    with _open(store) as s:
+    with opened_store(store) as s:
         try:
             tokens = s.list_tokens()
         except StoreError as e:
@@ -226,7 +206,7 @@ def token_revoke(
     store: StoreOpt = None,
 ) -> None:
     """Revoke a token: a running `lithify serve` refuses it within seconds."""
-    with _open(store) as s:
+    with opened_store(store) as s:
         try:
             n = s.revoke_token(name)
         except StoreError as e:

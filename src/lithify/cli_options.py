@@ -1,0 +1,42 @@
+"""What every command shares: the stderr console, the store option and its opening, --json."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from lithify.exits import Exit
+from lithify.store import FactStore, StoreError, open_store
+
+err = Console(stderr=True, soft_wrap=True)  # paths and locations stay on one line
+
+StoreOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--store",
+        "-s",
+        help="Store URL: sqlite:///path.db, postgresql://… (default: the per-user SQLite file).",
+        envvar="LITHIFY_STORE",
+        show_default=False,
+    ),
+]
+
+
+def json_flag(help: str) -> Any:
+    """``--json``, for scripts; ``LITHIFY_JSON=1`` turns it on for every command."""
+    return typer.Option("--json", help=help, envvar="LITHIFY_JSON")
+
+
+@contextmanager
+def opened_store(url: str | None) -> Iterator[FactStore]:
+    """The store, or a readable error and ``Exit.STORE`` when it cannot be opened or reached."""
+    try:
+        with open_store(url) as store:
+            yield store
+    except StoreError as e:
+        err.print(f"[red]store error:[/] {e}")
+        raise typer.Exit(Exit.STORE) from None
