@@ -35,6 +35,7 @@ from lithify.model import (
     to_builtins,
 )
 from lithify.store import FactFilter, StoreError
+from lithify.store.captures import part_count
 from lithify.translate import FORMATS
 
 app = typer.Typer(
@@ -388,7 +389,7 @@ def _show_captures(
             call.source.name,
             call.session_id or "-",
             (call.started_at or call.observed_at or "")[:19].replace("T", " "),
-            str(sum(len(m.parts) for m in (*call.input_messages, *call.output_messages))),
+            str(part_count(call)),
             ", ".join(f"{k} {v}" for k, v in call.degradations.items()),
         )
     Console().print(t)

@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 
 from lithify.exits import Exit
-from lithify.store import FactStore, StoreError, open_store
+from lithify.store import FactStore, StoreError, StoreUnavailable, open_store
 
 err = Console(stderr=True, soft_wrap=True)  # paths and locations stay on one line
 
@@ -29,6 +29,19 @@ StoreOpt = Annotated[
 def json_flag(help: str) -> Any:
     """``--json``, for scripts; ``LITHIFY_JSON=1`` turns it on for every command."""
     return typer.Option("--json", help=help, envvar="LITHIFY_JSON")
+
+
+def store_or_none(url: str | None, meanwhile: str) -> FactStore | None:
+    """The store for a server, None while it cannot be reached (saying what the server does
+    ``meanwhile``), or ``Exit.STORE`` when it can never work (a bad URL, a schema too new)."""
+    try:
+        return open_store(url)
+    except StoreUnavailable as e:
+        err.print(f"[yellow]the store is unavailable{meanwhile}:[/] {e}")
+        return None
+    except StoreError as e:
+        err.print(f"[red]cannot open the store:[/] {e}")
+        raise typer.Exit(Exit.STORE) from None
 
 
 @contextmanager

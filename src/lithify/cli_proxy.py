@@ -6,10 +6,8 @@ from typing import Annotated
 
 import typer
 
-from lithify.cli_options import StoreOpt, err
+from lithify.cli_options import StoreOpt, err, store_or_none
 from lithify.cli_serve import parse_size
-from lithify.exits import Exit
-from lithify.store import StoreError, StoreUnavailable, open_store
 
 
 def _listen(text: str) -> tuple[str, int]:
@@ -108,13 +106,10 @@ def proxy_cmd(
         if value <= 0:
             raise typer.BadParameter("must be positive", param_hint=name)
     host, port = _listen(listen)
-    try:
-        open_store(store).close()  # a URL that can never work is an error now, not later
-    except StoreUnavailable as e:
-        err.print(f"[yellow]the store is unavailable; exchanges wait in the spool:[/] {e}")
-    except StoreError as e:
-        err.print(f"[red]cannot open the store:[/] {e}")
-        raise typer.Exit(Exit.STORE) from None
+    # A URL that can never work is an error now, not later; the recorder opens its own.
+    probe = store_or_none(store, "; exchanges wait in the spool")
+    if probe is not None:
+        probe.close()
     config = ProxyConfig(
         upstreams=upstreams,
         host=host,

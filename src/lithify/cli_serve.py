@@ -11,9 +11,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from lithify.cli_options import StoreOpt, err, json_flag, opened_store
+from lithify.cli_options import StoreOpt, err, json_flag, opened_store, store_or_none
 from lithify.exits import Exit
-from lithify.store import FactStore, StoreError, StoreUnavailable, TokenExists, open_store
+from lithify.store import StoreError, TokenExists
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b?)\s*$", re.IGNORECASE)
 
@@ -109,16 +109,8 @@ def serve_cmd(
         retry_after=retry_after,
         shutdown_timeout=max(0, shutdown_timeout),
     )
-    opened: FactStore | None
-    try:
-        opened = open_store(store)
-    except StoreUnavailable as e:
-        # Serve anyway: ingest is answered 503 until the store can be reached.
-        err.print(f"[yellow]the store is unavailable, retrying in the background:[/] {e}")
-        opened = None
-    except StoreError as e:
-        err.print(f"[red]cannot open the store:[/] {e}")
-        raise typer.Exit(Exit.STORE) from None
+    # Serve anyway while the store is down: ingest is answered 503 until it can be reached.
+    opened = store_or_none(store, ", retrying in the background")
     serve(config, opened, log_level=log_level.lower())
 
 

@@ -231,9 +231,9 @@ CAPTURE_COLUMNS = (
 )
 _CAPTURED = CAPTURE_COLUMNS[3:-1]  # what a capture takes from its fact's columns
 _CAPTURED_AT = tuple(FACT_COLUMNS.index(c) for c in _CAPTURED)
-_LACK, _ID, _MODEL_ID, _SORT_AT, _KEPT = (
+_IS_VARIANT, _LACK, _ID, _MODEL_ID, _SORT_AT, _KEPT = (
     CAPTURE_COLUMNS.index(c)
-    for c in ("lack", "inference_call_id", "model_call_id", "sort_at", "kept")
+    for c in ("variant", "lack", "inference_call_id", "model_call_id", "sort_at", "kept")
 )
 _RANK = "(lack, sort_at, inference_call_id, digest)"
 
@@ -1062,18 +1062,17 @@ class SqlStore:
 
         def q(cur: Cursor) -> list[tuple[bytes, bool]]:
             found = _linked_captures(cur, {key}, set())[0] if self._contested(cur) else {}
-            if not found:
-                cur.execute(
-                    f"SELECT {self._fact_body} FROM {self._fact_from} WHERE inference_call_id = ?",
-                    (key,),
-                )
-                return [(bytes(row[0]), True) for row in cur.fetchall()]
+            if not found:  # an uncontested call: its facts row alone
+                return [
+                    (bytes(f[-1]), True)
+                    for f in self._stored_facts(cur, "inference_call_id", {key})
+                ]
             ranked = sorted(found.values(), key=_rank)
             facts = self._stored_facts(
-                cur, "inference_call_id", {c[_ID] for c in ranked if not c[1]}
+                cur, "inference_call_id", {c[_ID] for c in ranked if not c[_IS_VARIANT]}
             )
             bodies = {capture_digest(bytes(f[-1])): bytes(f[-1]) for f in facts}
-            variants = [c[0] for c in ranked if c[1]]
+            variants = [c[0] for c in ranked if c[_IS_VARIANT]]
             for digest, body in _select_in(
                 cur,
                 f"SELECT digest, {self._variant_body} FROM fact_variants WHERE digest",

@@ -25,14 +25,19 @@ _PARTS = 2**20 - 1
 _SIZE = 2**40 - 1
 
 
+def part_count(fact: InferenceCall) -> int:
+    """The canonical parts of a fact's messages, input and output."""
+    return sum(len(m.parts) for m in fact.input_messages) + sum(
+        len(m.parts) for m in fact.output_messages
+    )
+
+
 def lack(fact: InferenceCall) -> int:
     """What a capture lacks, as one integer that ranks a call's captures (the least first): a
     session (without one the call leaves its trajectory), then message parts (a capture that
     lost a reasoning step or a tool result has fewer), then content, as the bytes of its
     messages and tools in JSON (an instrumentation may cut text short)."""
-    parts = sum(len(m.parts) for m in fact.input_messages) + sum(
-        len(m.parts) for m in fact.output_messages
-    )
+    parts = part_count(fact)
     content = (fact.input_messages, fact.output_messages, fact.tools)
     try:
         size = len(_content.encode(content))
