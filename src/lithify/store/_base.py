@@ -46,8 +46,9 @@ class InsertResult(msgspec.Struct, frozen=True):
     A fact collides when its identity or its ``model_call_id`` was already stored (or came
     earlier in the same batch). It is a duplicate when its content equals a stored capture of
     that call (a redelivery), else a variant: another capture of the call, kept apart
-    (docs/store.md). ``duplicate_ids`` and ``variant_ids`` follow the batch order; feedback has
-    no variants.
+    (docs/store.md). A fact that shares an id with a stored capture whose content contradicts
+    it is a call of its own, counted in ``inserted`` and in ``collisions`` (reason
+    ``id_collision``). The id lists follow the batch order; feedback has neither.
     """
 
     inserted: int
@@ -55,6 +56,8 @@ class InsertResult(msgspec.Struct, frozen=True):
     duplicate_ids: list[str]
     variants: int = 0
     variant_ids: list[str] = msgspec.field(default_factory=list)
+    collisions: int = 0
+    collision_ids: list[str] = msgspec.field(default_factory=list)
 
 
 class _CapturesBusy(Exception):
