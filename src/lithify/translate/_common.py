@@ -340,7 +340,7 @@ def finish_fields(
     counts: Counter[str] = Counter()
     data = msgspec.to_builtins(call)
     for key in _CONTENT_FIELDS:
-        data[key] = redact_value(data[key], counts)
+        data[key] = redact_value(data[key], counts, under=key)
     call = msgspec.convert(data, InferenceCall)
     for reason, n in counts.items():
         deg.add(reason, n)

@@ -38,6 +38,27 @@ CREDENTIAL_KEYS = frozenset(
         "passwd",
     }
 )
+# A tool's parameter schema names the arguments a tool takes, and a property may well be called
+# `password`: under these keys (within a list of tools) key names are not credentials. Strings
+# are still screened for credential shapes.
+_TOOL_LISTS = frozenset({"tools", "functions", "functiondeclarations", "function_declarations"})
+_SCHEMA_KEYS = frozenset(
+    {"parameters", "input_schema", "parametersjsonschema", "parameters_json_schema"}
+)
+# Opaque provider state (thinking signatures, encrypted reasoning and compaction) is replayed
+# verbatim, so it is never altered; base64 may spell `sk-` followed by key characters.
+_OPAQUE_KEYS = frozenset(
+    {
+        "signature",
+        "thoughtsignature",
+        "thought_signature",
+        "encrypted_content",
+        "encryptedcontent",
+    }
+)
+# `data` is opaque only on these block types (elsewhere it may be anything).
+_OPAQUE_DATA_TYPES = frozenset({"redacted_thinking", "reasoning.encrypted"})
+_PLAIN, _TOOLS, _SCHEMA = 0, 1, 2
 
 # The token must look like one (a digit, + or = anywhere, or mixed case: four upper-case letters
 # after its first character), so prose ("the basic procedure", "basic JavaScript") is left alone.
@@ -45,11 +66,19 @@ _TOKEN = r"[A-Za-z0-9._~+/=-]"
 _BEARER = (
     rf"(?i:bearer|basic)\s+(?={_TOKEN}*?[0-9+=]|{_TOKEN}(?:{_TOKEN}*?[A-Z]){{4}}){_TOKEN}{{8,}}"
 )
+# A key starts where base64 and base64url data cannot continue (no letter, digit, `_`, `-`, `+`
+# or `/` before it): inside a signature or an image's base64, `…_sk-N2AM…` is data, not a key.
 _PROVIDER_KEY = (
-    r"(?<![A-Za-z0-9])(?:sk-ant-[A-Za-z0-9_-]{16,}|sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{16,}"
-    r"|AIza[0-9A-Za-z_-]{35})"
+    r"(?<![A-Za-z0-9_+/-])(?:sk-ant-[A-Za-z0-9_-]{16,}"
+    r"|sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{16,}|AIza[0-9A-Za-z_-]{35,})"
 )
 _PATTERN = re.compile(f"(?P<bearer>{_BEARER})|(?P<key>{_PROVIDER_KEY})")
+# JSON text (a stream's SSE text, a message attribute) holding an opaque field's value: a key
+# shape right after it is the first characters of the blob.
+_OPAQUE_VALUE_START = re.compile(
+    r'\\?"(?:signature|thoughtSignature|thought_signature|encrypted_content|encryptedContent)'
+    r'\\?"\s*:\s*\\?"$'
+)
 # A screen in one pass (Aho-Corasick over case-folded bytes) for every needle a credential or a
 # credential-named key must contain. Most facts hold none and skip the structured walk, whose
 # regular expression costs far more per byte. A false positive only costs time.
@@ -136,6 +165,7 @@ def may_hold_credentials(data: bytes) -> bool:
     return screen(data) == SUSPECT
 
 
+@lru_cache(maxsize=4096)
 def _normalize_key(key: str) -> str:
     return key.rsplit(".", 1)[-1].lower().replace("-", "_")
 
@@ -153,31 +183,54 @@ def redact_string(text: str, counts: Counter[str]) -> str:
             counts["redacted_bearer_token"] += 1
             scheme = m.group("bearer").split(None, 1)[0]
             return f"{scheme} {MARKER}"
+        if _OPAQUE_VALUE_START.search(text, max(0, m.start() - 48), m.start()):
+            return m.group()
         counts["redacted_provider_key"] += 1
         return MARKER
 
     return _PATTERN.sub(repl, text)
 
 
-def redact_value(value: Any, counts: Counter[str]) -> Any:
-    """Return ``value`` with credentials replaced; containers are copied only when changed."""
+def redact_value(value: Any, counts: Counter[str], *, under: str | None = None) -> Any:
+    """Return ``value`` with credentials replaced; containers are copied only when changed.
+    ``under`` is the key the value sits under (``tools`` starts the tool-schema rule)."""
+    return _redact(value, counts, _mode(_PLAIN, _normalize_key(under)) if under else _PLAIN)
+
+
+def _mode(mode: int, key: str) -> int:
+    """The walk's mode below a key: inside a tool's schema key names are not credentials."""
+    if mode == _SCHEMA or (mode == _TOOLS and key in _SCHEMA_KEYS):
+        return _SCHEMA
+    return _TOOLS if key in _TOOL_LISTS else mode
+
+
+def _opaque(key: str, value: Any, parent: dict[Any, Any]) -> bool:
+    return isinstance(value, str) and (
+        key in _OPAQUE_KEYS or (key == "data" and parent.get("type") in _OPAQUE_DATA_TYPES)
+    )
+
+
+def _redact(value: Any, counts: Counter[str], mode: int) -> Any:
     if isinstance(value, str):
         return redact_string(value, counts)
     if isinstance(value, dict):
         out: dict[Any, Any] | None = None
         for k, v in value.items():
-            if isinstance(k, str) and v not in (None, "") and is_credential_key(k):
+            key = _normalize_key(k) if isinstance(k, str) else ""
+            if mode != _SCHEMA and v not in (None, "") and key in CREDENTIAL_KEYS:
                 if v == MARKER:
                     continue
                 nv: Any = MARKER
                 reason = (
                     "redacted_authorization"
-                    if _normalize_key(k) in ("authorization", "proxy_authorization")
+                    if key in ("authorization", "proxy_authorization")
                     else "redacted_credential_field"
                 )
                 counts[reason] += 1
+            elif _opaque(key, v, value):
+                continue
             else:
-                nv = redact_value(v, counts)
+                nv = _redact(v, counts, _mode(mode, key))
             if nv is not v:
                 if out is None:
                     out = dict(value)
@@ -186,7 +239,7 @@ def redact_value(value: Any, counts: Counter[str]) -> Any:
     if isinstance(value, list):
         new: list[Any] | None = None
         for i, v in enumerate(value):
-            nv = redact_value(v, counts)
+            nv = _redact(v, counts, mode)
             if nv is not v:
                 if new is None:
                     new = list(value)
