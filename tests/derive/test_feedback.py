@@ -7,11 +7,11 @@ import random
 from hypothesis import given
 from hypothesis import strategies as st
 
+from lithify.core.codec import encode
 from lithify.derive.feedback import FEEDBACK_DROP_REASONS, FeedbackIndex
 from lithify.derive.segments import iter_segments, segment_session
 from lithify.derive.sessions import sort_facts
 from lithify.model import TextPart
-from lithify.store.codec import encode
 from lithify.translate.feedback import call_id_of_span
 from tests.derive.helpers import (
     EXAMPLES,

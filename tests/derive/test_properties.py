@@ -10,11 +10,11 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
+from lithify.core.codec import encode
 from lithify.derive import SPLIT_REASONS, Segment
 from lithify.derive.segments import iter_segments
 from lithify.derive.sessions import DeriveStats, sort_facts
 from lithify.model import InferenceCall, Message, TextPart
-from lithify.store.codec import encode
 from tests.derive.helpers import (
     assert_replays,
     assistant,

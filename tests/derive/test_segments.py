@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import random
 
+from lithify.core.codec import encode
 from lithify.derive import SPLIT_REASONS
 from lithify.derive.canonical import canonical_messages
 from lithify.derive.segments import FAST_WINDOW, iter_segments, segment_id, segment_session
 from lithify.derive.sessions import DeriveStats, sort_facts
 from lithify.model import TextPart
-from lithify.store.codec import encode
 from tests.derive.helpers import (
     EXAMPLES,
     assert_replays,

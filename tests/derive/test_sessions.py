@@ -6,6 +6,7 @@ import random
 
 import pytest
 
+from lithify.core.codec import encode
 from lithify.derive.sessions import (
     DeriveStats,
     call_order_key,
@@ -13,8 +14,8 @@ from lithify.derive.sessions import (
     iter_sessions,
     sort_facts,
 )
-from lithify.store.codec import encode
-from tests.derive.helpers import EXAMPLES, at, call, facts_of, user, with_
+from lithify.model import TextPart
+from tests.derive.helpers import EXAMPLES, assistant, at, call, facts_of, user, with_
 
 
 def _ids(facts: list) -> list[str]:
@@ -69,14 +70,19 @@ def test_same_call_twice_is_one_fact_by_identity_and_by_model_call_id() -> None:
     assert [encode(f) for f in kept] == [encode(f) for f in again]
 
 
-def test_a_dropped_duplicate_does_not_claim_its_model_call_id() -> None:
-    # y loses to x by identity (x started first); its model_call_id then blocks nothing.
+def test_captures_linked_through_another_capture_are_one_call() -> None:
+    # y shares x's identity, z shares y's response id; all three recorded the same content.
     x = call("x", [user("q")], [], second=0, model_call_id="m1")
     y = call("x", [user("q")], [], second=1, model_call_id="m2")
     z = call("z", [user("q")], [], second=2, model_call_id="m2")
     for order in ([x, y, z], [z, y, x]):
         kept, dropped = dedupe(order)
-        assert dropped == 1 and "z" in _ids(kept)
+        assert dropped == 2 and _ids(kept) == ["x"]
+    # z answered otherwise: the shared response id does not make it the same call.
+    z2 = call("z", [user("q")], [assistant(TextPart("no"))], second=2, model_call_id="m2")
+    for order in ([x, y, z2], [z2, y, x]):
+        kept, dropped = dedupe(order)
+        assert dropped == 1 and _ids(kept) == ["x", "z"]
 
 
 def test_sort_facts_is_independent_of_input_order_on_the_shipped_examples() -> None:
@@ -87,14 +93,16 @@ def test_sort_facts_is_independent_of_input_order_on_the_shipped_examples() -> N
     for _ in range(20):
         rng.shuffle(facts)
         assert [encode(f) for f in sort_facts(facts)] == reference
-    # Logs and traces of one run share identities, and the two openai recordings share
-    # response ids (one fake provider answered both): by identity and model_call_id, four
-    # calls. The trace captures carry the session their log events lack, so they are kept;
-    # of the two recordings' traces, the one with more content (the later run's).
+    # Logs and traces of one run share identities and content: one call each, read from the
+    # trace capture (it carries the session its log event lacks). The two openai recordings
+    # share response ids (one fake provider answered both) but are two runs in two sessions:
+    # the ids collide, the content tells them apart, six calls.
     stats = DeriveStats()
     kept = sort_facts(facts, stats)
-    assert stats.duplicates == 6
+    assert stats.duplicates == 4
     assert [(f.session_id, f.model_call_id) for f in kept] == [
+        ("43c6a7f90cec7797ee20722063bddfc9", "chatcmpl-plain-0001"),
+        ("43c6a7f90cec7797ee20722063bddfc9", "chatcmpl-plain-0002"),
         ("b68b8d05059ba2e5fbf5521fd83b5afb", "chatcmpl-plain-0001"),
         ("b68b8d05059ba2e5fbf5521fd83b5afb", "chatcmpl-plain-0002"),
         ("weather-session-plain", None),

@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from lithify.core import codec
 from lithify.model import Feedback, InferenceCall, Source
-from lithify.store import codec
 from tests.store.helpers import EDGE_VALUES, TEXT, VALUES, make_fact, same
 
 _decoder = codec.Decoder(InferenceCall)

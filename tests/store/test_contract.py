@@ -14,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from lithify.derive.sessions import sort_facts
 from lithify.ingest.files import read_file
 from lithify.model import (
     Feedback,
@@ -125,9 +126,8 @@ def test_the_same_fact_twice_is_stored_once(store_url: str) -> None:
 
 def test_a_colliding_fact_never_changes_the_stored_one(store_url: str) -> None:
     original = make_fact("x", model="gpt-4o", raw={"v": 1})
-    impostor = msgspec.structs.replace(
-        original, model="other", raw={"v": 2}, output_messages=[], session_id="s-new"
-    )
+    # Less content (no output), so the stored capture stays the one read.
+    impostor = msgspec.structs.replace(original, model="other", raw={"v": 2}, output_messages=[])
     with open_store(store_url) as store:
         store.insert_facts([original])
         result = store.insert_facts([impostor])
@@ -136,14 +136,18 @@ def test_a_colliding_fact_never_changes_the_stored_one(store_url: str) -> None:
         assert result.variant_ids == [original.inference_call_id]
         stored = store.get_fact(original.inference_call_id)
         assert stored is not None and same(stored, original)
-        # The query columns did not move either.
+        # The query columns did not move either, and both captures are kept as they came.
         assert store.count(FactFilter(model="other")) == 0
-        assert store.count(FactFilter(session_id="s-new")) == 0
+        listed = store.captures(original.inference_call_id)
+        assert [(same(c.fact, original), c.first) for c in listed] == [(True, True), (False, False)]
+        assert same(listed[1].fact, impostor)
 
 
 def test_model_call_id_deduplicates_two_captures_of_one_call(store_url: str) -> None:
     telemetry = make_fact("span", model_call_id="chatcmpl-1", provider="openai")
-    proxy = make_fact("proxy", model_call_id="chatcmpl-1", provider="openai", source="openai_chat")
+    proxy = msgspec.structs.replace(  # the same call as the proxy recorded it
+        telemetry, inference_call_id="proxy", source=Source("openai_chat"), raw={"proxy": 1}
+    )
     assert telemetry.inference_call_id != proxy.inference_call_id
     unrelated = [make_fact(f"n{i}") for i in range(3)]  # no model_call_id: never collide
     with open_store(store_url) as store:
@@ -162,14 +166,15 @@ def test_duplicates_inside_one_batch(store_url: str) -> None:
     a = make_fact("a", raw={"copy": 1})
     a2 = msgspec.structs.replace(a, raw={"copy": 2})
     b = make_fact("b", model_call_id="resp-9")
-    b2 = make_fact("b2", model_call_id="resp-9")
+    b2 = msgspec.structs.replace(b, inference_call_id="b2", raw={"b2": 1})
     with open_store(store_url) as store:
         result = store.insert_facts([a, b, a2, b2, a, a2])
         assert (result.inserted, result.variants, result.duplicates) == (2, 2, 2)
         assert result.variant_ids == [a.inference_call_id, b2.inference_call_id]
         assert result.duplicate_ids == [a.inference_call_id] * 2
+        # a and a2 agree: one call, read from the capture the rule ranks first, however stored.
         stored = store.get_fact(a.inference_call_id)
-        assert stored is not None and stored.raw == {"copy": 1}  # the first of equal ids wins
+        assert stored is not None and same(stored, sort_facts([a2, a])[0])
 
 
 def test_a_batch_is_one_transaction(store_url: str) -> None:

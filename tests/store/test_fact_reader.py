@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from lithify.core import codec
 from lithify.model import (
     InferenceCall,
     Message,
@@ -17,7 +18,6 @@ from lithify.model import (
     ToolCallResponsePart,
     ToolDefinition,
 )
-from lithify.store import codec
 from tests.export.test_trainer import messages as message_lists
 from tests.store.helpers import same
 

@@ -7,11 +7,11 @@ import random
 
 import pytest
 
+from lithify.core.codec import encode
 from lithify.derive.segments import iter_segments
 from lithify.derive.sessions import session_order_key, sort_facts
 from lithify.model import InferenceCall
 from lithify.store import FactFilter, open_store
-from lithify.store.codec import encode
 from tests.derive.helpers import EXAMPLES, facts_of
 from tests.store.helpers import make_fact
 

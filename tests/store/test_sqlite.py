@@ -65,7 +65,7 @@ def test_a_folder_that_cannot_be_created(tmp_path: Path) -> None:
 
 
 def test_fact_bodies_are_stored_compressed_and_read_back_exactly(tmp_path: Path) -> None:
-    from lithify.store import codec
+    from lithify.core import codec
     from tests.store.helpers import same
 
     path = tmp_path / "f.db"

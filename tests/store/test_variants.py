@@ -15,12 +15,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from lithify.core.codec import Decoder, encode
+from lithify.core.identity import Capture, agree, content_keys, lack
 from lithify.derive.feedback import FeedbackIndex
 from lithify.derive.sessions import call_order_key, resolve_facts, sort_facts
 from lithify.model import Feedback, InferenceCall, Message, ReasoningPart, TextPart
 from lithify.store import FactFilter, open_store, prepare
-from lithify.store.captures import lack
-from lithify.store.codec import Decoder, encode
 from lithify.store.migrations import LATEST, MIGRATIONS
 from lithify.store.sqlite import pack_body, unpack_body
 from tests.export.helpers import captured_twice
@@ -32,6 +32,13 @@ T0, T1 = "2025-05-01T10:00:00.000000000Z", "2025-05-01T10:00:05.000000000Z"
 
 def _encoded(facts: Iterable[InferenceCall]) -> list[bytes]:
     return [encode(f) for f in facts]
+
+
+def _stored(url: str) -> int:
+    """Rows of facts and fact_variants: every distinct capture is one of them."""
+    return sum(
+        raw_execute(url, f"SELECT COUNT(*) FROM {t}")[0][0] for t in ("facts", "fact_variants")
+    )
 
 
 def _variants(url: str) -> list[InferenceCall]:
@@ -72,11 +79,11 @@ def test_a_call_captured_twice_keeps_both_captures_and_reports_a_variant(
         result = store.insert_facts([second])
         assert (result.inserted, result.duplicates, result.duplicate_ids) == (0, 0, [])
         assert (result.variants, result.variant_ids) == (1, [span.inference_call_id])
-        # The facts table holds the call as first stored, unchanged.
+        # One call, read from the capture the rule puts first (the span: it has the session),
+        # whichever came first.
         assert store.count() == 1
-        assert same(store.get_fact(span.inference_call_id), first)
-        assert _encoded(store.iter_facts()) == [encode(first)]
-        # The derivation read holds the capture the rule keeps, whichever came first.
+        assert same(store.get_fact(span.inference_call_id), span)
+        assert _encoded(store.iter_facts()) == [encode(span)]
         assert _encoded(store.iter_facts(SESSION)) == _encoded(sort_facts([span, log]))
     [kept_apart] = _variants(store_url)
     assert same(kept_apart, second)  # lossless, raw included
@@ -87,13 +94,25 @@ def test_stats_count_the_variants_and_the_captures_exports_leave_out(store_url: 
         assert (store.stats().variants, store.stats().dropped_captures) == (0, 0)
         store.insert_facts(CAPTURES)
         st = store.stats()
-        rows = raw_execute(store_url, "SELECT COUNT(*) FROM fact_variants")[0][0]
-        kept = sum(1 for _ in store.iter_facts(SESSION))
-        assert st.variants == rows > 0
-        # Every capture is a facts row or a variant; the derivation read keeps all but those.
-        assert st.dropped_captures == st.facts + st.variants - kept > 0
+        stored = sum(
+            raw_execute(store_url, f"SELECT COUNT(*) FROM {t}")[0][0]
+            for t in ("facts", "fact_variants")
+        )
+        kept, dropped, _ = resolve_facts(CAPTURES)
+        # Every capture is stored; the calls are what the rule reads, the rest are left out.
+        assert st.facts == len(kept) == sum(1 for _ in store.iter_facts(SESSION))
+        assert st.dropped_captures == st.variants == stored - len(kept) == len(dropped) > 0
         assert st.dropped_captures == store.count_dropped()
+        # nul-span and nul-proxy share a response id and contradict: two calls. So do s-three's
+        # chain capture (the second call's content, the first call's response id) and the
+        # first call: the second call, read from the chain capture (as early, as full), counts.
+        assert st.id_collisions == 2
         assert store.stats(FactFilter(session_id="no-such")).variants == 0
+
+
+def _view(f: InferenceCall) -> Capture:
+    return Capture(b"", lack(f), "", f.inference_call_id, f.model_call_id, f.session_id,
+                   *content_keys(f))  # fmt: skip
 
 
 def _answer(*parts: Any) -> list[Message]:
@@ -103,12 +122,14 @@ def _answer(*parts: Any) -> list[Message]:
 def _rivals() -> dict[str, tuple[InferenceCall, InferenceCall]]:
     """Pairs of captures of one call: (the one the rule keeps, the earlier one it drops)."""
     base = make_fact("call", session_id="s", model_call_id="resp-1", started_at=T0)
+    proxy = msgspec.structs.replace(base, inference_call_id="proxy-1", started_at=T1)
     said = TextPart("It is sunny in Paris today.")
     return {
         # The instrumentation lost the reasoning step the proxy recorded later.
         "parts": (
-            make_fact("proxy", session_id="s", model_call_id="resp-1", started_at=T1,
-                      output_messages=_answer(ReasoningPart("Check the sky."), said)),
+            msgspec.structs.replace(
+                proxy, output_messages=_answer(ReasoningPart("Check the sky."), said)
+            ),
             msgspec.structs.replace(base, output_messages=_answer(said)),
         ),
         # The span keeps the call in its session; its log event, earlier and fuller, does not.
@@ -118,16 +139,15 @@ def _rivals() -> dict[str, tuple[InferenceCall, InferenceCall]]:
                 base, session_id=None, output_messages=_answer(ReasoningPart("Sky."), said)
             ),
         ),
-        # The same parts, the text cut short where the instrumentation captured it.
-        "size": (
-            make_fact("proxy", session_id="s", model_call_id="resp-1", started_at=T1,
-                      output_messages=_answer(said)),
-            msgspec.structs.replace(base, output_messages=_answer(TextPart("It is sunny"))),
+        # The response captured alone (no request): it lacks the input the proxy recorded.
+        "input": (
+            msgspec.structs.replace(proxy, output_messages=_answer(said)),
+            msgspec.structs.replace(base, input_messages=[], output_messages=_answer(said)),
         ),
     }  # fmt: skip
 
 
-@pytest.mark.parametrize("case", ["parts", "session", "size"])
+@pytest.mark.parametrize("case", ["parts", "session", "input"])
 def test_the_capture_that_lacks_least_is_kept(new_store_url: Callable[[], str], case: str) -> None:
     kept, dropped = _rivals()[case]
     assert lack(kept) < lack(dropped) and call_order_key(dropped) < call_order_key(kept)
@@ -147,14 +167,18 @@ def test_every_capture_of_a_call_can_be_listed_with_the_one_kept(store_url: str)
         store.insert_facts(CAPTURES)
         for capture in CAPTURES:
             listed = store.captures(capture.inference_call_id)
-            bodies = [encode(f) for f, _ in listed]
+            bodies = [encode(c.fact) for c in listed]
             assert encode(capture) in bodies  # a capture is listed with the others of its call
-            assert [flag for _, flag in listed] == [b in kept for b in bodies]
+            assert [c.first for c in listed] == [b in kept for b in bodies]
             # In the rule's rank order: what they lack, then time.
-            assert [lack(f) for f, _ in listed] == sorted(lack(f) for f, _ in listed)
+            assert [lack(c.fact) for c in listed] == sorted(lack(c.fact) for c in listed)
+            # Each names its call: the id of the call's first capture.
+            firsts = {c.call_id for c in listed if c.first}
+            assert {c.call_id for c in listed} == firsts
         alone = next(c for c in CAPTURES if c.raw == {"key": "alone"})  # an uncontested call
-        [(only, its_flag)] = store.captures(alone.inference_call_id)
-        assert same(only, alone) and its_flag
+        [only] = store.captures(alone.inference_call_id)
+        assert same(only.fact, alone) and only.first
+        assert only.call_id == alone.inference_call_id
         assert store.captures("no-such-call") == []
 
 
@@ -224,8 +248,9 @@ def test_any_import_order_reads_back_what_fact_files_give(
         for flt, keep in FILTERS:
             expected = [f for f in want if keep(f)][: flt.limit]
             assert _encoded(store.iter_facts(flt)) == _encoded(expected), flt
-        # Every distinct capture is stored once: as the call's facts row, or as a variant.
-        assert store.count() + len(_variants(url)) == distinct
+        # Every distinct capture is stored once: as a facts row, or as a variant.
+        assert _stored(url) == distinct
+        assert store.count() == len(want)
     assert sum(r.inserted + r.variants for r in results) == distinct  # type: ignore[attr-defined]
 
 
@@ -260,15 +285,15 @@ def test_any_captures_in_any_order_give_what_the_rule_gives(
     new_store_url: Callable[[], str], captures: list[InferenceCall], data: st.DataObject
 ) -> None:
     kept, dropped, _ = resolve_facts(captures)
-    # The rule's own promises: no kept capture shares an identity with another, and each
-    # dropped one lacks at least what a kept one sharing an identity with it lacks.
+    # The rule's own promises: calls have distinct ids; two calls sharing an id contradict each
+    # other (else they would be one); each other capture agrees with a call that lacks no more.
     assert len({f.inference_call_id for f in kept}) == len(kept)
-    model_ids = [f.model_call_id for f in kept if f.model_call_id is not None]
-    assert len(set(model_ids)) == len(model_ids)
+    view = {encode(f): _view(f) for f in captures}
+    for x, y in itertools.combinations(kept, 2):
+        if x.model_call_id is not None and x.model_call_id == y.model_call_id:
+            assert not agree(_view(x), _view(y))
     for d in dropped:
-        rivals = [k for k in kept if d.inference_call_id == k.inference_call_id
-                  or (d.model_call_id is not None and d.model_call_id == k.model_call_id)]  # fmt: skip
-        assert not rivals or min(lack(k) for k in rivals) <= lack(d)
+        assert any(agree(view[encode(d)], _view(k)) and lack(k) <= lack(d) for k in kept)
     order = data.draw(st.permutations(captures))
     cuts = data.draw(st.lists(st.integers(0, len(order)), max_size=3))
     url = new_store_url()
@@ -277,6 +302,7 @@ def test_any_captures_in_any_order_give_what_the_rule_gives(
         assert _encoded(store.iter_facts(SESSION)) == _encoded(sort_facts(captures))
         distinct = len(set(_encoded(captures)))
         assert store.count_dropped() == len(dropped) - (len(captures) - distinct)
+        assert store.count() == len(kept)
 
 
 def test_group_commits_report_each_batch_as_if_inserted_alone(
@@ -340,7 +366,7 @@ def test_concurrent_writers_agree_on_the_kept_captures(new_store_url: Callable[[
     assert errors == []
     with open_store(url) as store:
         assert _encoded(store.iter_facts(SESSION)) == _encoded(sort_facts(CAPTURES))
-        assert store.count() + len(_variants(url)) == len(set(_encoded(CAPTURES)))
+        assert _stored(url) == len(set(_encoded(CAPTURES)))
 
 
 def test_a_version_2_store_opens_migrated_and_keeps_its_facts(store_url: str) -> None:
@@ -355,9 +381,9 @@ def test_a_version_2_store_opens_migrated_and_keeps_its_facts(store_url: str) ->
         "DELETE FROM schema_version WHERE version >= 3",
     )
     with open_store(store_url, migrations=MIGRATIONS[:2]) as old:
-        assert old.schema_version() == 2 and old.count() == 2
+        assert old.schema_version() == 2
     with open_store(store_url) as store:
-        assert store.schema_version() == LATEST == 4
+        assert store.schema_version() == LATEST == 5
         assert store.count() == 2
         assert same(store.get_fact(span.inference_call_id), span)
         assert _encoded(store.iter_facts(SESSION)) == _encoded(sort_facts([span, other]))
@@ -365,26 +391,30 @@ def test_a_version_2_store_opens_migrated_and_keeps_its_facts(store_url: str) ->
         assert _encoded(store.iter_facts(SESSION)) == _encoded(sort_facts([span, log, other]))
 
 
-def test_a_version_3_store_ranks_its_captures_anew(store_url: str) -> None:
-    """Version 3 ranked captures by time alone; opened by this version, its capture index is
-    built again from facts and variants, and reads give what the rule gives now."""
+@pytest.mark.parametrize("version", [3, 4])
+def test_an_older_store_decides_its_calls_anew(store_url: str, version: int) -> None:
+    """Version 3 ranked captures by time alone, version 4 linked every capture sharing an id;
+    opened by this version, the capture index is built again from facts and variants (nothing
+    stored changes), and reads give what the rule gives now: calls that only shared an id are
+    two calls again."""
     with open_store(store_url) as store:
         store.insert_facts(CAPTURES)
     dialect = "postgres" if store_url.startswith("postgres") else "sqlite"
-    v3_index = [s for s in MIGRATIONS[2].statements(dialect) if "fact_captures" in s]
-    # The index as version 3 left it: its own layout, and decisions the new rule may undo.
+    index = [s for s in MIGRATIONS[version - 1].statements(dialect) if "fact_captures" in s]
+    # The index as that version left it: its own layout, and decisions the new rule may undo.
     raw_execute(
         store_url,
         "DROP TABLE fact_captures",
-        *v3_index,
-        "DELETE FROM schema_version WHERE version = 4",
+        *[s for s in index if not s.startswith("DROP")],
+        f"DELETE FROM schema_version WHERE version > {version}",
     )
-    with open_store(store_url, migrations=MIGRATIONS[:3]) as old:
-        assert old.schema_version() == 3
+    with open_store(store_url, migrations=MIGRATIONS[:version]) as old:
+        assert old.schema_version() == version
     with open_store(store_url) as store:
-        assert store.schema_version() == 4
+        assert store.schema_version() == LATEST
         assert _encoded(store.iter_facts(SESSION)) == _encoded(sort_facts(CAPTURES))
         assert store.count_dropped() == len(resolve_facts(CAPTURES)[1]) > 0
+        assert store.stats().id_collisions == 2
 
 
 def test_a_new_call_sharing_an_id_with_a_variant_joins_its_call(store_url: str) -> None:
@@ -392,14 +422,14 @@ def test_a_new_call_sharing_an_id_with_a_variant_joins_its_call(store_url: str) 
     # by response id and is a variant; then the span's log event comes, whose identity (the
     # span's) no facts row has: it is stored as a call, and must still join the contested one.
     proxy = make_fact("px", session_id="conv-9", started_at=T1, model_call_id="resp-9")
-    span = make_fact("sp", session_id="conv-9", started_at=T0, model_call_id="resp-9")
+    span = msgspec.structs.replace(proxy, inference_call_id="sp", started_at=T0, raw={"s": 9})
     log = msgspec.structs.replace(
         span, session_id=None, model_call_id=None, started_at=None, observed_at=T1, raw={"l": 9}
     )
     with open_store(store_url) as store:
         store.insert_facts([proxy])
         assert store.insert_facts([span]).variants == 1
-        assert store.insert_facts([log]).inserted == 1
+        assert store.insert_facts([log]).variants == 1  # a capture of the stored call
         assert _encoded(store.iter_facts(SESSION)) == _encoded(sort_facts([proxy, span, log]))
         assert [f.raw for f in store.iter_facts(SESSION)] == [span.raw]  # one call, not two
     assert raw_execute(store_url, "SELECT COUNT(*) FROM fact_captures") == [(3,)]

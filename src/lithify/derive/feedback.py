@@ -19,9 +19,9 @@ from collections.abc import Iterable, Mapping
 
 import msgspec
 
+from lithify.core.codec import encode
 from lithify.derive import Segment
 from lithify.model import Feedback, InferenceCall
-from lithify.store.codec import encode
 
 # Why a feedback fact was not joined (closed list; the export summary prints it).
 FEEDBACK_DROP_REASONS = {

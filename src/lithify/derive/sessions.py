@@ -10,11 +10,12 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from operator import itemgetter
 
+import msgspec
+
+from lithify.core.codec import col, encode, uncol
+from lithify.core.identity import Capture, aliases, assign, capture_digest, content_keys, lack
 from lithify.model import InferenceCall
-from lithify.store.captures import aliases, capture_digest, keep_first, lack
-from lithify.store.codec import col, encode, uncol
 
 
 @dataclass
@@ -54,47 +55,76 @@ def session_order_key(fact: InferenceCall) -> tuple[bool, str, str, str]:
     return (sid is None, sid or "", *call_order_key(fact))
 
 
-def _ranked(facts: list[InferenceCall]) -> list[InferenceCall]:
-    """Captures in the capture rule's rank order, as the store's rank columns hold it: what
-    they lack, then call order, then the digest of the lossless encoding, which only equal
-    keys pay for (different captures of one identity at one time)."""
-    keyed = sorted((((lack(f), *call_order_key(f)), f) for f in facts), key=itemgetter(0))
-    out = [f for _, f in keyed]
-    i = 0
-    while i < len(keyed) - 1:
-        j = i + 1
-        while j < len(keyed) and keyed[j][0] == keyed[i][0]:
-            j += 1
-        if j - i > 1:
-            out[i:j] = sorted(out[i:j], key=lambda f: capture_digest(encode(f)))
-        i = j
-    return out
+def _capture(fact: InferenceCall) -> Capture:
+    """The rule's view of a fact, in the column forms a store compares, so that files and
+    stores rank and name calls alike."""
+    in_key, out_key = content_keys(fact)
+    sort_at, call_id = call_order_key(fact)
+    return Capture(
+        capture_digest(encode(fact)),
+        lack(fact),
+        sort_at,
+        call_id,
+        col(fact.model_call_id),
+        col(fact.session_id),
+        in_key,
+        out_key,
+    )
 
 
 def resolve(facts: Iterable[InferenceCall]) -> tuple[list[InferenceCall], list[InferenceCall]]:
-    """The capture rule (``store.captures``) over ``facts``: the kept ones in call order, and
-    the dropped ones (other captures of kept calls), in rank order.
+    """``_resolve`` without the names."""
+    kept, dropped, _ = _resolve(facts)
+    return kept, dropped
 
-    Only captures sharing an identity with another are ranked: the rule keeps every other one.
+
+def _resolve(
+    facts: Iterable[InferenceCall],
+) -> tuple[list[InferenceCall], list[InferenceCall], list[tuple[str, str, bool]]]:
+    """The identity rule (``core.identity``) over ``facts``: the calls, each as its first
+    capture (named by its call id), in call order; the other captures of those calls (exact
+    copies included), in rank order; and ``(inference_call_id, call_id, first)`` of every
+    capture sharing an id, for ``identity.aliases``.
+
+    Only captures sharing an id with another are ranked: every other one is a call of its own.
     """
     facts = list(facts)
     ids = Counter(f.inference_call_id for f in facts)
     model_ids = Counter(f.model_call_id for f in facts if f.model_call_id is not None)
-    contested: list[InferenceCall] = []
+    contested: list[tuple[Capture, InferenceCall]] = []
     kept: list[InferenceCall] = []
     for f in facts:
         shared = ids[f.inference_call_id] > 1 or (
             f.model_call_id is not None and model_ids[f.model_call_id] > 1
         )
-        (contested if shared else kept).append(f)
+        if shared:
+            contested.append((_capture(f), f))
+        else:
+            kept.append(f)
     dropped: list[InferenceCall] = []
+    names: list[tuple[str, str, bool]] = []
     if contested:
-        ranked = _ranked(contested)
-        flags = keep_first((f.inference_call_id, f.model_call_id) for f in ranked)
-        for f, keep in zip(ranked, flags, strict=True):
-            (kept if keep else dropped).append(f)
-    kept.sort(key=call_order_key)  # kept captures have distinct ids: no ties
-    return kept, dropped
+        contested.sort(key=lambda cf: cf[0].rank)
+        seen: set[bytes] = set()
+        unique: list[tuple[Capture, InferenceCall]] = []
+        for c, f in contested:
+            if c.digest in seen:
+                dropped.append(f)  # the same capture twice: a redelivery
+                names.append((f.inference_call_id, f.inference_call_id, False))
+            else:
+                seen.add(c.digest)
+                unique.append((c, f))
+        for (c, f), a in zip(unique, assign(c for c, _ in unique), strict=True):
+            call_id = uncol(a.call_id) or ""
+            names.append((f.inference_call_id, call_id, a.call == c.digest))
+            if a.call != c.digest:
+                dropped.append(f)
+            elif a.call_id != c.inference_call_id:
+                kept.append(msgspec.structs.replace(f, inference_call_id=call_id))
+            else:
+                kept.append(f)
+    kept.sort(key=call_order_key)  # calls have distinct ids: no ties
+    return kept, dropped, names
 
 
 def dedupe(facts: Iterable[InferenceCall]) -> tuple[list[InferenceCall], int]:
@@ -123,13 +153,9 @@ def resolve_facts(
 ) -> tuple[list[InferenceCall], list[InferenceCall], dict[str, str]]:
     """``sort_facts`` (the kept facts), the dropped ones, and the other ids of kept calls that
     feedback may name (``FeedbackIndex`` aliases; a store gives them with ``call_aliases``)."""
-    kept, dropped = resolve(facts)
-    names = aliases(
-        ((f.inference_call_id, f.model_call_id) for f in kept),
-        ((f.inference_call_id, f.model_call_id) for f in dropped),
-    )
+    kept, dropped, names = _resolve(facts)
     kept.sort(key=session_order_key)
-    return kept, dropped, names
+    return kept, dropped, aliases(names)
 
 
 def iter_sessions(

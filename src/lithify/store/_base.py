@@ -14,9 +14,17 @@ from typing import Any, Literal, Protocol, Self, TypeVar
 import msgspec
 import orjson
 
+from lithify.core import codec
+from lithify.core.identity import (
+    Assignment,
+    Capture,
+    aliases,
+    assign,
+    capture_digest,
+    content_keys,
+    lack,
+)
 from lithify.model import FEEDBACK_TARGETS, Feedback, InferenceCall
-from lithify.store import codec
-from lithify.store.captures import aliases, capture_digest, keep_first, lack
 from lithify.store.migrations import SCHEMA_VERSION_TABLE, Migration
 
 R = TypeVar("R")
@@ -58,6 +66,15 @@ class InsertResult(msgspec.Struct, frozen=True):
     variant_ids: list[str] = msgspec.field(default_factory=list)
     collisions: int = 0
     collision_ids: list[str] = msgspec.field(default_factory=list)
+
+
+class StoredCapture(msgspec.Struct, frozen=True):
+    """One stored capture of a call: the fact as captured, whether it is the one reads give
+    (``first``), and the id of its call."""
+
+    fact: InferenceCall
+    first: bool
+    call_id: str
 
 
 class _CapturesBusy(Exception):
@@ -116,10 +133,12 @@ class Stats(msgspec.Struct, frozen=True):
     by_source: list[Group]
     by_session: list[Group]  # the sessions with most facts, at most ``session_limit``
     degradations: list[DegradationCount]
-    # Other captures of stored calls (fact_variants rows), and the captures of contested calls
-    # the capture rule leaves out of derivations and exports (a variant or a facts row).
+    # Other captures of calls: kept apart and left out of derivations and exports (the two are
+    # one count since calls are decided by content; ``variants`` is its older name).
     variants: int = 0
     dropped_captures: int = 0
+    # Calls that share an id with an earlier-ranked capture whose content contradicts theirs.
+    id_collisions: int = 0
 
 
 Match = str | Sequence[str] | None
@@ -175,7 +194,7 @@ class FactStore(Protocol):
         self, filters: FeedbackFilter | None = None, *, batch_size: int = 500
     ) -> Iterator[Feedback]: ...
     def get_fact(self, inference_call_id: str) -> InferenceCall | None: ...
-    def captures(self, inference_call_id: str) -> list[tuple[InferenceCall, bool]]: ...
+    def captures(self, inference_call_id: str) -> list[StoredCapture]: ...
     def call_aliases(self, ids: Iterable[str]) -> dict[str, str]: ...
     def count(self, filters: FactFilter | None = None) -> int: ...
     def count_dropped(self, filters: FactFilter | None = None) -> int: ...
@@ -216,12 +235,10 @@ FACT_COLUMNS = (
 # A capture of a stored call that differs from it: the fact's columns and its content digest.
 VARIANT_COLUMNS = ("digest", *FACT_COLUMNS)
 
-# fact_captures: every capture of a contested call, its rank (lack, sort_at, inference_call_id,
-# digest), the columns reads filter and order on, and whether the capture rule keeps it.
-CAPTURE_COLUMNS = (
-    "digest",
-    "variant",  # 0: the call's facts row; 1: a fact_variants row
-    "lack",  # captures.lack of the fact
+# fact_captures: every capture that shares an id with another, its rank (lack, sort_at,
+# inference_call_id, digest), the columns reads filter and order on, its content keys, and the
+# call the identity rule puts it in (core/identity.py).
+_CAPTURED = (  # what a capture takes from its fact's columns
     "inference_call_id",
     "model_call_id",
     "session_id",
@@ -230,14 +247,38 @@ CAPTURE_COLUMNS = (
     "model",
     "source",
     "sort_at",
-    "kept",
 )
-_CAPTURED = CAPTURE_COLUMNS[3:-1]  # what a capture takes from its fact's columns
+CAPTURE_COLUMNS = (
+    "digest",
+    "variant",  # 0: a facts row; 1: a fact_variants row
+    "lack",  # identity.lack of the fact
+    *_CAPTURED,
+    "in_key",  # identity.content_keys: what agreement compares
+    "out_key",
+    "call",  # the digest of its call's first capture, the one reads give
+    "call_id",  # its call's id: the first capture's id, or a derived one after a collision
+    "collided",  # 1: its call shares an id with an earlier capture that contradicts it
+    "kept",  # 1: the first capture of its call (call = digest)
+)
 _CAPTURED_AT = tuple(FACT_COLUMNS.index(c) for c in _CAPTURED)
-_IS_VARIANT, _LACK, _ID, _MODEL_ID, _SORT_AT, _KEPT = (
+_IS_VARIANT, _LACK, _ID, _MODEL_ID, _SESSION, _SORT_AT, _IN, _OUT, _CALL, _CALL_ID, _COLLIDED = (
     CAPTURE_COLUMNS.index(c)
-    for c in ("variant", "lack", "inference_call_id", "model_call_id", "sort_at", "kept")
+    for c in (
+        "variant",
+        "lack",
+        "inference_call_id",
+        "model_call_id",
+        "session_id",
+        "sort_at",
+        "in_key",
+        "out_key",
+        "call",
+        "call_id",
+        "collided",
+    )
 )
+_KEPT = CAPTURE_COLUMNS.index("kept")
+_DECISION = ("call", "call_id", "collided", "kept")
 _RANK = "(lack, sort_at, inference_call_id, digest)"
 
 FEEDBACK_COLUMNS = (
@@ -385,25 +426,80 @@ def _stamp(rows: list[tuple[Any, ...]], index: int, at: str) -> list[tuple[Any, 
 # Whether any call has several captures: most stores have none, and read and write as before.
 _ANY_CAPTURE = "SELECT 1 FROM fact_captures LIMIT 1"
 
-# What became of each inserted row.
-_STORED, _DUPLICATE, _VARIANT = range(3)
+# What became of each inserted row: a new call, a redelivery, another capture of a stored
+# call, or a call of its own that shares an id with a capture that contradicts it.
+_STORED, _DUPLICATE, _VARIANT, _COLLISION = range(4)
 
 
 def _result(ids: Sequence[str], outcomes: Sequence[int]) -> InsertResult:
-    duplicate_ids = [i for i, o in zip(ids, outcomes, strict=True) if o == _DUPLICATE]
-    variant_ids = [i for i, o in zip(ids, outcomes, strict=True) if o == _VARIANT]
+    def having(outcome: int) -> list[str]:
+        return [i for i, o in zip(ids, outcomes, strict=True) if o == outcome]
+
+    duplicate_ids, variant_ids, collision_ids = (
+        having(_DUPLICATE),
+        having(_VARIANT),
+        having(_COLLISION),
+    )
     inserted = len(ids) - len(duplicate_ids) - len(variant_ids)
-    return InsertResult(inserted, len(duplicate_ids), duplicate_ids, len(variant_ids), variant_ids)
+    return InsertResult(
+        inserted,
+        len(duplicate_ids),
+        duplicate_ids,
+        len(variant_ids),
+        variant_ids,
+        len(collision_ids),
+        collision_ids,
+    )
 
 
 def _capture(body: bytes, variant: int, columns: Iterable[Any]) -> tuple[Any, ...]:
     """The fact_captures row of the fact with these codec bytes (``columns``: its ``_CAPTURED``
-    ones), kept until resolved."""
-    return (capture_digest(body), variant, lack(_fact_decoder.decode(body)), *columns, 1)
+    ones), a call of its own until decided."""
+    fact = _fact_decoder.decode(body)
+    digest = capture_digest(body)
+    cols = tuple(columns)
+    return (digest, variant, lack(fact), *cols, *content_keys(fact), digest, cols[0], 0, 1)
 
 
 def _rank(capture: tuple[Any, ...]) -> tuple[int, str, str, bytes]:
-    return capture[_LACK], capture[_SORT_AT], capture[_ID], capture[0]
+    return capture[_LACK], capture[_SORT_AT], capture[_ID], bytes(capture[0])
+
+
+def _classify(outcomes: list[int], new: dict[int, bytes], decided: dict[bytes, Assignment]) -> None:
+    """What became of each row indexed as a capture (``new``: row index → digest): of a call
+    that has captures from before, another capture (``_VARIANT``); of a call new in this
+    write, the first such row is the call (``_STORED``, or ``_COLLISION`` when it shares an id
+    with a capture that contradicts it) and the others are its other captures."""
+    fresh = set(new.values())
+    old_calls = {a.call for d, a in decided.items() if d not in fresh}
+    counted: set[bytes] = set()
+    for i in sorted(new):
+        a = decided.get(new[i])
+        if a is None:
+            continue
+        if a.call in old_calls or a.call in counted:
+            outcomes[i] = _VARIANT
+        else:
+            counted.add(a.call)
+            outcomes[i] = _COLLISION if a.collided else _STORED
+
+
+def _view(capture: tuple[Any, ...]) -> Capture:
+    """What the identity rule reads of a fact_captures row."""
+    return Capture(
+        bytes(capture[0]),
+        capture[_LACK],
+        capture[_SORT_AT],
+        capture[_ID],
+        capture[_MODEL_ID],
+        capture[_SESSION],
+        None if capture[_IN] is None else bytes(capture[_IN]),
+        None if capture[_OUT] is None else bytes(capture[_OUT]),
+    )
+
+
+def _assignment(capture: tuple[Any, ...]) -> Assignment:
+    return Assignment(bytes(capture[_CALL]), capture[_CALL_ID], bool(capture[_COLLIDED]))
 
 
 def _token_name(name: str) -> str:
@@ -460,6 +556,13 @@ def feedback_where(f: FeedbackFilter | None) -> tuple[str, list[Any]]:
         ("source", f.source),
     ]
     return _where(conds, f.since, f.until)
+
+
+def _and(where: str, cond: str | None) -> str:
+    """``where`` (empty, or `` WHERE …``) with one more condition."""
+    if cond is None:
+        return where
+    return f"{where} AND {cond}" if where else f" WHERE {cond}"
 
 
 def _limit(limit: int | None) -> str:
@@ -537,9 +640,11 @@ def _resolved(
     dropped: Iterator[tuple[Any, ...]],
     kept: Iterator[tuple[Any, ...]],
     width: int,
-) -> Iterator[bytes]:
+) -> Iterator[tuple[bytes, str | None]]:
     """The bodies of ``main`` without the rows whose key is in ``dropped``, with ``kept``
-    merged in; rows start with their key (``width`` columns), the three in one key order."""
+    merged in; rows start with their key (``width`` columns, of ``kept`` the last is the call
+    id it is read under), the three in one key order. Each body comes with that call id, or
+    ``None`` (a ``main`` row, read under its own)."""
     skip = next(dropped, None)
     extra = next(kept, None)
     extra_key = None if extra is None else extra[:width]
@@ -553,11 +658,11 @@ def _resolved(
         # Contested calls are few: a row whose first key column is below the next one's
         # passes with one comparison.
         if edge is None or row[0] < edge:
-            yield row[width]
+            yield row[width], None
             continue
         key = row[:width]
         while extra_key is not None and extra_key < key:
-            yield extra[width]  # type: ignore[index]
+            yield extra[width], extra[width - 1]  # type: ignore[index]
             extra = next(kept, None)
             extra_key = None if extra is None else extra[:width]
         while skip is not None and skip < key:
@@ -565,10 +670,10 @@ def _resolved(
         if skip == key:
             skip = next(dropped, None)
         else:
-            yield row[width]
+            yield row[width], None
         edge = horizon()
     while extra is not None:
-        yield extra[width]
+        yield extra[width], extra[width - 1]
         extra = next(kept, None)
 
 
@@ -646,18 +751,20 @@ class SqlStore:
                     f"{self.url} has schema version {current}, this lithify knows up to "
                     f"{latest}: upgrade lithify to use this store"
                 )
+            rebuild = False
             for m in self.migrations:
                 if m.version <= current:
                     continue
                 for stmt in m.statements(self.dialect):
                     cur.execute(stmt)
-                if m.rebuild_captures:
-                    self._rebuild_captures(cur)
+                rebuild |= m.rebuild_captures
                 cur.execute(
                     "INSERT INTO schema_version (version, description, applied_at) "
                     "VALUES (?, ?, ?)",
                     (m.version, m.description, now()),
                 )
+            if rebuild:  # once, by this version's rule, into the index as the last one left it
+                self._rebuild_captures(cur)
 
         self._run(step, write=True)
 
@@ -723,18 +830,23 @@ class SqlStore:
         if not collided and not contested:
             return  # the common batch: nothing collided and no call is contested
         captures: dict[bytes, tuple[Any, ...]] = {}
+        new: dict[int, bytes] = {}  # row index → digest, of the rows indexed as captures
         if contested:
-            # A new call may share an id with a variant of a stored call: it joins that call.
-            fresh = [rows[i] for i, o in enumerate(outcomes) if o == _STORED]
-            ids = {c[_ID] for c in _captures_in(cur, "inference_call_id", {r[0] for r in fresh})}
+            # A new facts row may share an id with a variant of a stored call: a candidate.
+            fresh = [i for i, o in enumerate(outcomes) if o == _STORED]
+            ids = {
+                c[_ID] for c in _captures_in(cur, "inference_call_id", {rows[i][0] for i in fresh})
+            }
             model_ids = {
                 c[_MODEL_ID]
-                for c in _captures_in(cur, "model_call_id", {r[1] for r in fresh} - {None})
+                for c in _captures_in(cur, "model_call_id", {rows[i][1] for i in fresh} - {None})
             }
-            for row in fresh:
+            for i in fresh:
+                row = rows[i]
                 if row[0] in ids or row[1] in model_ids:
-                    c = _capture(self._unpack(row[-1]), 0, (row[i] for i in _CAPTURED_AT))
+                    c = _capture(self._unpack(row[-1]), 0, (row[j] for j in _CAPTURED_AT))
                     captures[c[0]] = c
+                    new[i] = c[0]
         stored = {
             f[0]: f
             for f in self._stored_facts(cur, "inference_call_id", {rows[i][0] for i in collided})
@@ -755,9 +867,10 @@ class SqlStore:
         if not own and not self._own_captures(cur):
             raise _CapturesBusy
         if differing:
-            self._keep_variants(cur, rows, outcomes, differing, stored, captures)
+            self._keep_variants(cur, rows, outcomes, differing, stored, captures, new)
         if captures:
-            self._index_captures(cur, list(captures.values()))
+            decided = self._index_captures(cur, list(captures.values()))
+            _classify(outcomes, new, decided)
 
     def _stored_facts(self, cur: Cursor, column: str, values: Iterable[Any]) -> list[Any]:
         """The ``_CAPTURED`` columns and the codec bytes of the facts rows with these values."""
@@ -772,6 +885,7 @@ class SqlStore:
         differing: list[tuple[int, bytes, bytes]],
         stored: dict[str, Any],
         captures: dict[bytes, tuple[Any, ...]],
+        new: dict[int, bytes],
     ) -> None:
         variant_rows = sorted(
             ((d, *rows[i][:-1], self._pack(body)) for i, d, body in differing), key=itemgetter(0)
@@ -785,6 +899,7 @@ class SqlStore:
             row = rows[i]
             outcomes[i] = _VARIANT
             captures[digest] = _capture(body, 1, (row[j] for j in _CAPTURED_AT))
+            new[i] = digest
             if row[0] in stored:
                 linked[row[0]] = stored[row[0]]
             if row[1] is not None:
@@ -815,41 +930,60 @@ class SqlStore:
             captures.setdefault(c[0], c)
         self._index_captures(cur, list(captures.values()))
 
-    def _index_captures(self, cur: Cursor, captures: list[tuple[Any, ...]]) -> None:
-        """Add captures to fact_captures, then decide again which ones the capture rule keeps
-        wherever the new ones may change it."""
+    def _index_captures(
+        self, cur: Cursor, captures: list[tuple[Any, ...]]
+    ) -> dict[bytes, Assignment]:
+        """Add captures to fact_captures, then decide again which call each capture belongs
+        to wherever the new ones may change it; the calls of the captures decided and of the
+        earlier ones they were decided against, by digest."""
         new = {
-            r[0]
+            bytes(r[0])
             for r in self._insert(
                 cur, "fact_captures", CAPTURE_COLUMNS, sorted(captures, key=_rank)
             )
         }
         seeds = [c for c in captures if c[0] in new]
         if not seeds:
-            return
+            return {}
         # The rule goes in rank order, so decisions only change from the first new capture on,
-        # and only through identities shared with a new one: walk those captures, then take the
-        # identities that kept captures ranked before the first new one already hold.
+        # and only through ids shared with a new one: walk those captures, then read the
+        # earlier captures that share their ids (and their calls' first captures).
         first = _rank(min(seeds, key=_rank))
         after = f" AND {_RANK} >= (?, ?, ?, ?)"
-        before = f" AND {_RANK} < (?, ?, ?, ?) AND kept = 1"
+        before = f" AND {_RANK} < (?, ?, ?, ?)"
         found, ids, model_ids = _linked_captures(
             cur, {c[_ID] for c in seeds}, {c[_MODEL_ID] for c in seeds}, after, first
         )
-        claimed_ids: set[str] = set()
-        claimed_model_ids: set[str] = set()
-        for row in [
-            *_captures_in(cur, "inference_call_id", ids, before, first),
-            *_captures_in(cur, "model_call_id", model_ids, before, first),
-        ]:
-            claimed_ids.add(row[_ID])
-            if row[_MODEL_ID] is not None:
-                claimed_model_ids.add(row[_MODEL_ID])
+        prior = {
+            bytes(r[0]): r
+            for r in [
+                *_captures_in(cur, "inference_call_id", ids, before, first),
+                *_captures_in(cur, "model_call_id", model_ids, before, first),
+            ]
+        }
+        earlier = sorted(prior.values(), key=_rank)
+        heads = {bytes(r[_CALL]) for r in earlier} - prior.keys()
+        reps = _captures_in(cur, "digest", heads) if heads else []
         ranked = sorted(found.values(), key=_rank)
-        keep = keep_first(((c[_ID], c[_MODEL_ID]) for c in ranked), claimed_ids, claimed_model_ids)
-        for c, kept in zip(ranked, keep, strict=True):
-            if bool(c[_KEPT]) != kept:
-                cur.execute("UPDATE fact_captures SET kept = ? WHERE digest = ?", (int(kept), c[0]))
+        decided = {bytes(r[0]): _assignment(r) for r in earlier}
+        for c, a in zip(
+            ranked,
+            assign(
+                (_view(c) for c in ranked),
+                ((_view(r), _assignment(r)) for r in earlier),
+                (_view(r) for r in reps),
+            ),
+            strict=True,
+        ):
+            digest = bytes(c[0])
+            decided[digest] = a
+            kept = int(a.call == digest)
+            if _assignment(c) != a or c[_KEPT] != kept:
+                cur.execute(
+                    f"UPDATE fact_captures SET {' = ?, '.join(_DECISION)} = ? WHERE digest = ?",
+                    (a.call, a.call_id, int(a.collided), kept, digest),
+                )
+        return decided
 
     def insert_facts(self, batch: Iterable[InferenceCall]) -> InsertResult:
         """Store a batch in one transaction; colliding facts are reported, never changed (a
@@ -980,57 +1114,81 @@ class SqlStore:
         grouped by session first with ``FactFilter(order="session")``."""
         where, params = fact_where(filters)
         limit = filters.limit if filters else None
-        reader = codec.FactReader()  # per stream: it decodes each fact against the one before
-        if filters is None or filters.order == "time":
-            sql = (
-                f"SELECT {self._fact_body} FROM {self._fact_from}{where} "
-                f"ORDER BY sort_at, inference_call_id{_limit(limit)}"
+        order = "time" if filters is None else filters.order
+        if order == "time":
+            parts: tuple[tuple[str | None, str], ...] = ((None, "sort_at, inference_call_id"),)
+        elif order == "session":
+            # Two queries rather than one ORDER BY with NULLS LAST: each follows an index
+            # (facts_session, facts_order) on both backends, whose NULL orders differ.
+            parts = (
+                ("session_id IS NOT NULL", "session_id, sort_at, inference_call_id"),
+                ("session_id IS NULL", "sort_at, inference_call_id"),
             )
-            for (body,) in self._stream(sql, params, batch_size):
-                yield reader.decode(body)
-            return
-        if filters.order != "session":
-            raise ValueError(f"unknown fact order {filters.order!r}: use 'time' or 'session'")
-        # Two queries rather than one ORDER BY with NULLS LAST: each follows an index
-        # (facts_session, facts_order) on both backends, whose NULL orders differ.
-        and_ = " AND " if where else " WHERE "
-        parts = (
-            ("session_id IS NOT NULL", "session_id, sort_at, inference_call_id"),
-            ("session_id IS NULL", "sort_at, inference_call_id"),
-        )
+        else:
+            raise ValueError(f"unknown fact order {order!r}: use 'time' or 'session'")
         left = None if limit is None else max(0, int(limit))
+        reader = codec.FactReader()  # per stream: it decodes each fact against the one before
         with self._snapshot(batch_size) as query:
             contested = any(True for _ in query(_ANY_CAPTURE, []))
             bodies = chain.from_iterable(
-                self._call_bodies(query, f"{where}{and_}{cond}", params, order, contested)
-                for cond, order in parts
+                self._call_bodies(query, _and(where, cond), params, keys, contested)
+                for cond, keys in parts
             )
-            for body in islice(bodies, left):
-                yield reader.decode(body)
+            for body, call_id in islice(bodies, left):
+                fact = reader.decode(body)
+                if call_id is not None and call_id != codec.col(fact.inference_call_id):
+                    fact = msgspec.structs.replace(
+                        fact, inference_call_id=codec.uncol(call_id) or ""
+                    )
+                yield fact
 
     def _call_bodies(
         self, query: Query, where: str, params: list[Any], order: str, contested: bool
-    ) -> Iterator[bytes]:
-        """The bodies of the facts matching ``where``, in ``order`` (columns), one capture per
-        call: of a contested call, each capture the capture rule keeps, at its own place."""
-        if not contested:  # no call has two captures: the facts rows are the calls
+    ) -> Iterator[tuple[bytes, str | None]]:
+        """The bodies of the calls whose first capture matches ``where``, in ``order``
+        (columns), each with its call id when it is not the capture's own (``None``): of the
+        captures of a contested call, the first, at its own place, under its call's id."""
+        if not contested:  # no capture shares an id: the facts rows are the calls
             sql = f"SELECT {self._fact_body} FROM {self._fact_from}{where} ORDER BY {order}"
             for (body,) in query(sql, params):
-                yield body
+                yield body, None
             return
         main = query(
             f"SELECT {order}, {self._fact_body} FROM {self._fact_from}{where} ORDER BY {order}",
             params,
         )
+        # facts rows that are not the first capture of their call, or are read under another id
         dropped = query(
-            f"SELECT {order} FROM fact_captures{where} AND variant = 0 AND kept = 0 "
-            f"ORDER BY {order}",
+            f"SELECT {order} FROM fact_captures{_and(where, 'variant = 0')} AND "
+            f"(kept = 0 OR call_id <> inference_call_id) ORDER BY {order}",
             params,
         )
+        # the first captures read in their place, ordered by their calls' ids: variants, and
+        # facts rows read under another id
+        keys = order.split(", ")[:-1]
+
+        def firsts(call_id: str, body: str, table: str, cond: str) -> str:
+            cols = ", ".join([*keys, f"({call_id}) AS call_id", f"{body} AS body"])
+            return f"SELECT {cols} FROM {table}{_and(where, cond)}"
+
+        variants = firsts(
+            "SELECT call_id FROM fact_captures AS c WHERE c.digest = v.digest",
+            self._variant_body,
+            "fact_variants AS v",
+            "digest IN (SELECT digest FROM fact_captures WHERE variant = 1 AND kept = 1)",
+        )
+        renamed = firsts(
+            "SELECT call_id FROM fact_captures AS c "
+            "WHERE c.variant = 0 AND c.inference_call_id = facts.inference_call_id",
+            self._fact_body,
+            self._fact_from,
+            "inference_call_id IN (SELECT inference_call_id FROM fact_captures "
+            "WHERE variant = 0 AND kept = 1 AND call_id <> inference_call_id)",
+        )
         kept = query(
-            f"SELECT {order}, {self._variant_body} FROM fact_variants{where} AND digest IN "
-            f"(SELECT digest FROM fact_captures WHERE variant = 1 AND kept = 1) ORDER BY {order}",
-            params,
+            f"SELECT * FROM ({variants} UNION ALL {renamed}) AS k "
+            f"ORDER BY {', '.join([*keys, 'call_id'])}",
+            params + params,
         )
         yield from _resolved(main, dropped, kept, order.count(",") + 1)
 
@@ -1047,67 +1205,108 @@ class SqlStore:
             yield _feedback_decoder.decode(body)
 
     def get_fact(self, inference_call_id: str) -> InferenceCall | None:
-        def q(cur: Cursor) -> Any:
-            cur.execute(
-                f"SELECT {self._fact_body} FROM {self._fact_from} WHERE inference_call_id = ?",
-                (codec.col(inference_call_id),),
-            )
-            return cur.fetchone()
-
-        row = self._run(q, write=False)
-        return None if row is None else _fact_decoder.decode(row[0])
-
-    def captures(self, inference_call_id: str) -> list[tuple[InferenceCall, bool]]:
-        """Every stored capture of the call a capture with this id belongs to (and of calls
-        linked to it through shared ids), in the capture rule's rank order, each with whether
-        the rule keeps it; ``[]`` when no capture has the id."""
+        """The call with this id (under its call id, read from its first capture), else the
+        stored capture with this id; ``None`` when neither exists."""
         key = codec.col(inference_call_id)
 
-        def q(cur: Cursor) -> list[tuple[bytes, bool]]:
-            found = _linked_captures(cur, {key}, set())[0] if self._contested(cur) else {}
-            if not found:  # an uncontested call: its facts row alone
+        def q(cur: Cursor) -> tuple[bytes, str] | None:
+            if self._contested(cur):
+                for c in _captures_in(cur, "call_id", {key}, " AND kept = 1"):
+                    return self._capture_bodies(cur, [c])[bytes(c[0])], c[_CALL_ID]
+            for f in self._stored_facts(cur, "inference_call_id", {key}):
+                return bytes(f[-1]), key
+            return None
+
+        found = self._run(q, write=False)
+        if found is None:
+            return None
+        fact = _fact_decoder.decode(found[0])
+        if codec.col(fact.inference_call_id) != found[1]:
+            fact = msgspec.structs.replace(fact, inference_call_id=codec.uncol(found[1]) or "")
+        return fact
+
+    def _capture_bodies(
+        self, cur: Cursor, captures: Sequence[tuple[Any, ...]]
+    ) -> dict[bytes, bytes]:
+        """The codec bytes of these fact_captures rows, by digest."""
+        facts = self._stored_facts(
+            cur, "inference_call_id", {c[_ID] for c in captures if not c[_IS_VARIANT]}
+        )
+        bodies = {capture_digest(bytes(f[-1])): bytes(f[-1]) for f in facts}
+        for digest, body in _select_in(
+            cur,
+            f"SELECT digest, {self._variant_body} FROM fact_variants WHERE digest",
+            [bytes(c[0]) for c in captures if c[_IS_VARIANT]],
+        ):
+            bodies[bytes(digest)] = bytes(body)
+        return bodies
+
+    def captures(self, inference_call_id: str) -> list[StoredCapture]:
+        """Every stored capture of the call this id names (a call id, or a capture's id), and
+        of the captures linked to it through shared ids, in the identity rule's rank order,
+        each with its call's id and whether it is the one read; ``[]`` when nothing has it."""
+        key = codec.col(inference_call_id)
+
+        def q(cur: Cursor) -> list[tuple[bytes, bool, str]]:
+            found: dict[bytes, tuple[Any, ...]] = {}
+            if self._contested(cur):
+                ids = {key} | {c[_ID] for c in _captures_in(cur, "call_id", {key})}
+                found = _linked_captures(cur, ids, set())[0]
+            if not found:  # a capture that shares no id: its facts row alone
                 return [
-                    (bytes(f[-1]), True)
+                    (bytes(f[-1]), True, key)
                     for f in self._stored_facts(cur, "inference_call_id", {key})
                 ]
             ranked = sorted(found.values(), key=_rank)
-            facts = self._stored_facts(
-                cur, "inference_call_id", {c[_ID] for c in ranked if not c[_IS_VARIANT]}
-            )
-            bodies = {capture_digest(bytes(f[-1])): bytes(f[-1]) for f in facts}
-            variants = [c[0] for c in ranked if c[_IS_VARIANT]]
-            for digest, body in _select_in(
-                cur,
-                f"SELECT digest, {self._variant_body} FROM fact_variants WHERE digest",
-                variants,
-            ):
-                bodies[bytes(digest)] = bytes(body)
-            return [(bodies[bytes(c[0])], bool(c[_KEPT])) for c in ranked]
+            bodies = self._capture_bodies(cur, ranked)
+            return [(bodies[bytes(c[0])], bool(c[_KEPT]), c[_CALL_ID]) for c in ranked]
 
-        return [(_fact_decoder.decode(body), kept) for body, kept in self._run(q, write=False)]
+        return [
+            StoredCapture(_fact_decoder.decode(body), kept, codec.uncol(call_id) or "")
+            for body, kept, call_id in self._run(q, write=False)
+        ]
 
     def call_aliases(self, ids: Iterable[str]) -> dict[str, str]:
-        """Which of ``ids`` name a capture the capture rule dropped, and the id of the kept
-        capture of its call (``captures.aliases``): feedback naming them joins that call. Only
-        captures of contested calls have such ids: at most one entry per id asked about."""
+        """Which of ``ids`` name captures of one call only without being a call's id, each
+        with that call's id (``identity.aliases``): feedback naming them joins that call. Only
+        captures that share an id have such ids: at most one entry per id asked about."""
         wanted = {codec.col(i) for i in ids if isinstance(i, str)}
 
         def q(cur: Cursor) -> dict[str, str]:
             if not wanted or not self._contested(cur):
                 return {}
-            named = _captures_in(cur, "inference_call_id", wanted)
-            dropped = [(c[_ID], c[_MODEL_ID]) for c in named if not c[_KEPT]]
-            model_ids = {m for _, m in dropped if m is not None}
-            holders = _captures_in(cur, "model_call_id", model_ids)
-            kept = [(c[_ID], c[_MODEL_ID]) for c in [*named, *holders] if c[_KEPT]]
-            return aliases(kept, dropped)
+            rows = [
+                *_captures_in(cur, "inference_call_id", wanted),
+                *_captures_in(cur, "call_id", wanted, " AND kept = 1"),
+            ]
+            found = aliases((c[_ID], c[_CALL_ID], bool(c[_KEPT])) for c in rows)
+            return {k: v for k, v in found.items() if k in wanted}
 
         found = self._run(q, write=False)
         return {codec.uncol(k) or "": codec.uncol(v) or "" for k, v in found.items()}
 
+    def _calls(self, cur: Cursor) -> str:
+        """What to select calls from: the facts table, or (when captures share ids) the first
+        capture of every call, on its own columns, as a table named ``facts``."""
+        if not self._contested(cur):
+            return "facts"
+        cols = ", ".join(FACT_COLUMNS[:-1])
+        return (
+            f"(SELECT {cols} FROM facts WHERE inference_call_id NOT IN (SELECT "
+            f"inference_call_id FROM fact_captures WHERE variant = 0 AND kept = 0) UNION ALL "
+            f"SELECT {cols} FROM fact_variants WHERE digest IN (SELECT digest FROM "
+            f"fact_captures WHERE variant = 1 AND kept = 1)) AS facts"
+        )
+
     def count(self, filters: FactFilter | None = None) -> int:
+        """The calls whose first capture ``filters`` match."""
         where, params = fact_where(filters)
-        return self._scalar(f"SELECT COUNT(*) FROM facts{where}", params)
+
+        def q(cur: Cursor) -> int:
+            cur.execute(f"SELECT COUNT(*) FROM {self._calls(cur)}{where}", params)
+            return int(cur.fetchone()[0] or 0)
+
+        return self._run(q, write=False)
 
     @staticmethod
     def _dropped_sql(where: str) -> str:
@@ -1137,44 +1336,49 @@ class SqlStore:
         sums = "COUNT(*), COALESCE(SUM(input_tokens), 0), COALESCE(SUM(output_tokens), 0)"
         and_ = " AND " if where else " WHERE "
 
-        def groups(cur: Cursor, column: str) -> list[Group]:
-            cur.execute(f"SELECT {column}, {sums} FROM facts{where} GROUP BY {column}", params)
+        def groups(cur: Cursor, calls: str, column: str) -> list[Group]:
+            cur.execute(f"SELECT {column}, {sums} FROM {calls}{where} GROUP BY {column}", params)
             rows = sorted(cur.fetchall(), key=lambda r: (-r[1], r[0] is None, r[0] or ""))
             return [Group(codec.uncol(r[0]), int(r[1]), int(r[2]), int(r[3])) for r in rows]
 
         def q(cur: Cursor) -> Stats:
-            cur.execute(f"SELECT {sums}, COUNT(DISTINCT session_id) FROM facts{where}", params)
+            calls = self._calls(cur)
+            cur.execute(f"SELECT {sums}, COUNT(DISTINCT session_id) FROM {calls}{where}", params)
             total, tin, tout, sessions = cur.fetchone()
             cur.execute("SELECT COUNT(*) FROM feedback")
             feedback = cur.fetchone()[0]
             cur.execute(
-                f"SELECT session_id, {sums} FROM facts{where}{and_}session_id IS NOT NULL "
+                f"SELECT session_id, {sums} FROM {calls}{where}{and_}session_id IS NOT NULL "
                 f"GROUP BY session_id ORDER BY COUNT(*) DESC, session_id"
                 f"{_limit(session_limit)}",
                 params,
             )
             top = sorted(cur.fetchall(), key=lambda r: (-r[1], r[0]))
-            cur.execute(self._degradations_sql.format(where=where), params)
+            cur.execute(self._degradations_sql.format(facts=calls, where=where), params)
             deg = sorted(cur.fetchall(), key=lambda r: (-r[2], r[0]))
-            cur.execute(f"SELECT COUNT(*) FROM fact_variants{where}", params)
-            variants = cur.fetchone()[0]
             cur.execute(self._dropped_sql(where), params)
             dropped = cur.fetchone()[0]
+            cur.execute(
+                f"SELECT COUNT(*) FROM fact_captures{_and(where, 'kept = 1 AND collided = 1')}",
+                params,
+            )
+            collisions = cur.fetchone()[0]
             return Stats(
                 facts=int(total),
                 sessions=int(sessions),
                 input_tokens=int(tin),
                 output_tokens=int(tout),
                 feedback=int(feedback),
-                by_model=groups(cur, "model"),
-                by_provider=groups(cur, "provider"),
-                by_source=groups(cur, "source"),
+                by_model=groups(cur, calls, "model"),
+                by_provider=groups(cur, calls, "provider"),
+                by_source=groups(cur, calls, "source"),
                 by_session=[Group(codec.uncol(r[0]), int(r[1]), int(r[2]), int(r[3])) for r in top],
                 degradations=[
                     DegradationCount(codec.uncol(r[0]) or "", int(r[1]), int(r[2])) for r in deg
                 ],
-                variants=int(variants),
+                variants=int(dropped),
                 dropped_captures=int(dropped),
+                id_collisions=int(collisions),
             )
 
         return self._run(q, write=False)

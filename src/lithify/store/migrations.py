@@ -285,12 +285,51 @@ _V4_POSTGRES = (
     "WHERE model_call_id IS NOT NULL",
 )
 
+
+# Ids only propose that captures are one call; content decides (core/identity.py). The index
+# gains each capture's content keys and the call the rule puts it in, and is built again: calls
+# that shared an id with a contradicting capture are told apart, and nothing stored changes.
+def _v5(blob: str, bigint: str, text: str) -> tuple[str, ...]:
+    return (
+        "DROP TABLE fact_captures",
+        f"""CREATE TABLE fact_captures (
+        digest {blob} PRIMARY KEY,
+        variant INTEGER NOT NULL,
+        lack {bigint} NOT NULL,
+        inference_call_id {text} NOT NULL,
+        model_call_id {text},
+        session_id {text},
+        trace_id {text},
+        provider {text},
+        model {text},
+        source {text} NOT NULL,
+        sort_at {text} NOT NULL,
+        in_key {blob},
+        out_key {blob},
+        call {blob} NOT NULL,
+        call_id {text} NOT NULL,
+        collided INTEGER NOT NULL,
+        kept INTEGER NOT NULL)""",
+        "CREATE INDEX fact_captures_id ON fact_captures (inference_call_id)",
+        "CREATE INDEX fact_captures_model_call_id ON fact_captures (model_call_id) "
+        "WHERE model_call_id IS NOT NULL",
+        "CREATE INDEX fact_captures_call_id ON fact_captures (call_id)",
+    )
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "facts and feedback", _V1_SQLITE, _V1_POSTGRES),
     Migration(2, "ingest tokens; lz4 body compression", _V2_SQLITE, _V2_POSTGRES),
     Migration(3, "differing captures of stored calls", _V3_SQLITE, _V3_POSTGRES),
     Migration(
         4, "captures ranked by what they lack", _V4_SQLITE, _V4_POSTGRES, rebuild_captures=True
+    ),
+    Migration(
+        5,
+        "calls decided by content: captures that share an id and contradict are two calls",
+        _v5("BLOB", "INTEGER", "TEXT"),
+        _v5("BYTEA", "BIGINT", 'TEXT COLLATE "C"'),
+        rebuild_captures=True,
     ),
 )
 

@@ -46,6 +46,10 @@ _ARRAY_TYPES = {
     "digest": "bytea",
     "variant": "integer",
     "lack": "bigint",
+    "in_key": "bytea",
+    "out_key": "bytea",
+    "call": "bytea",
+    "collided": "integer",
     "kept": "integer",
 }
 
@@ -82,7 +86,7 @@ def _insert_sql(table: str, columns: tuple[str, ...]) -> str:
 class PostgresStore(SqlStore):
     dialect = "postgres"
     _degradations_sql = (
-        "SELECT j.key, COUNT(*), SUM(j.value::bigint) FROM facts, "
+        "SELECT j.key, COUNT(*), SUM(j.value::bigint) FROM {facts}, "
         "jsonb_each_text(facts.degradations) AS j{where} GROUP BY j.key"
     )
 

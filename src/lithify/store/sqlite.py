@@ -84,7 +84,7 @@ def _translate(e: sqlite3.Error, path: Path) -> Exception:
 class SQLiteStore(SqlStore):
     dialect = "sqlite"
     _degradations_sql = (
-        "SELECT j.key, COUNT(*), SUM(j.value) FROM facts, json_each(facts.degradations) AS j"
+        "SELECT j.key, COUNT(*), SUM(j.value) FROM {facts}, json_each(facts.degradations) AS j"
         "{where} GROUP BY j.key"
     )
 
