@@ -165,7 +165,7 @@ _V2_POSTGRES = (
 # its identity, so a redelivered variant is stored once. `fact_captures` is an index over the
 # captures of every contested call (its facts row and its variants, nothing else): their
 # identities, rank (sort_at, inference_call_id, digest), query columns and whether the capture
-# rule keeps each one (store/captures.py). It is derived, rewritten inside the insert
+# rule keeps each one (then store/captures.py, now core/identity.py). It is derived, rewritten inside the insert
 # transaction, and could be rebuilt from `facts` and `fact_variants`.
 _V3_SQLITE = (
     """CREATE TABLE fact_variants (
@@ -243,7 +243,7 @@ _V3_POSTGRES = (
     "WHERE model_call_id IS NOT NULL",
 )
 
-# The capture rule ranks a call's captures by what they lack first (store/captures.py): the
+# The capture rule ranks a call's captures by what they lack first (then store/captures.py, now core/identity.py): the
 # index gains the column, and is built again.
 _V4_SQLITE = (
     "DROP TABLE fact_captures",
