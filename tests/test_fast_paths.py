@@ -22,8 +22,8 @@ from lithify.translate.otlp import (
     OTLPDecodeError,
     Span,
     decode_json_spans,
-    iter_json_spans,
-    iter_pb_spans,
+    json_spans,
+    pb_spans,
 )
 from lithify.translate.redact import CLEAN, ESCAPED, SUSPECT, screen
 from lithify.translate.telemetry import translate_span
@@ -414,7 +414,7 @@ def test_json_spans_from_bytes_equal_the_general_decode(doc: Any, ascii_only: bo
     data = json.dumps(doc, ensure_ascii=ascii_only).encode()
     spans = decode_json_spans(data)
     try:
-        general = list(iter_json_spans(orjson.loads(data)))
+        general = list(json_spans(orjson.loads(data)).units)
     except OTLPDecodeError:
         general = None
     if spans is not None:
@@ -445,7 +445,7 @@ def test_any_value_kinds_keep_their_precedence() -> None:
     data = _request({"traceId": "5b8efff798038103d269b633813fc60c", "attributes": attrs})
     spans = decode_json_spans(data)
     assert spans is not None
-    assert spans == list(iter_json_spans(orjson.loads(data)))
+    assert spans == list(json_spans(orjson.loads(data)).units)
     assert spans[0].attributes["intValue+doubleValue"] == 7
 
 
@@ -454,7 +454,7 @@ def test_the_exporters_form_takes_the_fast_path() -> None:
         data = path.read_bytes()
         spans = decode_json_spans(data)
         assert spans is not None, path
-        assert spans == list(iter_json_spans(orjson.loads(data)))
+        assert spans == list(json_spans(orjson.loads(data)).units)
     big = b'{"resourceSpans":[{"scopeSpans":[{"spans":[{"startTimeUnixNano":%d}]}]}]}'
     assert decode_json_spans(big % (2**63 - 1)) is not None
     assert decode_json_spans(big % 2**63) is None  # orjson and msgspec may read it differently
@@ -536,12 +536,12 @@ def test_protobuf_spans_are_screened_unless_their_text_escapes_the_screen() -> N
             kv.value.array_value.values.add().string_value = value
         return req.SerializeToString()
 
-    assert [s.screened for s in iter_pb_spans(request("plain"))] == [True]
+    assert [s.screened for s in pb_spans(request("plain")).units] == [True]
     # Base64 text of bytes is not in the request's bytes; a backspace in a structured value
     # becomes `\b` when a flat convention writes the value back out as JSON text.
-    assert [s.screened for s in iter_pb_spans(request(b"AIza"))] == [False]
-    assert [s.screened for s in iter_pb_spans(request("\x08earer abcdefgh12345"))] == [False]
-    assert [s.screened for s in iter_pb_spans(request(f"key {KEY}"))] == [False]
+    assert [s.screened for s in pb_spans(request(b"AIza")).units] == [False]
+    assert [s.screened for s in pb_spans(request("\x08earer abcdefgh12345")).units] == [False]
+    assert [s.screened for s in pb_spans(request(f"key {KEY}")).units] == [False]
 
 
 FRAGMENTS = ["s", "S", "k", "K", "-", "a", "I", "z", "b", "E", "r", " ", "_", "token", "passw"]

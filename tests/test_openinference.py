@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from lithify.model import DEGRADATION_REASONS, InferenceCall, Skip
 from lithify.translate import openinference
 from lithify.translate._common import Degradations
-from lithify.translate.otlp import iter_json_spans
+from lithify.translate.otlp import json_spans
 from lithify.translate.telemetry import translate_attributes, translate_spans
 from tests.conftest import CORPUS
 from tests.helpers import assert_valid_messages
@@ -40,7 +40,7 @@ def texts(messages: list[Any]) -> list[str]:
 
 def span_fact(rel: str) -> InferenceCall:
     doc = orjson.loads((CORPUS / rel).read_bytes())
-    (result,) = list(translate_spans(iter_json_spans(doc)))
+    (result,) = list(translate_spans(json_spans(doc).units))
     assert isinstance(result, InferenceCall), result
     assert_valid_messages(result)
     return result

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+from pathlib import Path
 
 import orjson
 import pytest
@@ -13,17 +14,21 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
 from lithify.ingest.files import translate_json
-from lithify.model import InferenceCall
-from lithify.translate import translate_document, translate_protobuf
+from lithify.model import InferenceCall, Skip
+from lithify.translate import _guard, translate_document, translate_protobuf
 from lithify.translate.otlp import (
+    MAX_DEPTH,
     OTLPDecodeError,
-    iter_json_logs,
-    iter_json_spans,
-    iter_pb_logs,
-    iter_pb_spans,
+    decode_logs,
+    decode_spans,
     json_any_value,
+    json_logs,
+    json_spans,
     pb_any_value,
+    pb_logs,
+    pb_spans,
 )
+from lithify.translate.telemetry import translate_spans
 from tests.otlp_values import json_value, pb_value
 
 TRACE = "5b8efff798038103d269b633813fc60c"
@@ -109,8 +114,8 @@ def _requests() -> tuple[bytes, dict[str, object]]:
 
 def test_protobuf_and_json_spans_are_equal() -> None:
     data, doc = _requests()
-    (pb,) = iter_pb_spans(data)
-    (js,) = iter_json_spans(orjson.loads(orjson.dumps(doc)))
+    (pb,) = pb_spans(data).units
+    (js,) = json_spans(orjson.loads(orjson.dumps(doc))).units
     assert pb == js
     assert pb.trace_id == TRACE and pb.parent_span_id == PARENT
     assert pb.kind == 3 and pb.status == {"code": 2, "message": "boom"}
@@ -125,14 +130,14 @@ def test_json_ids_in_base64_are_read_as_hex() -> None:
     span = doc["resourceSpans"][0]["scopeSpans"][0]["spans"][0]  # type: ignore[index]
     span["traceId"] = base64.b64encode(bytes.fromhex(TRACE)).decode()
     span["spanId"] = base64.b64encode(bytes.fromhex(SPAN)).decode()
-    (js,) = iter_json_spans(doc)
+    (js,) = json_spans(doc).units
     assert (js.trace_id, js.span_id) == (TRACE, SPAN)
 
 
 def test_all_zero_ids_mean_absent() -> None:
-    (s,) = iter_json_spans(
+    (s,) = json_spans(
         {"traceId": "0" * 32, "spanId": SPAN, "parentSpanId": "", "attributes": []}
-    )
+    ).units
     assert s.trace_id is None and s.parent_span_id is None
 
 
@@ -175,8 +180,8 @@ def test_logs_protobuf_and_json_equal() -> None:
             }
         ]
     }
-    (pb,) = iter_pb_logs(req.SerializeToString())
-    (js,) = iter_json_logs(doc)
+    (pb,) = pb_logs(req.SerializeToString()).units
+    (js,) = json_logs(doc).units
     assert pb == js
     assert pb.body == {"content": "hi"} and pb.event_name.endswith("operation.details")
 
@@ -184,7 +189,7 @@ def test_logs_protobuf_and_json_equal() -> None:
 def test_event_name_falls_back_to_attribute() -> None:
     doc = {"resourceLogs": [{"scopeLogs": [{"logRecords": [{"attributes": [
         {"key": "event.name", "value": {"stringValue": "gen_ai.user.message"}}]}]}]}]}  # fmt: skip
-    (r,) = iter_json_logs(doc)
+    (r,) = json_logs(doc).units
     assert r.event_name == "gen_ai.user.message"
 
 
@@ -199,9 +204,10 @@ def test_logs_request_is_not_mistaken_for_traces() -> None:
 
 def test_not_otlp_json_is_a_skip_not_an_exception() -> None:
     with pytest.raises(OTLPDecodeError):
-        list(iter_json_spans({"resourceSpans": "nope"}))
+        json_spans({"resourceSpans": "nope"})
     (r,) = translate_document({"resourceSpans": "nope"})
-    assert r.reason == "unrecognized_format"
+    assert r.reason == "undecodable"
+    assert r.detail == "not an OTLP/JSON trace request: resourceSpans is a string, not a list"
 
 
 _any_values = st.recursive(
@@ -311,3 +317,242 @@ def test_any_span_times_still_give_the_fact(start: str, end: str) -> None:
         assert fact.duration_ms is None or 0 <= fact.duration_ms < float("inf")
         if fact.duration_ms is not None:
             assert int(start) > 0 and int(end) >= int(start)
+
+
+# -- one unit at a time: wrong shapes, bad text, depth (issue 13) -------------------------------
+
+
+def _genai_request(n: int = 3) -> ExportTraceServiceRequest:
+    req = ExportTraceServiceRequest()
+    ss = req.resource_spans.add().scope_spans.add()
+    for i in range(n):
+        s = ss.spans.add()
+        s.trace_id, s.span_id = bytes.fromhex(TRACE), bytes([i + 1]) * 8
+        s.name = f"chat {i}"
+        inputs = [{"role": "user", "parts": [{"type": "text", "content": f"question {i}"}]}]
+        s.attributes.extend(
+            KeyValue(key=k, value=pb_value(v))
+            for k, v in {
+                "gen_ai.operation.name": "chat",
+                "gen_ai.request.model": "m",
+                "gen_ai.input.messages": orjson.dumps(inputs).decode(),
+            }.items()
+        )
+    return req
+
+
+def _json_of(req: ExportTraceServiceRequest | ExportLogsServiceRequest) -> bytes:
+    """The request in OTLP/JSON (hex ids, as exporters write them)."""
+    from google.protobuf.json_format import MessageToDict
+
+    doc = MessageToDict(req)
+    for rs in doc.get("resourceSpans", []):
+        for ss in rs["scopeSpans"]:
+            for s in ss["spans"]:
+                s["traceId"] = base64.b64decode(s["traceId"]).hex()
+                s["spanId"] = base64.b64decode(s["spanId"]).hex()
+    return orjson.dumps(doc)
+
+
+@pytest.mark.parametrize(
+    ("encoding", "damage"),
+    [
+        ("protobuf", (b"question 1", b"question\xff1")),  # invalid UTF-8, same length
+        ("json", (b"question 1", b"question \\ud800 1")),  # a lone surrogate escape
+        ("json", (b"question 1", b"question \xed\xa0\x801")),  # UTF-8 of a surrogate
+    ],
+)
+def test_a_bad_string_costs_its_span_only_its_text(
+    encoding: str, damage: tuple[bytes, bytes]
+) -> None:
+    req = _genai_request()
+    data = req.SerializeToString() if encoding == "protobuf" else _json_of(req)
+    assert damage[0] in data
+    data = data.replace(*damage)
+    decoded = decode_spans(data, encoding)
+    assert decoded.rejected == []
+    assert [s.name for s in decoded.units] == ["chat 0", "chat 1", "chat 2"]
+    assert [s.repaired for s in decoded.units] == [0, 1, 0]
+    assert "\ufffd" in decoded.units[1].attributes["gen_ai.input.messages"]
+    assert not decoded.units[1].screened
+    facts = list(_guard(translate_spans(decoded.units)))
+    assert all(isinstance(f, InferenceCall) for f in facts)
+    assert [f.degradations.get("invalid_text") for f in facts] == [None, 1, None]  # type: ignore[union-attr]
+    text = facts[1].input_messages[0].parts[0].content  # type: ignore[union-attr]
+    assert "\ufffd" in text and text.startswith("question")
+    if encoding == "protobuf":  # what convert and import read: the same
+        results = list(translate_protobuf(data))
+        assert [type(r) for r in results] == [InferenceCall] * 3
+        assert results[1].degradations == {"invalid_text": 1}  # type: ignore[union-attr]
+
+
+def test_a_bad_string_in_a_log_record_is_repaired_on_that_record() -> None:
+    req = ExportLogsServiceRequest()
+    sl = req.resource_logs.add().scope_logs.add()
+    for text in ("fine", "bad one", "fine too"):
+        r = sl.log_records.add()
+        r.trace_id, r.span_id = bytes.fromhex(TRACE), bytes.fromhex(SPAN)
+        r.event_name = "gen_ai.client.inference.operation.details"
+        r.body.CopyFrom(pb_value({"gen_ai.input.messages": [{"role": "user", "parts": [
+            {"type": "text", "content": text}]}]}))  # fmt: skip
+    data = req.SerializeToString().replace(b"bad one", b"bad \xc3(e")
+    decoded = decode_logs(data, "protobuf")
+    assert [r.repaired for r in decoded.units] == [0, 1, 0] and decoded.rejected == []
+    facts = [f for f in translate_protobuf(data, "otlp-logs") if isinstance(f, InferenceCall)]
+    assert [f.degradations.get("invalid_text") for f in facts] == [None, 1, None]
+
+
+def _framed(tag: int, payload: bytes) -> bytes:
+    from google.protobuf.internal.encoder import _VarintBytes
+
+    return bytes([tag]) + _VarintBytes(len(payload)) + payload
+
+
+def _deep_value(levels: int) -> bytes:
+    """An AnyValue whose string sits ``levels`` arrays deep, written field by field (the
+    protobuf library will not build one past its own depth limit)."""
+    v = _framed(0x0A, b"x")  # string_value
+    for _ in range(levels):
+        v = _framed(0x2A, _framed(0x0A, v))  # array_value { values: [v] }
+    return v
+
+
+def _deep_json(levels: int) -> dict[str, object]:
+    v: dict[str, object] = {"stringValue": "x"}
+    for _ in range(levels):
+        v = {"arrayValue": {"values": [v]}}
+    return v
+
+
+@pytest.mark.parametrize("levels", [MAX_DEPTH, MAX_DEPTH + 1, 48, 300])
+def test_a_deep_value_costs_its_span_alone_in_either_encoding(levels: int) -> None:
+    """Protobuf used to refuse a whole request at 48 levels while OTLP/JSON took it: now both
+    take a value up to MAX_DEPTH levels, and reject a deeper one's span, only that span."""
+    attr = _framed(0x0A, b"deep") + _framed(0x12, _deep_value(levels))  # KeyValue
+    spans = [
+        _framed(0x0A, b"\x11" * 16) + _framed(0x12, bytes([i]) * 8) + _framed(0x2A, name) + extra
+        for i, (name, extra) in enumerate(
+            [(b"a", b""), (b"deep", _framed(0x4A, attr)), (b"b", b"")], 1
+        )
+    ]
+    pb = _framed(0x0A, _framed(0x12, b"".join(_framed(0x12, s) for s in spans)))
+    doc = {"resourceSpans": [{"scopeSpans": [{"spans": [
+        {"name": "a"},
+        {"name": "deep", "attributes": [{"key": "deep", "value": _deep_json(levels)}]},
+        {"name": "b"}]}]}]}  # fmt: skip
+    import json
+
+    js = json.dumps(doc).encode()  # orjson refuses to write past 255 levels
+    for encoding, data, where in (
+        ("protobuf", pb, "resource_spans[0].scope_spans[0].spans[1]"),
+        ("json", js, "resourceSpans[0].scopeSpans[0].spans[1]"),
+    ):
+        decoded = decode_spans(data, encoding)
+        if levels <= MAX_DEPTH:
+            assert [s.name for s in decoded.units] == ["a", "deep", "b"], encoding
+            assert decoded.rejected == []
+        else:
+            assert [s.name for s in decoded.units] == ["a", "b"], encoding
+            assert decoded.rejected == [
+                f"{where}: a value nested deeper than {MAX_DEPTH} levels"
+            ], encoding
+
+
+def test_a_span_whose_bytes_do_not_parse_is_rejected_and_named() -> None:
+    req = _genai_request()
+    good = [s.SerializeToString() for s in req.resource_spans[0].scope_spans[0].spans]
+    broken = good[1] + b"\x0a\x05ab"  # a field that runs past the span's end
+    ss = b"".join(_framed(0x12, s) for s in (good[0], broken, good[2]))
+    data = _framed(0x0A, _framed(0x12, ss))
+    decoded = pb_spans(data)
+    assert [s.name for s in decoded.units] == ["chat 0", "chat 2"]
+    assert decoded.rejected == [
+        "resource_spans[0].scope_spans[0].spans[1]: not a valid Span message"
+    ]
+    results = list(translate_protobuf(data))
+    assert results[0] == Skip("undecodable", decoded.rejected[0])
+    assert sum(isinstance(r, InferenceCall) for r in results) == 2
+    # Broken framing around the spans: nothing can be counted, the request is refused whole.
+    with pytest.raises(OTLPDecodeError, match=r"resource_spans\[0\] is truncated"):
+        pb_spans(_framed(0x0A, _framed(0x12, ss)[:-3]))
+
+
+@pytest.mark.parametrize(
+    ("body", "decode", "where"),
+    [
+        (b'{"resourceSpans":[{"scopeSpans":1.5}]}', decode_spans,
+         "resourceSpans[0].scopeSpans is a number, not a list"),
+        (b'{"resourceSpans":[{"scopeSpans":true}]}', decode_spans,
+         "resourceSpans[0].scopeSpans is true, not a list"),
+        (b'{"resourceLogs":[{"scopeLogs":7}]}', decode_logs,
+         "resourceLogs[0].scopeLogs is a number, not a list"),
+        (b'{"resourceSpans":[{"scopeSpans":"ab"}]}', decode_spans,
+         "resourceSpans[0].scopeSpans is a string, not a list"),
+        (b'{"resourceSpans":[{"scopeSpans":[{"spans":3}]}]}', decode_spans,
+         "resourceSpans[0].scopeSpans[0].spans is a number, not a list"),
+        (b'{"resourceSpans":[7]}', decode_spans, "resourceSpans[0] is a number, not an object"),
+        (b'{"resourceSpans":[{"resource":[]}]}', decode_spans,
+         "resourceSpans[0].resource is a list, not an object"),
+        (b'"ab"', decode_spans, "the request is a string, not a JSON object"),
+    ],
+)  # fmt: skip
+def test_a_wrong_shape_around_the_units_says_where(body: bytes, decode: object, where: str) -> None:
+    with pytest.raises(OTLPDecodeError) as e:
+        decode(body, "json")  # type: ignore[operator]
+    assert str(e.value).endswith(where)
+
+
+def test_entries_that_are_not_objects_are_rejected_one_by_one() -> None:
+    doc = orjson.loads(_json_of(_genai_request(2)))
+    doc["resourceSpans"][0]["scopeSpans"][0]["spans"][1:1] = [3, "x", None]
+    decoded = json_spans(doc)
+    assert len(decoded.units) == 2
+    assert decoded.rejected == [
+        "resourceSpans[0].scopeSpans[0].spans[1]: a number, not a JSON object",
+        "resourceSpans[0].scopeSpans[0].spans[2]: a string, not a JSON object",
+        "resourceSpans[0].scopeSpans[0].spans[3]: null, not a JSON object",
+    ]
+
+
+@given(st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=3),
+    lambda c: st.lists(c, max_size=3) | st.dictionaries(st.sampled_from(
+        ["resourceSpans", "scopeSpans", "spans", "resource", "scope", "attributes", "key",
+         "value", "stringValue", "arrayValue", "kvlistValue", "values", "name", "events",
+         "status", "message", "traceId", "spanId"]), c, max_size=4),
+    max_leaves=30))  # fmt: skip
+def test_any_json_shape_decodes_or_says_why(doc: object) -> None:
+    """Every level, every wrong type: a Decoded or an OTLPDecodeError, never another error."""
+    for decode in (json_spans, json_logs):
+        try:
+            decoded = decode(doc)  # type: ignore[operator]
+        except OTLPDecodeError as e:
+            assert str(e).startswith("not an OTLP/JSON")
+            continue
+        for unit in decoded.units:
+            orjson.dumps(unit.to_raw())
+    results = list(translate_document(doc))
+    assert all(r is not None for r in results)
+
+
+def test_convert_names_each_rejected_unit_by_file_line_and_place(tmp_path: Path) -> None:
+    """`lithify convert` and `import` read requests the same way: a unit that cannot be taken
+    is counted and listed with its file and line; the rest of the request gives its facts."""
+    import io
+
+    from lithify.ingest.convert import convert
+
+    doc = orjson.loads(_json_of(_genai_request(2)))
+    doc["resourceSpans"][0]["scopeSpans"][0]["spans"].insert(1, 7)
+    (tmp_path / "t.jsonl").write_bytes(b"\n" + orjson.dumps(doc) + b"\n")
+    pb = _genai_request(3).SerializeToString().replace(b"question 1", b"question\xff1")
+    (tmp_path / "t.pb").write_bytes(pb)
+    out = io.BytesIO()
+    summary = convert([tmp_path / "t.jsonl", tmp_path / "t.pb"], out)
+    assert summary.facts == 5
+    assert summary.skipped == {"undecodable": 1}
+    assert summary.corrupt == [
+        f"{tmp_path / 't.jsonl'}:2: resourceSpans[0].scopeSpans[0].spans[1]: a number, not a "
+        "JSON object"
+    ]
+    assert summary.degradations == {"invalid_text": 1}

@@ -121,6 +121,7 @@ DEGRADATION_REASONS: dict[str, str] = {
     "unsupported_content": "images, audio, files, URIs, server tool calls or unknown part types; kept on raw",
     "unsupported_tool": "a tool definition that is not a function tool (a provider built-in); kept on raw",
     "malformed_messages": "a message attribute or body that could not be decoded; kept on raw",
+    "invalid_text": "text that was not valid Unicode (invalid UTF-8, a lone surrogate): each bad character replaced by U+FFFD",
     "content_reference": "content uploaded elsewhere; only a reference was recorded",
     "orphan_tool_response": "a tool result whose call id could not be recovered",
     "truncated_stream": "a streamed response that ended before its final event",

@@ -139,7 +139,7 @@ def test_non_object_spans_are_rejected_and_the_rest_stored(
     assert r.status == 200
     partial = r.json()["partialSuccess"]
     assert partial["rejectedSpans"] == "2"  # int64 in proto3 JSON: a string
-    assert "2 spans were not JSON objects" in partial["errorMessage"]
+    assert partial["errorMessage"].startswith("2 spans could not be decoded: resourceSpans[0]")
     assert store.count() == 2
 
 

@@ -58,13 +58,7 @@ from lithify.store import (
 )
 from lithify.store.sqlite import pack_body
 from lithify.translate import feedback as feedback_doc
-from lithify.translate.otlp import (
-    OTLPDecodeError,
-    iter_json_logs,
-    iter_json_spans,
-    iter_pb_logs,
-    iter_pb_spans,
-)
+from lithify.translate.otlp import OTLPDecodeError, decode_logs, decode_spans
 from lithify.translate.provider import translator_error
 from lithify.translate.telemetry import translate_logs, translate_spans
 
@@ -181,21 +175,10 @@ def _guarded(results: Iterator[Any]) -> Iterator[Any]:
         yield translator_error(e)
 
 
-def _json_non_objects(doc: dict[str, Any], signal: str) -> int:
-    """Items of an OTLP/JSON request's span / log record lists that are not JSON objects (the
-    decoder passes over them; the receiver counts them as rejected)."""
-    outer, inner, leaf = (
-        ("resourceSpans", "scopeSpans", "spans")
-        if signal == "traces"
-        else ("resourceLogs", "scopeLogs", "logRecords")
-    )
-    n = 0
-    for r in doc.get(outer) or ():
-        if isinstance(r, dict):
-            for s in r.get(inner) or ():
-                if isinstance(s, dict) and isinstance(s.get(leaf), list):
-                    n += sum(not isinstance(x, dict) for x in s[leaf])
-    return n
+def _listed(summary: str, items: list[str], most: int = 5) -> str:
+    """``summary: a; b; c`` naming the first ``most`` items and how many more there were."""
+    more = f"; and {len(items) - most} more" if len(items) > most else ""
+    return f"{summary}: {'; '.join(items[:most])}{more}"
 
 
 def process(
@@ -214,31 +197,23 @@ def process(
     if signal == "feedback":
         return _process_feedback(data)
     unit = "spans" if signal == "traces" else "log records"
-    non_objects = 0
     try:
-        if kind == "protobuf":
-            units: list[Any] = list(
-                iter_pb_spans(data) if signal == "traces" else iter_pb_logs(data)
-            )
-        else:
-            try:
-                doc = orjson.loads(data)
-            except orjson.JSONDecodeError as e:
-                return Processed(400, f"the body is not valid JSON: {e}", decoded_bytes=len(data))
-            if doc == {}:
-                units = []  # an empty request is a valid one
-            else:
-                units = list(iter_json_spans(doc) if signal == "traces" else iter_json_logs(doc))
-                non_objects = _json_non_objects(doc, signal)
+        decoded = (decode_spans if signal == "traces" else decode_logs)(data, kind)
     except OTLPDecodeError as e:
-        if kind == "protobuf":
-            return Processed(400, str(e), decoded_bytes=len(data))
-        what = "ExportTraceServiceRequest" if signal == "traces" else "ExportLogsServiceRequest"
-        return Processed(400, f"not an OTLP/JSON {what}: {e}", decoded_bytes=len(data))
-    except RecursionError:
-        return Processed(400, "the body is nested too deeply to decode", decoded_bytes=len(data))
-
-    out = Processed(units=len(units) + non_objects, decoded_bytes=len(data))
+        return Processed(400, str(e), decoded_bytes=len(data))
+    units: list[Any] = decoded.units
+    out = Processed(units=len(units) + len(decoded.rejected), decoded_bytes=len(data))
+    if decoded.rejected:
+        out.rejected += len(decoded.rejected)
+        out.errors.append(
+            _listed(f"{len(decoded.rejected)} {unit} could not be decoded", decoded.rejected)
+        )
+    repaired = sum(u.repaired > 0 for u in units)
+    if repaired:
+        out.warnings.append(
+            f"{repaired} {unit} held text that was not valid UTF-8 (or a lone surrogate "
+            "escape): taken with each bad character replaced by U+FFFD (degradation invalid_text)"
+        )
     translated = translate_spans(units) if signal == "traces" else translate_logs(units)
     facts: list[InferenceCall] = []
     feedback: list[Feedback] = []
@@ -263,9 +238,6 @@ def process(
             f"{failures[0].reason}: {failures[0].detail} — a defect in lithify met these "
             f"{unit}; please report it with the request"
         )
-    if non_objects:
-        out.rejected += non_objects
-        out.errors.append(f"{non_objects} {unit} were not JSON objects")
     rows = Prepared([], [])
     for fact in facts:
         try:

@@ -13,12 +13,13 @@ from typing import Any
 from lithify.model import Feedback, InferenceCall, Skip
 from lithify.translate import feedback, provider
 from lithify.translate.otlp import (
+    Decoded,
     OTLPDecodeError,
     is_bare_span,
-    iter_json_logs,
-    iter_json_spans,
-    iter_pb_logs,
-    iter_pb_spans,
+    json_logs,
+    json_spans,
+    pb_logs,
+    pb_spans,
 )
 from lithify.translate.telemetry import translate_attributes, translate_logs, translate_spans
 
@@ -60,6 +61,22 @@ def _guard(it: Iterator[Result]) -> Iterator[Result]:
         yield provider.translator_error(e)
 
 
+def _units(decoded: Decoded[Any], translate: Any) -> Iterator[Result]:
+    """A request's results: a skip for each unit it could not decode, then its facts."""
+    for where in decoded.rejected:
+        yield Skip("undecodable", where)
+    yield from _guard(translate(decoded.units))
+
+
+def _json_otlp(doc: Any, decode: Any, translate: Any) -> Iterator[Result]:
+    try:
+        decoded = decode(doc)
+    except OTLPDecodeError as e:
+        yield Skip("undecodable", str(e))
+        return
+    yield from _units(decoded, translate)
+
+
 def translate_document(doc: Any, fmt: str = "auto") -> Iterator[Result]:
     kind = detect(doc) if fmt in ("auto", "otlp") else fmt
     if fmt == "otlp" and kind not in ("otlp-traces", "otlp-logs"):
@@ -67,9 +84,9 @@ def translate_document(doc: Any, fmt: str = "auto") -> Iterator[Result]:
     if doc is None or doc == {} or doc == []:
         yield Skip("empty", "empty document")
     elif kind == "otlp-traces":
-        yield from _guard(translate_spans(iter_json_spans(doc)))
+        yield from _json_otlp(doc, json_spans, translate_spans)
     elif kind == "otlp-logs":
-        yield from _guard(translate_logs(iter_json_logs(doc)))
+        yield from _json_otlp(doc, json_logs, translate_logs)
     elif kind == "attributes":
         if not isinstance(doc, dict):
             yield Skip("unrecognized_format", "an attribute map is a JSON object")
@@ -102,27 +119,34 @@ def translate_protobuf(data: bytes, fmt: str = "auto") -> Iterator[Result]:
     """One OTLP protobuf request. Traces and logs share a wire layout closely enough that a
     logs request can parse as traces; a span without a trace id says it was not one."""
     if fmt == "otlp-logs":
-        yield from _guard(translate_logs(iter_pb_logs(data)))
+        try:
+            yield from _units(pb_logs(data), translate_logs)
+        except OTLPDecodeError as e:
+            yield Skip("undecodable", str(e))
         return
     try:
-        spans = list(iter_pb_spans(data))
+        spans: Decoded[Any] | None = pb_spans(data)
     except OTLPDecodeError as e:
         if fmt == "otlp-traces":
             yield Skip("undecodable", str(e))
             return
         spans = None
-    if fmt == "otlp-traces" or (spans and all(s.trace_id for s in spans)):
-        yield from _guard(translate_spans(spans or []))
+    if spans is not None and (
+        fmt == "otlp-traces" or (spans.units and all(s.trace_id for s in spans.units))
+    ):
+        yield from _units(spans, translate_spans)
         return
     try:
-        records = list(iter_pb_logs(data))
+        records = pb_logs(data)
     except OTLPDecodeError as e:
-        yield Skip("undecodable", str(e))
-        return
-    if records:
-        yield from _guard(translate_logs(records))
-    elif spans:
-        yield from _guard(translate_spans(spans))
+        if spans is None:
+            yield Skip("undecodable", str(e))
+            return
+        records = None
+    if records is not None and (records.units or records.rejected):
+        yield from _units(records, translate_logs)
+    elif spans is not None and (spans.units or spans.rejected):
+        yield from _units(spans, translate_spans)
     else:
         yield Skip("empty", "an OTLP request with no spans or log records")
 

@@ -778,6 +778,7 @@ def _details_fact(r: LogRecord) -> InferenceCall | Skip:
         content = Content(SOURCE, tools=_tools(view[TOOLS], deg) if _present(view, TOOLS) else [])
     else:
         return Skip("content_not_captured", f"{OPERATION_DETAILS} record without content")
+    deg.add("invalid_text", r.repaired)
     return build(
         content,
         deg,
@@ -810,6 +811,7 @@ def _group_fact(records: list[LogRecord]) -> InferenceCall | Skip:
     inputs, outputs = group.inputs, group.outputs()
     if not any(m.parts for m in (*inputs, *outputs)):
         return Skip("content_not_captured", f"events of span {first.span_id} carry no content")
+    deg.add("invalid_text", sum(r.repaired for r in records))
     times = [t for t in map(_record_time, records) if t]
     return build(
         Content(SOURCE, inputs, outputs),

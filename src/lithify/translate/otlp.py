@@ -4,21 +4,38 @@ into plain spans and log records whose attribute values are ordinary Python valu
 OTLP/JSON is decoded by hand: ids are hex there (protobuf's JSON mapping would say base64), enums
 may be integers or names, and 64-bit integers may be strings. Both encodings give equal objects,
 so a fact does not depend on the wire format it arrived in.
+
+A request is decoded unit by unit (a span, a log record): one unit that cannot be taken (a JSON
+entry that is not an object, protobuf bytes that do not parse, a value nested deeper than
+``MAX_DEPTH``) is rejected on its own, named by where it was, and the rest are taken. Text that
+is not valid Unicode (invalid UTF-8 in protobuf, a lone surrogate escape or a stray byte in
+JSON) is kept with each bad character replaced by U+FFFD, and counted on the unit
+(``repaired``). Only a body whose structure around the units is broken is refused whole.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Iterator
-from dataclasses import dataclass, field
-from typing import Annotated, Any
+import json
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, fields
+from typing import Annotated, Any, Generic, NamedTuple, TypeVar
 
 import msgspec
-from google.protobuf.message import DecodeError
+import orjson
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from google.protobuf.descriptor import Descriptor, FieldDescriptor, FileDescriptor
+from google.protobuf.message import DecodeError, Message
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, InstrumentationScope
+from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord as PbLogRecord
+from opentelemetry.proto.logs.v1.logs_pb2 import ResourceLogs, ScopeLogs
+from opentelemetry.proto.resource.v1.resource_pb2 import Resource
+from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans
+from opentelemetry.proto.trace.v1.trace_pb2 import Span as PbSpan
 
 from lithify.translate.redact import CLEAN, screen
 
@@ -33,8 +50,18 @@ _SPAN_KINDS = {
 _STATUS_CODES = {"STATUS_CODE_UNSET": 0, "STATUS_CODE_OK": 1, "STATUS_CODE_ERROR": 2}
 
 
+# Array and key-value list levels one attribute value (or log body) may nest. Protobuf's parser
+# stops at 100 message levels (two per value level, and up to seven around the value), so a
+# value this deep parses in either encoding and the limit is the same for both.
+MAX_DEPTH = 32
+
+
 class OTLPDecodeError(ValueError):
-    """The bytes are not an OTLP request of the expected kind."""
+    """The bytes are not an OTLP request of the expected kind; the message says where."""
+
+
+class _TooDeep(Exception):
+    """A value nested deeper than MAX_DEPTH: its unit is rejected."""
 
 
 @dataclass(slots=True)
@@ -54,6 +81,8 @@ class Span:
     # The request bytes the span came from were screened clean (redact.CLEAN) and the span holds
     # nothing those bytes do not (no base64 of protobuf bytes): its fact needs no screen of its own.
     screened: bool = field(default=False, compare=False)
+    # Strings whose invalid text (invalid UTF-8, lone surrogates) was replaced by U+FFFD.
+    repaired: int = 0
 
     def to_raw(self) -> dict[str, Any]:
         """The span as kept on a fact's ``raw``: snake_case keys, hex ids, plain values."""
@@ -86,6 +115,7 @@ class LogRecord:
     attributes: dict[str, Any]
     resource: dict[str, Any] = field(default_factory=dict)
     scope: dict[str, Any] = field(default_factory=dict)
+    repaired: int = 0  # as on Span
 
     def to_raw(self) -> dict[str, Any]:
         return {
@@ -162,40 +192,62 @@ def _json_id(v: Any) -> str | None:
     return v
 
 
-def json_any_value(v: Any) -> Any:
-    """One OTLP/JSON AnyValue to a Python value."""
+def _leaf(v: Any, depth: int) -> Any:
+    """A value kept as OTLP/JSON gave it (a leaf of another type than its key says, say a list
+    under ``stringValue``): held to the same depth limit as any value."""
+    if type(v) is list:
+        if depth >= MAX_DEPTH:
+            raise _TooDeep
+        for x in v:
+            _leaf(x, depth + 1)
+    elif type(v) is dict:
+        if depth >= MAX_DEPTH:
+            raise _TooDeep
+        for x in v.values():
+            _leaf(x, depth + 1)
+    return v
+
+
+def json_any_value(v: Any, depth: int = 0) -> Any:
+    """One OTLP/JSON AnyValue to a Python value; raises _TooDeep past MAX_DEPTH levels."""
     if not isinstance(v, dict):
-        return v
+        return _leaf(v, depth)
     if "stringValue" in v:
-        return v["stringValue"]
+        return _leaf(v["stringValue"], depth)
     if "string_value" in v:
-        return v["string_value"]
+        return _leaf(v["string_value"], depth)
     for k in ("intValue", "int_value"):
         if k in v:
             n = _json_int(v[k])
-            return v[k] if n is None else n
+            return _leaf(v[k], depth) if n is None else n
     for k in ("doubleValue", "double_value"):
         if k in v:
-            return _json_double(v[k])
+            return _leaf(_json_double(v[k]), depth)
     for k in ("boolValue", "bool_value"):
         if k in v:
-            return v[k]
+            return _leaf(v[k], depth)
     for k in ("arrayValue", "array_value"):
         if k in v:
+            if depth >= MAX_DEPTH:
+                raise _TooDeep
             inner = v[k] if isinstance(v[k], dict) else {}
             vals = inner.get("values") or []
-            return [json_any_value(x) for x in vals] if isinstance(vals, list) else []
+            if not isinstance(vals, list):
+                return []
+            return [json_any_value(x, depth + 1) for x in vals]
     for k in ("kvlistValue", "kvlist_value"):
         if k in v:
+            if depth >= MAX_DEPTH:
+                raise _TooDeep
             inner = v[k] if isinstance(v[k], dict) else {}
-            return json_attributes(inner.get("values"))
+            return json_attributes(inner.get("values"), depth + 1)
     for k in ("bytesValue", "bytes_value"):
         if k in v:
-            return v[k]  # already base64 text in JSON; kept as such
+            return _leaf(v[k], depth)  # already base64 text in JSON; kept as such
     return None  # an empty AnyValue
 
 
-def json_attributes(kvs: Any) -> dict[str, Any]:
+def json_attributes(kvs: Any, depth: int = 0) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if not isinstance(kvs, list):
         return out
@@ -208,14 +260,19 @@ def json_attributes(kvs: Any) -> dict[str, Any]:
                 if type(v) is dict and "stringValue" in v:
                     out[key] = v["stringValue"]
                 else:
-                    out[key] = json_any_value(v)
+                    out[key] = json_any_value(v, depth)
     return out
+
+
+def _text(v: Any) -> str:
+    """A field protobuf holds as a string; anything else reads as its default, ""."""
+    return v if isinstance(v, str) else ""
 
 
 def _json_scope(obj: Any) -> dict[str, Any]:
     if not isinstance(obj, dict):
         obj = {}  # protobuf has no "absent" scope: it reads as an empty one
-    scope: dict[str, Any] = {"name": obj.get("name") or "", "version": obj.get("version") or ""}
+    scope: dict[str, Any] = {"name": _text(obj.get("name")), "version": _text(obj.get("version"))}
     attrs = json_attributes(obj.get("attributes"))
     if attrs:
         scope["attributes"] = attrs
@@ -233,14 +290,14 @@ def _json_enum(v: Any, names: dict[str, int]) -> int:
 def json_span(s: dict[str, Any], resource: dict[str, Any], scope: dict[str, Any]) -> Span:
     status_in = s.get("status") if isinstance(s.get("status"), dict) else {}
     status: dict[str, Any] = {"code": _json_enum(status_in.get("code"), _STATUS_CODES)}
-    if status_in.get("message"):
+    if _text(status_in.get("message")):
         status["message"] = status_in["message"]
     events = []
     for e in _list(s.get("events")):
         if isinstance(e, dict):
             events.append(
                 {
-                    "name": e.get("name") or "",
+                    "name": _text(e.get("name")),
                     "time_unix_nano": _json_int(_get(e, "timeUnixNano", "time_unix_nano")),
                     "attributes": json_attributes(e.get("attributes")),
                 }
@@ -249,7 +306,7 @@ def json_span(s: dict[str, Any], resource: dict[str, Any], scope: dict[str, Any]
         trace_id=_json_id(_get(s, "traceId", "trace_id")),
         span_id=_json_id(_get(s, "spanId", "span_id")),
         parent_span_id=_json_id(_get(s, "parentSpanId", "parent_span_id")),
-        name=s.get("name") if isinstance(s.get("name"), str) else "",
+        name=_text(s.get("name")),
         kind=_json_enum(s.get("kind"), _SPAN_KINDS),
         start_time_unix_nano=_json_int(_get(s, "startTimeUnixNano", "start_time_unix_nano")),
         end_time_unix_nano=_json_int(_get(s, "endTimeUnixNano", "end_time_unix_nano")),
@@ -261,36 +318,30 @@ def json_span(s: dict[str, Any], resource: dict[str, Any], scope: dict[str, Any]
     )
 
 
+def json_log(r: dict[str, Any], resource: dict[str, Any], scope: dict[str, Any]) -> LogRecord:
+    attrs = json_attributes(r.get("attributes"))
+    name = _get(r, "eventName", "event_name") or attrs.get("event.name")
+    return LogRecord(
+        trace_id=_json_id(_get(r, "traceId", "trace_id")),
+        span_id=_json_id(_get(r, "spanId", "span_id")),
+        event_name=name if isinstance(name, str) and name else None,
+        time_unix_nano=_json_int(_get(r, "timeUnixNano", "time_unix_nano")),
+        observed_time_unix_nano=_json_int(
+            _get(r, "observedTimeUnixNano", "observed_time_unix_nano")
+        ),
+        severity_number=_json_enum(_get(r, "severityNumber", "severity_number"), {}),
+        body=json_any_value(r.get("body")),
+        attributes=attrs,
+        resource=resource,
+        scope=scope,
+    )
+
+
 def is_bare_span(doc: dict[str, Any]) -> bool:
     """One OTLP/JSON Span object on its own (trace stores and test goldens keep them so)."""
     return isinstance(doc.get("attributes"), list) and (
         "spanId" in doc or "span_id" in doc or "name" in doc
     )
-
-
-def iter_json_spans(doc: Any) -> Iterator[Span]:
-    """Spans of an OTLP/JSON ExportTraceServiceRequest (or a bare Span object)."""
-    if not isinstance(doc, dict):
-        raise OTLPDecodeError("an OTLP/JSON trace request is a JSON object")
-    groups = _get(doc, "resourceSpans", "resource_spans")
-    if groups is None and is_bare_span(doc):
-        yield json_span(doc, {}, {})
-        return
-    if not isinstance(groups, list):
-        raise OTLPDecodeError("no resourceSpans list")
-    for rs in groups:
-        if not isinstance(rs, dict):
-            continue
-        res = rs.get("resource")
-        resource = json_attributes(res.get("attributes")) if isinstance(res, dict) else {}
-        groups_of = _get(rs, "scopeSpans", "scope_spans") or rs.get("instrumentationLibrarySpans")
-        for ss in _list(groups_of):
-            if not isinstance(ss, dict):
-                continue
-            scope = _json_scope(ss.get("scope") or ss.get("instrumentationLibrary"))
-            for s in _list(ss.get("spans")):
-                if isinstance(s, dict):
-                    yield json_span(s, resource, scope)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -408,8 +459,8 @@ class _TTraceRequest(_Typed):
 _TRACE_REQUEST = msgspec.json.Decoder(_TTraceRequest)
 
 
-def _typed_value(v: _TAnyValue | None) -> Any:
-    """json_any_value for a typed AnyValue: the same precedence, the same conversions."""
+def _typed_value(v: _TAnyValue | None, depth: int = 0) -> Any:
+    """json_any_value for a typed AnyValue: the same precedence, conversions and depth limit."""
     if v is None:
         return None
     if v.string_value is not _U:
@@ -423,15 +474,19 @@ def _typed_value(v: _TAnyValue | None) -> Any:
     if v.bool_value is not _U:
         return v.bool_value
     if v.array_value is not _U:
-        return [_typed_value(x) for x in v.array_value.values]
+        if depth >= MAX_DEPTH:
+            raise _TooDeep
+        return [_typed_value(x, depth + 1) for x in v.array_value.values]
     if v.kvlist_value is not _U:
-        return _typed_attributes(v.kvlist_value.values)
+        if depth >= MAX_DEPTH:
+            raise _TooDeep
+        return _typed_attributes(v.kvlist_value.values, depth + 1)
     if v.bytes_value is not _U:
         return v.bytes_value
     return None
 
 
-def _typed_attributes(kvs: list[_TKeyValue]) -> dict[str, Any]:
+def _typed_attributes(kvs: list[_TKeyValue], depth: int = 0) -> dict[str, Any]:
     out: dict[str, Any] = {}
     unset = _U
     for kv in kvs:
@@ -439,7 +494,7 @@ def _typed_attributes(kvs: list[_TKeyValue]) -> dict[str, Any]:
         if v is not None and (s := v.string_value) is not unset:
             out[kv.key] = s
         else:
-            out[kv.key] = _typed_value(v)
+            out[kv.key] = _typed_value(v, depth)
     return out
 
 
@@ -486,7 +541,8 @@ def _typed_span(s: _TSpan, resource: dict[str, Any], scope: dict[str, Any], scre
 
 def decode_json_spans(data: bytes) -> list[Span] | None:
     """The spans of an OTLP/JSON trace request in the exporters' form, equal to what
-    ``iter_json_spans(orjson.loads(data))`` gives; None when ``data`` needs that path."""
+    ``json_spans(orjson.loads(data))`` gives; None when ``data`` needs that path (it is in
+    another form, or a unit must be rejected)."""
     try:
         req = _TRACE_REQUEST.decode(data)
     except (msgspec.DecodeError, RecursionError):
@@ -494,52 +550,16 @@ def decode_json_spans(data: bytes) -> list[Span] | None:
     # One screen of the whole request stands for a screen of each span's fact.
     screened = screen(data) == CLEAN
     spans = []
-    for rs in req.resource_spans:
-        resource = _typed_attributes(rs.resource.attributes) if rs.resource is not None else {}
-        for ss in rs.scope_spans:
-            scope = _typed_scope(ss.scope)
-            for s in ss.spans:
-                spans.append(_typed_span(s, resource, scope, screened))
+    try:
+        for rs in req.resource_spans:
+            resource = _typed_attributes(rs.resource.attributes) if rs.resource is not None else {}
+            for ss in rs.scope_spans:
+                scope = _typed_scope(ss.scope)
+                for s in ss.spans:
+                    spans.append(_typed_span(s, resource, scope, screened))
+    except _TooDeep:
+        return None
     return spans
-
-
-def json_log(r: dict[str, Any], resource: dict[str, Any], scope: dict[str, Any]) -> LogRecord:
-    attrs = json_attributes(r.get("attributes"))
-    name = _get(r, "eventName", "event_name") or attrs.get("event.name")
-    return LogRecord(
-        trace_id=_json_id(_get(r, "traceId", "trace_id")),
-        span_id=_json_id(_get(r, "spanId", "span_id")),
-        event_name=name if isinstance(name, str) and name else None,
-        time_unix_nano=_json_int(_get(r, "timeUnixNano", "time_unix_nano")),
-        observed_time_unix_nano=_json_int(
-            _get(r, "observedTimeUnixNano", "observed_time_unix_nano")
-        ),
-        severity_number=_json_enum(_get(r, "severityNumber", "severity_number"), {}),
-        body=json_any_value(r.get("body")),
-        attributes=attrs,
-        resource=resource,
-        scope=scope,
-    )
-
-
-def iter_json_logs(doc: Any) -> Iterator[LogRecord]:
-    if not isinstance(doc, dict):
-        raise OTLPDecodeError("an OTLP/JSON logs request is a JSON object")
-    groups = _get(doc, "resourceLogs", "resource_logs")
-    if not isinstance(groups, list):
-        raise OTLPDecodeError("no resourceLogs list")
-    for rl in groups:
-        if not isinstance(rl, dict):
-            continue
-        res = rl.get("resource")
-        resource = json_attributes(res.get("attributes")) if isinstance(res, dict) else {}
-        for sl in _list(_get(rl, "scopeLogs", "scope_logs")):
-            if not isinstance(sl, dict):
-                continue
-            scope = _json_scope(sl.get("scope"))
-            for r in _list(_get(sl, "logRecords", "log_records")):
-                if isinstance(r, dict):
-                    yield json_log(r, resource, scope)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -550,12 +570,14 @@ class _PbValues:
     """AnyValues to Python values, noting any a screen of the request's bytes cannot vouch for
     (``unscreened``): bytes, kept as base64 text the request does not hold; a backspace inside
     a structured value, which the flat conventions write back out as JSON text, where it becomes
-    `\\b`, the start of `bearer` (OTLP/JSON holds that escape already; protobuf one raw byte)."""
+    `\\b`, the start of `bearer` (OTLP/JSON holds that escape already; protobuf one raw byte).
+    Raises _TooDeep past MAX_DEPTH levels, as the JSON reader does."""
 
-    __slots__ = ("unscreened",)
+    __slots__ = ("depth", "unscreened")
 
     def __init__(self) -> None:
         self.unscreened = False
+        self.depth = 0  # array / kvlist levels around the value being read
 
     def value(self, v: AnyValue) -> Any:
         kind = v.WhichOneof("value")
@@ -568,6 +590,7 @@ class _PbValues:
         if kind == "bool_value":
             return v.bool_value
         if kind == "array_value":
+            self._enter()
             out: list[Any] = []
             for x in v.array_value.values:
                 s = x.string_value  # the common element, read without WhichOneof (see attrs)
@@ -577,18 +600,27 @@ class _PbValues:
                     out.append(s)
                 else:
                     out.append(self._nested(x))
+            self.depth -= 1
             return out
         if kind == "kvlist_value":
+            self._enter()
             kvs: dict[str, Any] = {}
             for kv in v.kvlist_value.values:
                 if "\x08" in kv.key:
                     self.unscreened = True
                 kvs[kv.key] = self._nested(kv.value)
+            self.depth -= 1
             return kvs
         if kind == "bytes_value":
             self.unscreened = True
             return base64.b64encode(v.bytes_value).decode("ascii")
         return None
+
+    def _enter(self) -> None:
+        if self.depth >= MAX_DEPTH:
+            self.depth = 0  # the unit is rejected; the next one starts afresh
+            raise _TooDeep
+        self.depth += 1
 
     def _nested(self, v: AnyValue) -> Any:
         value = self.value(v)
@@ -636,87 +668,484 @@ def _pb_scope(scope: Any, values: _PbValues | None = None) -> dict[str, Any]:
     return out
 
 
-def iter_pb_spans(data: bytes) -> Iterator[Span]:
-    req = ExportTraceServiceRequest()
+def _pb_span(
+    s: Any, resource: dict[str, Any], scope: dict[str, Any], values: _PbValues, clean: bool
+) -> Span:
+    """One protobuf Span; ``values.unscreened`` holds its resource's and scope's state."""
+    st = s.status
+    msg = st.message
+    status: dict[str, Any] = (
+        {"code": int(st.code), "message": msg} if msg else {"code": int(st.code)}
+    )
+    attributes = values.attrs(s.attributes)
+    evs = s.events
+    # Most spans have no events: the guard spares them a comprehension's frame.
+    events = (
+        [
+            {
+                "name": e.name,
+                "time_unix_nano": e.time_unix_nano or None,
+                "attributes": values.attrs(e.attributes),
+            }
+            for e in evs
+        ]
+        if evs
+        else []
+    )
+    tid, sid, pid = s.trace_id, s.span_id, s.parent_span_id
+    # Positional, in Span's field order, and the ids inline (_pb_id): this runs per span, where
+    # keyword matching and the calls were a tenth of the decode.
+    return Span(
+        tid.hex() if tid and any(tid) else None,
+        sid.hex() if sid and any(sid) else None,
+        pid.hex() if pid and any(pid) else None,
+        s.name,
+        int(s.kind),
+        s.start_time_unix_nano or None,
+        s.end_time_unix_nano or None,
+        attributes,
+        events,
+        status,
+        resource,
+        scope,
+        clean and not values.unscreened,
+    )
+
+
+def _pb_log(
+    r: Any, resource: dict[str, Any], scope: dict[str, Any], values: _PbValues, clean: bool
+) -> LogRecord:
+    attrs = values.attrs(r.attributes)
+    name = r.event_name or attrs.get("event.name")
+    return LogRecord(
+        trace_id=_pb_id(r.trace_id),
+        span_id=_pb_id(r.span_id),
+        event_name=name if isinstance(name, str) and name else None,
+        time_unix_nano=r.time_unix_nano or None,
+        observed_time_unix_nano=r.observed_time_unix_nano or None,
+        severity_number=int(r.severity_number),
+        body=values.value(r.body) if r.HasField("body") else None,
+        attributes=attrs,
+        resource=resource,
+        scope=scope,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# one request, unit by unit
+
+U = TypeVar("U", Span, LogRecord)
+
+
+@dataclass(slots=True)
+class Decoded(Generic[U]):
+    """The units of one request that could be taken, and one line per unit that could not:
+    where it was in the request and why."""
+
+    units: list[U] = field(default_factory=list)
+    rejected: list[str] = field(default_factory=list)
+
+
+class _Layout(NamedTuple):
+    """How one signal's request nests its units, by field name in each encoding."""
+
+    what: str  # "trace", "logs"
+    request: type[Message]
+    group: type[Message]  # ResourceSpans / ResourceLogs
+    scope_group: type[Message]  # ScopeSpans / ScopeLogs
+    unit: type[Message]  # Span / LogRecord
+    pb: tuple[str, str, str]  # the repeated fields, outermost first
+    outer: tuple[str, ...]  # OTLP/JSON keys, each level's accepted spellings
+    inner: tuple[str, ...]
+    leaf: tuple[str, ...]
+    json_unit: Callable[[dict[str, Any], dict[str, Any], dict[str, Any]], Any]
+    pb_unit: Callable[..., Any]
+
+
+_TRACES = _Layout(
+    "trace", ExportTraceServiceRequest, ResourceSpans, ScopeSpans, PbSpan,
+    ("resource_spans", "scope_spans", "spans"),
+    ("resourceSpans", "resource_spans"),
+    ("scopeSpans", "scope_spans", "instrumentationLibrarySpans"),
+    ("spans",),
+    json_span, _pb_span,
+)  # fmt: skip
+_LOGS = _Layout(
+    "logs", ExportLogsServiceRequest, ResourceLogs, ScopeLogs, PbLogRecord,
+    ("resource_logs", "scope_logs", "log_records"),
+    ("resourceLogs", "resource_logs"),
+    ("scopeLogs", "scope_logs"),
+    ("logRecords", "log_records"),
+    json_log, _pb_log,
+)  # fmt: skip
+
+
+# -- protobuf --------------------------------------------------------------------------------
+#
+# A request that parses whole is read as it is. One that does not (a string with invalid UTF-8,
+# a span nested past the parser's depth, a damaged span) is read level by level with variants
+# of the OTLP messages built from their own descriptors: "shallow" ones whose message fields
+# are bytes (a length-delimited field is the same on the wire either way), so that each unit's
+# bytes are parsed on their own; "lenient" ones whose strings are bytes, so that a unit with
+# invalid UTF-8 can be read, its text repaired, and parsed again as itself.
+
+
+def _variants(retype: Callable[[descriptor_pb2.FieldDescriptorProto], bool]) -> Any:
+    """A pool of the OTLP request messages whose fields ``retype`` selects are bytes; returns
+    (the variant class of a message class, the full names of the fields retyped)."""
+    pool = descriptor_pool.DescriptorPool()
+    added: set[str] = set()
+    retyped: set[str] = set()
+
+    def walk(prefix: str, types: Any) -> None:
+        for m in types:
+            name = f"{prefix}.{m.name}"
+            for f in m.field:
+                if retype(f):
+                    retyped.add(f"{name}.{f.name}")
+                    f.type = descriptor_pb2.FieldDescriptorProto.TYPE_BYTES
+                    f.ClearField("type_name")
+            walk(name, m.nested_type)
+
+    def add(file: FileDescriptor) -> None:
+        if file.name in added:
+            return
+        for dep in file.dependencies:
+            add(dep)
+        proto = descriptor_pb2.FileDescriptorProto()
+        file.CopyToProto(proto)
+        walk(proto.package, proto.message_type)
+        pool.Add(proto)
+        added.add(file.name)
+
+    for layout in (_TRACES, _LOGS):
+        add(layout.request.DESCRIPTOR.file)
+
+    def variant(cls: type[Message]) -> type[Message]:
+        desc: Descriptor = pool.FindMessageTypeByName(cls.DESCRIPTOR.full_name)
+        return message_factory.GetMessageClass(desc)
+
+    return variant, retyped
+
+
+_STRING = descriptor_pb2.FieldDescriptorProto.TYPE_STRING
+_MESSAGE = descriptor_pb2.FieldDescriptorProto.TYPE_MESSAGE
+_shallow, _ = _variants(lambda f: f.type in (_STRING, _MESSAGE))
+_lenient, _LENIENT_STRINGS = _variants(lambda f: f.type == _STRING)
+
+
+def _valid_utf8(b: bytes) -> bytes | None:
+    """``b`` with each invalid UTF-8 sequence replaced by U+FFFD; None when it was valid."""
+    try:
+        b.decode("utf-8")
+    except UnicodeDecodeError:
+        return b.decode("utf-8", "replace").encode("utf-8")
+    return None
+
+
+def _repair_pb(msg: Any) -> int:
+    """Repair the text of a lenient message in place; the number of strings repaired."""
+    n = 0
+    for fd, value in msg.ListFields():
+        if fd.type == FieldDescriptor.TYPE_MESSAGE:
+            for m in value if fd.is_repeated else (value,):
+                n += _repair_pb(m)
+        elif fd.full_name in _LENIENT_STRINGS:
+            if fd.is_repeated:
+                for i, b in enumerate(value):
+                    if (fixed := _valid_utf8(b)) is not None:
+                        value[i] = fixed
+                        n += 1
+            elif (fixed := _valid_utf8(value)) is not None:
+                setattr(msg, fd.name, fixed)
+                n += 1
+    return n
+
+
+def _why(e: Exception, what: str) -> str:
+    if "depth" in str(e).lower():
+        return f"a value nested deeper than {MAX_DEPTH} levels"
+    return f"not a valid {what} message"
+
+
+def _salvage(cls: type[Message], data: bytes) -> tuple[Any, int] | str:
+    """One unit (or resource, scope) parsed on its own: (the message, strings repaired), or
+    why it cannot be read."""
+    what = cls.DESCRIPTOR.name
+    try:
+        return cls.FromString(data), 0
+    except DecodeError as e:
+        if "UTF-8" not in str(e):
+            return _why(e, what)
+    try:
+        lenient = _lenient(cls).FromString(data)
+    except DecodeError as e:
+        return _why(e, what)
+    n = _repair_pb(lenient)
+    try:
+        return cls.FromString(lenient.SerializeToString()), n
+    except DecodeError as e:  # nothing left to repair: the bytes are damaged otherwise
+        return _why(e, what)
+
+
+class _Group(NamedTuple):
+    """The units under one resource and scope; a message, or why it could not be read."""
+
+    where: str  # e.g. "resource_spans[0].scope_spans[1]"
+    resource: tuple[Any, int] | str
+    scope: tuple[Any, int] | str
+    units: list[tuple[Any, int] | str]
+
+
+def _whole_groups(req: Any, layout: _Layout) -> Iterator[_Group]:
+    outer, inner, leaf = layout.pb
+    for i, rs in enumerate(getattr(req, outer)):
+        for j, ss in enumerate(getattr(rs, inner)):
+            units: list[tuple[Any, int] | str] = [(u, 0) for u in getattr(ss, leaf)]
+            yield _Group(f"{outer}[{i}].{inner}[{j}]", (rs.resource, 0), (ss.scope, 0), units)
+
+
+def _partial_groups(data: bytes, layout: _Layout) -> Iterator[_Group]:
+    outer, inner, leaf = layout.pb
+
+    def parse(cls: type[Message], b: bytes, where: str) -> Any:
+        try:
+            return _shallow(cls).FromString(b)
+        except DecodeError:
+            raise OTLPDecodeError(
+                f"not an OTLP protobuf {layout.what} request: {where} is truncated or not a "
+                f"{cls.DESCRIPTOR.name} message"
+            ) from None
+
+    req = parse(layout.request, data, "the body")
+    for i, rs_bytes in enumerate(getattr(req, outer)):
+        where = f"{outer}[{i}]"
+        rs = parse(layout.group, rs_bytes, where)
+        resource = _salvage(Resource, rs.resource)
+        for j, ss_bytes in enumerate(getattr(rs, inner)):
+            w = f"{where}.{inner}[{j}]"
+            ss = parse(layout.scope_group, ss_bytes, w)
+            units = [_salvage(layout.unit, b) for b in getattr(ss, leaf)]
+            yield _Group(w, resource, _salvage(InstrumentationScope, ss.scope), units)
+
+
+def _pb_decode(data: bytes, layout: _Layout) -> Decoded[Any]:
+    req = layout.request()
     try:
         req.ParseFromString(data)
-    except (DecodeError, ValueError, RuntimeError) as e:
-        raise OTLPDecodeError(f"not an OTLP protobuf trace request: {e}") from None
-    # One screen of the whole request stands for a screen of each span's fact.
+        groups = _whole_groups(req, layout)
+    except DecodeError:
+        groups = _partial_groups(data, layout)
+    # One screen of the whole request stands for a screen of each unit's fact.
     clean = screen(data) == CLEAN
     values = _PbValues()
-    for rs in req.resource_spans:
-        values.unscreened = False
-        resource = values.attrs(rs.resource.attributes)
-        resource_unscreened = values.unscreened
-        for ss in rs.scope_spans:
-            values.unscreened = resource_unscreened
-            scope = _pb_scope(ss.scope, values)
-            scope_unscreened = values.unscreened
-            for s in ss.spans:
-                values.unscreened = scope_unscreened
-                st = s.status
-                msg = st.message
-                status: dict[str, Any] = (
-                    {"code": int(st.code), "message": msg} if msg else {"code": int(st.code)}
+    out: Decoded[Any] = Decoded()
+    leaf = layout.pb[2]
+    for g in groups:
+        resource = scope = None
+        why = g.resource if isinstance(g.resource, str) else g.scope
+        if not isinstance(why, str):
+            values.unscreened = False
+            try:
+                resource = values.attrs(g.resource[0].attributes)
+                scope = _pb_scope(g.scope[0], values)
+            except _TooDeep:
+                why = f"a value nested deeper than {MAX_DEPTH} levels"
+            else:
+                why = ""
+        if why:
+            for k in range(len(g.units)):
+                out.rejected.append(f"{g.where}.{leaf}[{k}]: its resource or scope: {why}")
+            continue
+        around = values.unscreened
+        base = g.resource[1] + g.scope[1]  # type: ignore[index]
+        for k, u in enumerate(g.units):
+            if isinstance(u, str):
+                out.rejected.append(f"{g.where}.{leaf}[{k}]: {u}")
+                continue
+            msg, repaired = u
+            values.unscreened = around
+            try:
+                unit = layout.pb_unit(msg, resource, scope, values, clean and repaired + base == 0)
+            except _TooDeep:
+                out.rejected.append(
+                    f"{g.where}.{leaf}[{k}]: a value nested deeper than {MAX_DEPTH} levels"
                 )
-                attributes = values.attrs(s.attributes)
-                evs = s.events
-                # Most spans have no events: the guard spares them a comprehension's frame.
-                events = (
-                    [
-                        {
-                            "name": e.name,
-                            "time_unix_nano": e.time_unix_nano or None,
-                            "attributes": values.attrs(e.attributes),
-                        }
-                        for e in evs
-                    ]
-                    if evs
-                    else []
-                )
-                tid, sid, pid = s.trace_id, s.span_id, s.parent_span_id
-                # Positional, in Span's field order, and the ids inline (_pb_id): this runs
-                # per span, where keyword matching and the calls were a tenth of the decode.
-                yield Span(
-                    tid.hex() if tid and any(tid) else None,
-                    sid.hex() if sid and any(sid) else None,
-                    pid.hex() if pid and any(pid) else None,
-                    s.name,
-                    int(s.kind),
-                    s.start_time_unix_nano or None,
-                    s.end_time_unix_nano or None,
-                    attributes,
-                    events,
-                    status,
-                    resource,
-                    scope,
-                    clean and not values.unscreened,
-                )
+                continue
+            unit.repaired = repaired + base
+            out.units.append(unit)
+    return out
 
 
-def iter_pb_logs(data: bytes) -> Iterator[LogRecord]:
-    req = ExportLogsServiceRequest()
+def pb_spans(data: bytes) -> Decoded[Span]:
+    """The spans of a protobuf ExportTraceServiceRequest; raises OTLPDecodeError when the body
+    is not one."""
+    return _pb_decode(data, _TRACES)
+
+
+def pb_logs(data: bytes) -> Decoded[LogRecord]:
+    """The log records of a protobuf ExportLogsServiceRequest; as ``pb_spans``."""
+    return _pb_decode(data, _LOGS)
+
+
+# -- OTLP/JSON -------------------------------------------------------------------------------
+
+_BAD_TEXT = re.compile("[\ud800-\udfff]")
+
+
+def _fix_text(v: Any) -> tuple[Any, int]:
+    """``v`` with each lone surrogate replaced by U+FFFD, and the strings repaired; containers
+    are copied only where something changed."""
+    if type(v) is str:
+        fixed, n = _BAD_TEXT.subn("\ufffd", v)
+        return (fixed, 1) if n else (v, 0)
+    if type(v) is list:
+        items = [_fix_text(x) for x in v]
+        n = sum(k for _, k in items)
+        return ([x for x, _ in items], n) if n else (v, 0)
+    if type(v) is dict:
+        pairs = [(_fix_text(k), _fix_text(x)) for k, x in v.items()]
+        n = sum(k[1] + x[1] for k, x in pairs)
+        return ({k[0]: x[0] for k, x in pairs}, n) if n else (v, 0)
+    return v, 0
+
+
+def _repaired(unit: U) -> U:
+    n = 0
+    for f in fields(unit):
+        if f.name not in ("screened", "repaired"):
+            fixed, k = _fix_text(getattr(unit, f.name))
+            if k:
+                setattr(unit, f.name, fixed)
+                n += k
+    unit.repaired = n
+    return unit
+
+
+def _kind(v: Any) -> str:
+    if v is None or isinstance(v, bool):
+        return orjson.dumps(v).decode()
+    if isinstance(v, int | float):
+        return "a number"
+    return {str: "a string", list: "a list", dict: "an object"}.get(type(v), type(v).__name__)
+
+
+def _first(obj: dict[str, Any], keys: tuple[str, ...]) -> tuple[str, Any]:
+    for k in keys:
+        v = obj.get(k)
+        if v is not None:
+            return k, v
+    return keys[0], None
+
+
+def _json_decode(doc: Any, layout: _Layout, repair: bool) -> Decoded[Any]:
+    what = f"not an OTLP/JSON {layout.what} request"
+
+    def shaped(v: Any, want: type, where: str) -> Any:
+        if v is None:  # proto3 JSON: null is the field's default
+            return want()
+        if not isinstance(v, want):
+            name = "a list" if want is list else "an object"
+            raise OTLPDecodeError(f"{what}: {where} is {_kind(v)}, not {name}")
+        return v
+
+    if not isinstance(doc, dict):
+        raise OTLPDecodeError(f"{what}: the request is {_kind(doc)}, not a JSON object")
+    out: Decoded[Any] = Decoded()
+
+    def take(where: str, u: Any, resource: dict[str, Any], scope: dict[str, Any]) -> None:
+        if not isinstance(u, dict):
+            out.rejected.append(f"{where}: {_kind(u)}, not a JSON object")
+            return
+        try:
+            unit = layout.json_unit(u, resource, scope)
+        except _TooDeep:
+            out.rejected.append(f"{where}: a value nested deeper than {MAX_DEPTH} levels")
+            return
+        out.units.append(_repaired(unit) if repair else unit)
+
+    key, groups = _first(doc, layout.outer)
+    if groups is None:
+        if layout is _TRACES and is_bare_span(doc):  # one span, as trace stores keep it
+            take("the span", doc, {}, {})
+            return out
+        if doc:
+            raise OTLPDecodeError(f"{what}: no {layout.outer[0]} list")
+    for i, rs in enumerate(shaped(groups, list, key)):
+        w = f"{key}[{i}]"
+        rs = shaped(rs, dict, w)
+        res = shaped(rs.get("resource"), dict, f"{w}.resource")
+        ikey, inner = _first(rs, layout.inner)
+        for j, ss in enumerate(shaped(inner, list, f"{w}.{ikey}")):
+            w2 = f"{w}.{ikey}[{j}]"
+            ss = shaped(ss, dict, w2)
+            skey, sc = _first(ss, ("scope", "instrumentationLibrary"))
+            sc = shaped(sc, dict, f"{w2}.{skey}")
+            lkey, units = _first(ss, layout.leaf)
+            units = shaped(units, list, f"{w2}.{lkey}")
+            try:
+                resource = json_attributes(res.get("attributes"))
+                scope = _json_scope(sc)
+            except _TooDeep:
+                out.rejected += [
+                    f"{w2}.{lkey}[{k}]: its resource or scope: a value nested deeper than "
+                    f"{MAX_DEPTH} levels"
+                    for k in range(len(units))
+                ]
+                continue
+            for k, u in enumerate(units):
+                take(f"{w2}.{lkey}[{k}]", u, resource, scope)
+    return out
+
+
+def json_spans(doc: Any, repair: bool = False) -> Decoded[Span]:
+    """The spans of a decoded OTLP/JSON trace request (or of a bare Span object); raises
+    OTLPDecodeError, saying where, when ``doc`` is not one. ``repair``: the document may hold
+    lone surrogates (``load_json`` said so)."""
+    return _json_decode(doc, _TRACES, repair)
+
+
+def json_logs(doc: Any, repair: bool = False) -> Decoded[LogRecord]:
+    """The log records of a decoded OTLP/JSON logs request; as ``json_spans``."""
+    return _json_decode(doc, _LOGS, repair)
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def load_json(data: bytes) -> tuple[Any, bool]:
+    """(the document, whether it may hold invalid text). A body that orjson refuses for its
+    text alone (a lone surrogate escape, bytes that are not UTF-8) is read by the standard
+    library's decoder, which keeps the bad characters as lone surrogates for the units to
+    repair. Raises OTLPDecodeError for a body that is not JSON."""
     try:
-        req.ParseFromString(data)
-    except (DecodeError, ValueError, RuntimeError) as e:
-        raise OTLPDecodeError(f"not an OTLP protobuf logs request: {e}") from None
-    for rl in req.resource_logs:
-        resource = _pb_attrs(rl.resource.attributes)
-        for sl in rl.scope_logs:
-            scope = _pb_scope(sl.scope)
-            for r in sl.log_records:
-                attrs = _pb_attrs(r.attributes)
-                name = r.event_name or attrs.get("event.name")
-                yield LogRecord(
-                    trace_id=_pb_id(r.trace_id),
-                    span_id=_pb_id(r.span_id),
-                    event_name=name if isinstance(name, str) and name else None,
-                    time_unix_nano=r.time_unix_nano or None,
-                    observed_time_unix_nano=r.observed_time_unix_nano or None,
-                    severity_number=int(r.severity_number),
-                    body=pb_any_value(r.body) if r.HasField("body") else None,
-                    attributes=attrs,
-                    resource=resource,
-                    scope=scope,
-                )
+        return orjson.loads(data), False
+    except orjson.JSONDecodeError as e:
+        if "surrogate" not in str(e) and "UTF-8" not in str(e):
+            raise OTLPDecodeError(f"the body is not valid JSON: {e}") from None
+    try:
+        text = data.decode("utf-8", "surrogateescape")
+        return json.loads(text, parse_constant=_no_constant), True
+    except RecursionError:
+        raise OTLPDecodeError("the body is not valid JSON: nested too deeply") from None
+    except ValueError as e:
+        raise OTLPDecodeError(f"the body is not valid JSON: {e}") from None
+
+
+def decode_spans(data: bytes, encoding: str) -> Decoded[Span]:
+    """The spans of a trace request body, ``encoding`` "protobuf" or "json"; raises
+    OTLPDecodeError, saying where, when the body is not one."""
+    if encoding == "protobuf":
+        return pb_spans(data)
+    spans = decode_json_spans(data)
+    if spans is not None:
+        return Decoded(spans)
+    return json_spans(*load_json(data))
+
+
+def decode_logs(data: bytes, encoding: str) -> Decoded[LogRecord]:
+    """The log records of a logs request body; as ``decode_spans``."""
+    if encoding == "protobuf":
+        return pb_logs(data)
+    return json_logs(*load_json(data))

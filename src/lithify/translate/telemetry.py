@@ -73,6 +73,7 @@ def translate_span(
         if is_model_call(attrs):
             return Skip("content_not_captured", f"span {span.name!r} ({span.span_id})")
         return Skip("not_genai", f"span {span.name!r}")
+    deg.add("invalid_text", span.repaired)
     session = session_of(attrs)
     if session is None and under_agent and span.trace_id:
         session = span.trace_id
