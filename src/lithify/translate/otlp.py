@@ -889,20 +889,21 @@ def _salvage(cls: type[Message], data: bytes) -> tuple[Any, int] | str:
 
 
 class _Group(NamedTuple):
-    """The units under one resource and scope; a message, or why it could not be read."""
+    """The units under one resource and scope: each a message, or why it could not be read."""
 
     where: str  # e.g. "resource_spans[0].scope_spans[1]"
-    resource: tuple[Any, int] | str
+    resource: tuple[Any, int] | str  # (the message, strings repaired), or why not
     scope: tuple[Any, int] | str
-    units: list[tuple[Any, int] | str]
+    units: Any  # a sequence of messages and reasons
+    repaired: list[int] | None  # strings repaired in each unit; None: none in any
 
 
 def _whole_groups(req: Any, layout: _Layout) -> Iterator[_Group]:
     outer, inner, leaf = layout.pb
     for i, rs in enumerate(getattr(req, outer)):
         for j, ss in enumerate(getattr(rs, inner)):
-            units: list[tuple[Any, int] | str] = [(u, 0) for u in getattr(ss, leaf)]
-            yield _Group(f"{outer}[{i}].{inner}[{j}]", (rs.resource, 0), (ss.scope, 0), units)
+            where = f"{outer}[{i}].{inner}[{j}]"
+            yield _Group(where, (rs.resource, 0), (ss.scope, 0), getattr(ss, leaf), None)
 
 
 def _partial_groups(data: bytes, layout: _Layout) -> Iterator[_Group]:
@@ -925,8 +926,11 @@ def _partial_groups(data: bytes, layout: _Layout) -> Iterator[_Group]:
         for j, ss_bytes in enumerate(getattr(rs, inner)):
             w = f"{where}.{inner}[{j}]"
             ss = parse(layout.scope_group, ss_bytes, w)
-            units = [_salvage(layout.unit, b) for b in getattr(ss, leaf)]
-            yield _Group(w, resource, _salvage(InstrumentationScope, ss.scope), units)
+            read = [_salvage(layout.unit, b) for b in getattr(ss, leaf)]
+            units = [u if isinstance(u, str) else u[0] for u in read]
+            repaired = [0 if isinstance(u, str) else u[1] for u in read]
+            scope = _salvage(InstrumentationScope, ss.scope)
+            yield _Group(w, resource, scope, units, repaired)
 
 
 def _pb_decode(data: bytes, layout: _Layout) -> Decoded[Any]:
@@ -941,6 +945,7 @@ def _pb_decode(data: bytes, layout: _Layout) -> Decoded[Any]:
     values = _PbValues()
     out: Decoded[Any] = Decoded()
     leaf = layout.pb[2]
+    read_unit = layout.pb_unit
     for g in groups:
         resource = scope = None
         why = g.resource if isinstance(g.resource, str) else g.scope
@@ -959,20 +964,22 @@ def _pb_decode(data: bytes, layout: _Layout) -> Decoded[Any]:
             continue
         around = values.unscreened
         base = g.resource[1] + g.scope[1]  # type: ignore[index]
+        repaired = g.repaired
         for k, u in enumerate(g.units):
-            if isinstance(u, str):
+            if type(u) is str:
                 out.rejected.append(f"{g.where}.{leaf}[{k}]: {u}")
                 continue
-            msg, repaired = u
             values.unscreened = around
+            n = base if repaired is None else base + repaired[k]
             try:
-                unit = layout.pb_unit(msg, resource, scope, values, clean and repaired + base == 0)
+                unit = read_unit(u, resource, scope, values, clean and not n)
             except _TooDeep:
                 out.rejected.append(
                     f"{g.where}.{leaf}[{k}]: a value nested deeper than {MAX_DEPTH} levels"
                 )
                 continue
-            unit.repaired = repaired + base
+            if n:
+                unit.repaired = n
             out.units.append(unit)
     return out
 
