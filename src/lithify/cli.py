@@ -22,6 +22,7 @@ from rich.table import Table
 
 from lithify import __version__
 from lithify.cli_options import StoreOpt, err, json_flag, opened_store
+from lithify.core.identity import part_count
 from lithify.exits import Exit
 from lithify.ingest.convert import JsonlSink, Sink, StrictError, Summary, open_output, run
 from lithify.ingest.importer import StoreSink
@@ -34,8 +35,7 @@ from lithify.model import (
     encode,
     to_builtins,
 )
-from lithify.store import FactFilter, StoreError
-from lithify.store.captures import part_count
+from lithify.store import FactFilter, StoredCapture, StoreError
 from lithify.translate import FORMATS
 
 app = typer.Typer(
@@ -369,22 +369,25 @@ def facts_cmd(
     )
 
 
-def _show_captures(
-    found: list[tuple[InferenceCall, bool]], fact_id: str, url: str, as_json: bool
-) -> None:
+def _show_captures(found: list[StoredCapture], fact_id: str, url: str, as_json: bool) -> None:
     if not found:
         err.print(f"[red]no fact[/] {fact_id} in {url}")
         raise typer.Exit(Exit.NOT_FOUND)
     if as_json:
-        for call, kept in found:
-            typer.echo(b'{"kept":%s,"fact":%s}' % (b"true" if kept else b"false", encode(call)))
+        for c in found:
+            typer.echo(
+                b'{"call_id":%s,"kept":%s,"fact":%s}'
+                % (encode(c.call_id), b"true" if c.first else b"false", encode(c.fact))
+            )
         return
     t = Table(show_header=True, header_style="bold", title=f"captures of {fact_id}")
-    for col in ("kept", "id", "source", "session", "time (UTC)", "parts", "degradations"):
+    for col in ("kept", "call", "id", "source", "session", "time (UTC)", "parts", "degradations"):
         t.add_column(col, no_wrap=col != "degradations")
-    for call, kept in found:
+    for c in found:
+        call = c.fact
         t.add_row(
-            "yes" if kept else "",
+            "yes" if c.first else "",
+            c.call_id[:12],
             call.inference_call_id[:12],
             call.source.name,
             call.session_id or "-",
@@ -394,8 +397,8 @@ def _show_captures(
         )
     Console().print(t)
     err.print(
-        "Ranked by the capture rule (docs/store.md): what a capture lacks, then its time. "
-        "Exports use the kept one."
+        "Ranked by the identity rule (docs/store.md): what a capture lacks, then its time. "
+        "Captures are one call only when their content agrees; exports use each call's kept one."
     )
 
 
@@ -424,11 +427,11 @@ def stats_cmd(
         f"[bold]{st.facts}[/] facts, {st.sessions} sessions, {st.feedback} feedback, "
         f"tokens in {st.input_tokens:,} / out {st.output_tokens:,} — {url}"
     )
-    if st.variants or st.dropped_captures:
-        # Calls captured more than once (docs/store.md, the capture rule).
+    if st.dropped_captures or st.id_collisions:
+        # Calls captured more than once, and ids that several calls share (docs/store.md).
         out.print(
-            f"{st.variants} other captures kept as variants, "
-            f"{st.dropped_captures} left out of exports"
+            f"{st.dropped_captures} other captures of calls kept apart (left out of exports), "
+            f"{st.id_collisions} calls sharing an id with another call (id_collision)"
         )
     for title, groups in (
         ("by model", st.by_model),
