@@ -223,9 +223,9 @@ def import_cmd(
     as_json: JsonOpt = False,
     progress: ProgressOpt = None,
 ) -> None:
-    """Import whatever `lithify convert` reads (and feedback documents) into the fact store.
+    """Import whatever `lithify convert` reads (and feedback documents), or what it writes (fact files, plain or .gz), into the fact store.
 
-    Idempotent: a fact already stored (same identity, or same provider response id) is counted as a duplicate and never changed, so importing a file twice stores nothing new. Another capture of a stored call with different content (a span's log event, the proxy's view of a response) is kept apart, as a variant.
+    Idempotent: a fact already stored (same identity, or same provider response id) is counted as a duplicate and never changed, so importing a file twice stores nothing new. Another capture of a stored call with different content (a span's log event, the proxy's view of a response) is kept apart, as a variant; a call that shares an id with a stored call it contradicts is stored as a call of its own and counted as a collision.
     """
     with opened_store(store_url) as store:
         sink = StoreSink(store)
@@ -242,6 +242,11 @@ def import_cmd(
         err.print(
             f"stored [green]{sink.stored}[/] new facts, {sink.duplicates} already stored"
             + (f", {sink.variants} other captures of stored calls" if sink.variants else "")
+            + (
+                f", {sink.collisions} calls sharing an id with another call (id_collision)"
+                if sink.collisions
+                else ""
+            )
             + (
                 f"; feedback: {sink.feedback_stored} new, {sink.feedback_duplicates} already stored"
                 if summary.feedback

@@ -8,7 +8,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
 
-import msgspec
 import orjson
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -32,39 +31,23 @@ from lithify.export import (
     export,
     make_builder,
 )
+from lithify.ingest.files import InputError, read_facts
 from lithify.model import Feedback, InferenceCall
 from lithify.store import FactFilter, StoreError, open_store
 
 
-class FactsFileError(Exception):
-    """A fact file that cannot be read, or a line in it that is not a fact."""
-
-
-_fact_decoder = msgspec.json.Decoder(InferenceCall)
-_feedback_decoder = msgspec.json.Decoder(Feedback)
-
-
 def read_fact_files(paths: list[Path]) -> tuple[list[InferenceCall], list[Feedback]]:
-    """Facts and feedback from JSONL files (``lithify convert`` output; feedback lines are
-    recognised by ``feedback_id``). Held in memory: files come in any order."""
+    """Facts and feedback from fact files (``lithify convert`` output, plain or gzipped,
+    feedback lines among them), read as `lithify import` reads them. Held in memory: files
+    come in any order."""
     facts: list[InferenceCall] = []
     feedback: list[Feedback] = []
     for path in paths:
-        try:
-            data = path.read_bytes()
-        except OSError as e:
-            raise FactsFileError(f"{path}: {e.strerror or e}") from None
-        for n, line in enumerate(data.splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                # Our own encoding puts the identity first: a feedback fact starts with its id.
-                if line.lstrip().startswith(b'{"feedback_id"'):
-                    feedback.append(_feedback_decoder.decode(line))
-                else:
-                    facts.append(_fact_decoder.decode(line))
-            except msgspec.DecodeError as e:
-                raise FactsFileError(f"{path}:{n}: not a fact: {e}") from None
+        for _, item in read_facts(path):
+            if isinstance(item, InferenceCall):
+                facts.append(item)
+            else:
+                feedback.append(item)
     return facts, feedback
 
 
@@ -254,7 +237,7 @@ def export_cmd(
                     total,
                     DeriveStats(duplicates=store.count_dropped(filters)),
                 )
-    except FactsFileError as e:
+    except InputError as e:
         err.print(f"[red]unreadable:[/] {e}")
         raise typer.Exit(Exit.UNREADABLE) from None
     except StoreError as e:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import os
 import tempfile
 from collections import Counter
@@ -11,8 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Protocol
 
-import msgspec
-
+from lithify.ingest.factfile import write_line
 from lithify.ingest.files import InputError, Located, expand, read_file, read_pair
 from lithify.model import Feedback, InferenceCall, Skip
 
@@ -59,7 +59,8 @@ MAX_LISTED = 50  # corrupt locations listed in a summary; the count is always co
 
 @contextmanager
 def open_output(path: str | None) -> Iterator[IO[bytes]]:
-    """stdout, or a file written atomically: a failed run never truncates an earlier output."""
+    """stdout, or a file written atomically: a failed run never truncates an earlier output.
+    A ``.gz`` file is gzipped."""
     if path in (None, "-"):
         import sys
 
@@ -77,7 +78,11 @@ def open_output(path: str | None) -> Iterator[IO[bytes]]:
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
     try:
         with os.fdopen(fd, "wb", buffering=1 << 20) as fh:
-            yield fh
+            if target.suffix == ".gz":  # what every reader of lithify takes .gz to mean
+                with gzip.GzipFile(target.name, "wb", 6, fh, mtime=0) as gz:
+                    yield gz  # type: ignore[misc]
+            else:
+                yield fh
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, target)
@@ -106,16 +111,15 @@ class Sink(Protocol):
 
 
 class JsonlSink:
-    """Facts as JSON lines, buffered; feedback is not part of a facts file and is only counted."""
+    """Facts as the lines of a fact file (factfile.py), buffered; feedback is not part of a
+    facts file and is only counted."""
 
     def __init__(self, out: IO[bytes]) -> None:
         self.out = out
-        self.encoder = msgspec.json.Encoder()
         self.buf = bytearray()
 
     def fact(self, call: InferenceCall) -> None:
-        self.encoder.encode_into(call, self.buf, -1)
-        self.buf.extend(b"\n")
+        write_line(call, self.buf)
         if len(self.buf) >= 1 << 20:
             self.flush()
 

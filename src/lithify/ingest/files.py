@@ -1,8 +1,10 @@
 """Reading input files into translator results, one unit at a time, in constant memory.
 
 A unit is what one translator call sees: a JSONL line, a whole JSON document, an OTLP protobuf
-request, an SSE body. A unit that cannot be decoded becomes a ``Skip("undecodable")`` that names
-the file and line; a file that cannot be read at all raises ``InputError``.
+request, an SSE body. A line of lithify's own fact files (factfile.py) is a unit too, read back
+as the fact it holds, not translated. A unit that cannot be decoded becomes a
+``Skip("undecodable")`` that names the file and line; a file that cannot be read at all raises
+``InputError``.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import IO, Any
 
 import orjson
 
+from lithify.ingest.factfile import Fact, FactLineError, decode_line, is_fact_line
 from lithify.model import Skip
 from lithify.translate import (
     Result,
@@ -101,6 +104,15 @@ def _lines(path: Path, fh: IO[bytes], fmt: str, progress: Progress | None) -> It
         if not line.strip():
             continue
         loc = f"{path}:{lineno}"
+        if fmt == "auto":
+            try:
+                fact = decode_line(line)
+            except FactLineError as e:
+                yield Located(loc, Skip("undecodable", f"line {lineno}: {e}", loc))
+                continue
+            if fact is not None:
+                yield Located(loc, fact)
+                continue
         try:
             results = translate_json(line, fmt)
         except orjson.JSONDecodeError as e:
@@ -149,6 +161,10 @@ def read_file(path: Path, fmt: str = "auto", progress: Progress | None = None) -
         yield Located(loc, Skip("empty", "empty file", loc))
         return
     if head in (b"{", b"["):
+        if fmt == "auto" and is_fact_line(data):
+            # A fact file named otherwise than .jsonl (`convert -o facts.json`): line by line.
+            yield from _lines(path, io.BytesIO(data), fmt, None)
+            return
         spans = decode_json_spans(data) if fmt in _TRACE_FORMATS else None
         if spans is not None:
             for r in _guard(translate_spans(spans)):
@@ -178,6 +194,27 @@ def read_file(path: Path, fmt: str = "auto", progress: Progress | None = None) -
         return
     for r in translate_protobuf(data, fmt):
         yield Located(loc, r)
+
+
+def read_facts(path: Path) -> Iterator[tuple[str, Fact]]:
+    """The facts and feedback facts of a fact file (plain or gzipped), each with its file and
+    line; raises ``InputError`` at the first line that is not one."""
+    if not path.is_file():
+        raise InputError(f"{path}: {'no such file' if not path.exists() else 'not a regular file'}")
+    with _open(path) as fh:
+        try:
+            for lineno, line in enumerate(fh, 1):
+                if not line.strip():
+                    continue
+                try:
+                    fact = decode_line(line)
+                except FactLineError as e:
+                    raise InputError(f"{path}:{lineno}: {e}") from None
+                if fact is None:
+                    raise InputError(f"{path}:{lineno}: not a fact line") from None
+                yield f"{path}:{lineno}", fact
+        except (OSError, EOFError, gzip.BadGzipFile) as e:
+            raise InputError(f"{path}: {e}") from None
 
 
 def is_chunk_array(doc: Any) -> bool:

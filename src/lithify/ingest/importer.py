@@ -12,13 +12,15 @@ from lithify.store import FactStore
 @dataclass
 class StoreSink:
     """Facts and feedback into a store, one transaction per batch; duplicates are counted, and
-    variants (differing captures of stored calls, kept apart) too."""
+    variants (differing captures of stored calls, kept apart) and collisions (new calls that
+    share an id with a stored call they contradict) too."""
 
     store: FactStore
     batch_size: int = 500
     stored: int = 0
     duplicates: int = 0
     variants: int = 0
+    collisions: int = 0
     feedback_stored: int = 0
     feedback_duplicates: int = 0
     _facts: list[InferenceCall] = field(default_factory=list)
@@ -40,6 +42,7 @@ class StoreSink:
             self.stored += result.inserted
             self.duplicates += result.duplicates
             self.variants += result.variants
+            self.collisions += result.collisions
             self._facts.clear()
 
     def _flush_feedback(self) -> None:
@@ -58,6 +61,7 @@ class StoreSink:
             "stored": self.stored,
             "duplicates": self.duplicates,
             "variants": self.variants,
+            "collisions": self.collisions,
             "feedback_stored": self.feedback_stored,
             "feedback_duplicates": self.feedback_duplicates,
         }
