@@ -127,3 +127,23 @@ def test_export_reads_gzipped_fact_files_as_import_does(tmp_path: Path) -> None:
         assert summary["rows"]["train"] > 0
         outs.append((out / "train.jsonl").read_bytes())
     assert outs[0] == outs[1]
+
+
+def test_facts_json_is_a_fact_file_import_reads_back(store_url: str, tmp_path: Path) -> None:
+    odd = InferenceCall(inference_call_id="n", source=Source("t"), raw={"t": math.nan})
+    _cli("import", str(EXAMPLES), "--store", store_url)
+    path = tmp_path / "odd.jsonl"
+    path.write_bytes(encode_line(odd))
+    _cli("import", str(path), "--store", store_url)
+    res = runner.invoke(app, ["facts", "--store", store_url, "--json", "--limit", "0"])
+    assert res.exit_code == 0, res.output
+    dump = tmp_path / "dump.jsonl"
+    dump.write_bytes(res.stdout_bytes)
+    one = runner.invoke(app, ["facts", "n", "--store", store_url, "--json"])
+    assert one.stdout_bytes == encode_line(odd)
+    elsewhere = f"sqlite://{tmp_path / 'elsewhere.db'}"
+    moved = _cli("import", str(dump), "--store", elsewhere)
+    assert moved["stored"] == moved["facts"] and moved["skipped"] == {}
+    with open_store(store_url) as a, open_store(elsewhere) as b:
+        assert [encode_line(f) for f in a.iter_facts()] == [encode_line(f) for f in b.iter_facts()]
+        assert same(b.get_fact("n"), odd)

@@ -25,6 +25,7 @@ from lithify.cli_options import StoreOpt, err, json_flag, opened_store
 from lithify.core.identity import part_count
 from lithify.exits import Exit
 from lithify.ingest.convert import JsonlSink, Sink, StrictError, Summary, open_output, run
+from lithify.ingest.factfile import encode_line
 from lithify.ingest.importer import StoreSink
 from lithify.model import (
     DEGRADATION_REASONS,
@@ -316,7 +317,9 @@ def facts_cmd(
     since: SinceOpt = None,
     until: UntilOpt = None,
     limit: Annotated[int, typer.Option(help="At most this many facts (0: all).")] = 50,
-    as_json: Annotated[bool, json_flag("Facts as JSON lines (the full facts).")] = False,
+    as_json: Annotated[
+        bool, json_flag("Facts as JSON lines (the full facts): a fact file `lithify import` reads.")
+    ] = False,
     captures: Annotated[
         bool,
         typer.Option(
@@ -335,17 +338,19 @@ def facts_cmd(
             if call is None:
                 err.print(f"[red]no fact[/] {fact_id} in {store.url}")
                 raise typer.Exit(Exit.NOT_FOUND)
-            data = encode(call)
-            typer.echo(
-                data if as_json else orjson.dumps(orjson.loads(data), option=orjson.OPT_INDENT_2)
-            )
+            if as_json:  # a line of a fact file: `lithify import` reads it back exactly
+                sys.stdout.buffer.write(encode_line(call))
+                sys.stdout.buffer.flush()
+            else:
+                typer.echo(orjson.dumps(orjson.loads(encode(call)), option=orjson.OPT_INDENT_2))
             return
         filters = _filters(session, model, source, provider, since, until, limit or None)
         if as_json:
-            out = sys.stdout.buffer
+            sink = JsonlSink(sys.stdout.buffer)  # a fact file, as `lithify convert` writes
             for call in store.iter_facts(filters):
-                out.write(encode(call) + b"\n")
-            out.flush()
+                sink.fact(call)
+            sink.flush()
+            sys.stdout.buffer.flush()
             return
         t = Table(show_header=True, header_style="bold", title=f"facts in {store.url}")
         t.add_column("id", no_wrap=True)
