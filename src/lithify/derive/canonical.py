@@ -57,7 +57,7 @@ class Forms:
     """Canonical forms of a stream of inputs, reusing those of the messages the previous input
     held at the same place.
 
-    Facts read from a store share the messages a session's calls repeat (store.codec.FactReader
+    Facts read from a store share the messages a session's calls repeat (core.codec.FactReader
     hands out the previous fact's message objects for bytes it held too): each is then encoded
     once, not once per call that replays it. The same object always has the same form.
     """
