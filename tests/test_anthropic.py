@@ -703,3 +703,87 @@ def test_no_other_corpus_file_looks_anthropic() -> None:
 
 def test_metadata_session_id_is_used_when_given() -> None:
     assert fact(req(user(text("q")), metadata={"session_id": "conv-7"})).session_id == "conv-7"
+
+
+# --- compaction, citations, synthesized ids (issue 12) ---------------------------------------
+
+
+def test_compaction_summary_is_text_and_its_opaque_state_is_counted() -> None:
+    summary = {"type": "compaction", "content": "Summary: user said hello."}
+    signed = {**summary, "encrypted_content": "ZW5j", "signature": "c2ln"}
+    failed = {"type": "compaction", "content": None}
+    f = fact(req(user(text("hi"))), resp(summary, text("Hello again.")))
+    assert f.output_messages[0].parts == [TextPart("Summary: user said hello."), TextPart("Hello again.")]  # fmt: skip
+    assert f.degradations == {}
+    assert fact(None, resp(signed)).degradations == {"opaque_reasoning": 1}
+    failed_fact = fact(None, resp(failed, text("x")))
+    assert failed_fact.output_messages[0].parts == [TextPart("x")]
+    assert failed_fact.degradations == {}
+
+
+def test_streamed_citations_and_compaction_equal_the_plain_message() -> None:
+    cite = {"type": "char_location", "cited_text": "a", "document_index": 0, "start_char_index": 0, "end_char_index": 1}  # fmt: skip
+    plain = resp(
+        {"type": "compaction", "content": "S"},
+        {"type": "text", "text": "cited", "citations": [cite, cite]},
+    )
+    evs = [
+        {"type": "message_start", "message": {**plain, "content": [], "stop_reason": None}},
+        {
+            "type": "content_block_start",
+            "index": 0,
+            "content_block": {"type": "compaction", "content": None},
+        },
+        {
+            "type": "content_block_delta",
+            "index": 0,
+            "delta": {"type": "compaction_delta", "content": "S"},
+        },
+        {
+            "type": "content_block_start",
+            "index": 1,
+            "content_block": {"type": "text", "text": "", "citations": []},
+        },
+        *(
+            {
+                "type": "content_block_delta",
+                "index": 1,
+                "delta": {"type": "citations_delta", "citation": cite},
+            }
+            for _ in range(2)
+        ),
+        {
+            "type": "content_block_delta",
+            "index": 1,
+            "delta": {"type": "text_delta", "text": "cited"},
+        },
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": "end_turn"},
+            "usage": {"output_tokens": 5},
+        },
+        {"type": "message_stop"},
+    ]
+    streamed = fact(None, [SSEEvent(e["type"], json.dumps(e)) for e in evs])
+    expected = fact(None, plain)
+    assert expected.degradations == {"text_citation": 2}
+    assert msgspec.structs.replace(streamed, raw=None) == msgspec.structs.replace(
+        expected, raw=None
+    )
+
+
+def test_synthesized_tool_use_id_is_the_same_in_its_replay() -> None:
+    call = {"type": "tool_use", "name": "f", "input": {"x": 1}}  # no id: invalid, never dropped
+    first = fact(req(user(text("q"))), resp(thinking("t"), call, stop="tool_use"))
+    (made,) = [p for p in first.output_messages[0].parts if isinstance(p, ToolCallPart)]
+    # The client replays the turn without its thinking block and with another system prompt.
+    second = fact(
+        req(
+            user(text("q")),
+            {"role": "assistant", "content": [call]},
+            user({"type": "tool_result", "tool_use_id": made.id, "content": "r"}),
+            system="changed",
+        )
+    )
+    assert second.input_messages[2].parts == [made]
+    assert first.degradations == {"opaque_reasoning": 1, "synthesized_id": 1}

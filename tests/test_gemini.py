@@ -23,7 +23,7 @@ from lithify.model import (
     ToolDefinition,
 )
 from lithify.translate import gemini, provider
-from lithify.translate._common import stable_hash, synthesized_id
+from lithify.translate._common import synthesized_call_id
 from lithify.translate.sse import SSEEvent, iter_events, sse_text
 from tests.conftest import CORPUS
 from tests.helpers import assert_valid_messages
@@ -253,8 +253,12 @@ def test_synthesized_output_ids_match_their_replay_in_the_next_request() -> None
     second = fact(replay, resp({"text": "A is 1, B is 2"}))
     assert [p.id for p in second.input_messages[1].parts] == out_ids
     assert [m.parts[0].id for m in second.input_messages[2:]] == out_ids
-    other = fact(req(user("something else")), resp(call("w", {"c": "A"})))
-    assert other.output_messages[0].parts[0].id != out_ids[0]
+    # What is around the call does not matter (Google ADK rewrites its system instruction
+    # between turns); what the call is does.
+    rewritten = fact({**replay, "systemInstruction": {"parts": [{"text": "artifacts: a.txt"}]}})
+    assert [p.id for p in rewritten.input_messages[2].parts] == out_ids
+    other = fact(req(user("something else")), resp(call("w", {"c": "C"}), call("w", {"c": "A"})))
+    assert out_ids[0] not in [p.id for p in other.output_messages[0].parts]
 
 
 def test_args_malformed_and_missing() -> None:
@@ -286,17 +290,21 @@ def test_candidates_one_message_each_in_index_order() -> None:
     ]
 
 
-def test_parallel_candidates_get_distinct_synthesized_ids() -> None:
+def test_candidates_get_the_ids_of_their_own_calls() -> None:
+    """Candidates are alternative answers: the same call gets the same id in each (so whichever
+    the client replays keeps it), different calls different ids."""
     r = {
         "candidates": [
-            {"index": i, "content": {"role": "model", "parts": [call("f", {})]}, "finishReason": 1}
-            for i in range(2)
+            {"index": i, "content": {"role": "model", "parts": parts}, "finishReason": 1}
+            for i, parts in enumerate(
+                [[call("f", {})], [call("f", {})], [call("f", {"x": 1})], [call("g", {})]]
+            )
         ],
         "responseId": "r",
     }
     f = fact(req(user("q")), r)
     ids = [m.parts[0].id for m in f.output_messages]
-    assert ids[0] != ids[1]
+    assert ids[0] == ids[1] and len(set(ids)) == 3
 
 
 @pytest.mark.parametrize(
@@ -649,9 +657,11 @@ def test_corpus_pair_ids_line_up_across_calls() -> None:
     out_ids = [p.id for p in first.output_messages[0].parts]
     assert [p.id for p in second.input_messages[1].parts] == out_ids
     assert [m.parts[0].id for m in second.input_messages[2:]] == out_ids
-    # The documented formula: the digest of the system instruction and the turns before.
-    seed = stable_hash(stable_hash("gemini", None), first.raw["request"]["contents"][0])
-    assert out_ids == [synthesized_id(seed, 1, 0), synthesized_id(seed, 1, 1)]
+    # The documented formula: the source, the call's name, its arguments, its ordinal.
+    calls = [p["functionCall"] for p in first.raw["response"]["candidates"][0]["content"]["parts"]]
+    assert out_ids == [
+        synthesized_call_id("gemini", c["name"], c["args"], i) for i, c in enumerate(calls)
+    ]
 
 
 # --- properties -------------------------------------------------------------------------------
@@ -773,3 +783,49 @@ def test_no_other_corpus_file_looks_gemini() -> None:
                 if isinstance(d, dict):
                     assert not gemini.looks_like_request(d), path
                     assert not gemini.looks_like_response(d), path
+
+
+# A conversation an agent loop replays: each model turn (calls without ids, text, thoughts) is a
+# response, then part of every later request's history, under a system instruction that changes
+# every turn (Google ADK appends the artifacts it holds).
+call_args = st.dictionaries(
+    st.sampled_from(["city", "q", "n"]), st.integers(0, 3) | st.text(max_size=3)
+)
+model_parts = st.lists(
+    st.one_of(
+        st.builds(call, st.sampled_from(["get_weather", "search", "noop"]), call_args),
+        st.builds(lambda t: {"text": t}, st.text(min_size=1, max_size=5)),
+        st.builds(lambda t: {"text": t, "thought": True}, st.text(min_size=1, max_size=5)),
+    ),
+    min_size=1,
+    max_size=4,
+)
+
+
+def _model_calls(message: Message) -> list[ToolCallPart]:
+    return [p for p in message.parts if isinstance(p, ToolCallPart)]
+
+
+@given(st.lists(model_parts, min_size=1, max_size=4), st.integers(0, 9))
+def test_synthesized_ids_survive_every_replay(rounds: list[list[Any]], seed: int) -> None:
+    contents: list[dict[str, Any]] = [user("go")]
+    ids_by_turn: list[list[str]] = []  # each model turn's call ids, as its response gave them
+    for r, model in enumerate(rounds):
+        request = req(*contents, systemInstruction={"parts": [{"text": f"artifacts: {r}"}]})
+        plain = fact(request, resp(*model))
+        ids = [c.id for c in _model_calls(plain.output_messages[0])]
+        streamed = fact(request, stream_of(resp(*model), seed))
+        assert [c.id for c in _model_calls(streamed.output_messages[0])] == ids
+        ids_by_turn.append(ids)
+        contents.append(turn("model", *model))
+        results = [
+            answer(p["functionCall"]["name"], {"r": r}) for p in model if "functionCall" in p
+        ]
+        contents.append(turn("user", *results) if results else user("next"))
+    history = fact(req(*contents, systemInstruction="changed again"))
+    assistant = [m for m in history.input_messages if m.role == "assistant"]
+    assert [[c.id for c in _model_calls(m)] for m in assistant] == ids_by_turn
+    # Every result links to the call of its own turn, in order.
+    answered = [m.parts[0].id for m in history.input_messages if m.role == "tool"]
+    assert answered == [i for ids in ids_by_turn for i in ids]
+    assert "orphan_tool_response" not in history.degradations

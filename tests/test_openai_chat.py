@@ -726,3 +726,123 @@ def test_numbers_beyond_any_float_are_null_not_an_error() -> None:
     fact = provider.translate_exchange(req, resp, meta={"duration_ms": 10**400})
     assert isinstance(fact, InferenceCall)
     assert fact.duration_ms is None and fact.output_messages
+
+
+# --- vendors' extensions (issue 12) ------------------------------------------------------------
+
+
+def test_mistral_thinking_chunks_stream_into_one_reasoning_part() -> None:
+    thinking = {"type": "thinking", "thinking": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}  # fmt: skip
+    plain = fact(None, body({"message": {"role": "assistant", "content": [thinking, {"type": "text", "text": "cd"}]}}))  # fmt: skip
+    streamed = fact(
+        None,
+        events(
+            chunk({"role": "assistant", "content": ""}),
+            chunk({"content": [{"type": "thinking", "thinking": [{"type": "text", "text": "a"}]}]}),
+            chunk({"content": [{"type": "thinking", "thinking": [{"type": "text", "text": "b"}]}]}),
+            chunk({"content": [{"type": "text", "text": "c"}]}),
+            chunk({"content": "d"}, "stop"),
+            "[DONE]",
+        ),
+    )
+    assert plain.output_messages == [Message("assistant", [ReasoningPart("ab"), TextPart("cd")], "stop")]  # fmt: skip
+    same_fact(plain, streamed)
+
+
+def test_text_before_the_first_content_chunk_keeps_its_place() -> None:
+    streamed = fact(
+        None,
+        events(
+            chunk({"content": "x"}),
+            chunk({"content": [{"type": "thinking", "thinking": [{"type": "text", "text": "t"}]}]}),
+            chunk({"content": "y"}, "stop"),
+            "[DONE]",
+        ),
+    )
+    assert streamed.output_messages[0].parts == [TextPart("x"), ReasoningPart("t"), TextPart("y")]
+
+
+def test_a_mistral_request_is_chat_not_anthropic() -> None:
+    request = {
+        "model": "magistral-small-2509",
+        "messages": [
+            {"role": "user", "content": "q"},
+            {
+                "role": "assistant",
+                "content": [{"type": "thinking", "thinking": [{"type": "text", "text": "t"}]}],
+            },
+        ],
+    }
+    result = provider.translate_exchange(request, None)
+    assert isinstance(result, InferenceCall) and result.source.name == "openai-chat"
+    assert result.input_messages[1].parts == [ReasoningPart("t")]
+
+
+def test_stream_completeness_and_usage() -> None:
+    text = chunk({"content": "hi"})
+    usage = {"prompt_tokens": 3, "completion_tokens": 1}
+    # [DONE] after a usage chunk: whole, finish reason unknown.
+    whole = fact(None, events(text, chunk(None, usage=usage), "[DONE]"))
+    assert whole.degradations == {} and whole.output_messages[0].finish_reason is None
+    # Without the usage chunk, or without [DONE], a choice with no finish reason was cut.
+    for evs in (events(text, "[DONE]"), events(text, chunk(None, usage=usage))):
+        assert fact(None, evs).degradations == {"truncated_stream": 1}
+    # Groq's usage rides in x_groq on the last chunk; a top-level usage wins over it.
+    groq = {"usage": {"prompt_tokens": 9, "completion_tokens": 4}}
+    f = fact(None, events(text, chunk({}, "stop", x_groq=groq), "[DONE]"))
+    assert (f.input_tokens, f.output_tokens, f.degradations) == (9, 4, {})
+    f = fact(None, events(text, chunk({}, "stop", x_groq=groq, usage=usage), "[DONE]"))
+    assert (f.input_tokens, f.output_tokens) == (3, 1)
+
+
+def test_together_eos_is_stop() -> None:
+    f = fact(
+        None, body({"message": {"role": "assistant", "content": "hi"}, "finish_reason": "eos"})
+    )
+    assert f.output_messages[0].finish_reason == "stop"
+
+
+def test_citations_server_tools_and_signatures_in_streams() -> None:
+    note = {"type": "url_citation", "url_citation": {"url": "https://x", "start_index": 0, "end_index": 1}}  # fmt: skip
+    signed = {"google": {"thought_signature": "c2ln"}}
+    fn = {"name": "f", "arguments": "{}"}
+    msg = {
+        "role": "assistant",
+        "content": "hi",
+        "annotations": [note, note],
+        "executed_tools": [{"index": 0, "type": "search", "arguments": "{}", "output": "o"}],
+        "tool_calls": [{"id": "c1", "type": "function", "function": fn, "extra_content": signed}],
+    }
+    plain = fact(None, body({"message": msg, "finish_reason": "tool_calls"}))
+    expected = {"text_citation": 2, "unsupported_content": 1, "opaque_reasoning": 1}
+    assert plain.degradations == expected
+    streamed = fact(
+        None,
+        events(
+            chunk(
+                {
+                    "role": "assistant",
+                    "executed_tools": [{"index": 0, "type": "search", "arguments": "{}"}],
+                }
+            ),
+            chunk({"executed_tools": [msg["executed_tools"][0]]}),
+            chunk({"content": "hi", "annotations": [note]}),
+            chunk({"annotations": [note]}),
+            chunk(
+                {
+                    "tool_calls": [
+                        {
+                            "index": 0,
+                            "id": "c1",
+                            "type": "function",
+                            "function": fn,
+                            "extra_content": signed,
+                        }
+                    ]
+                }
+            ),
+            chunk({}, "tool_calls"),
+            "[DONE]",
+        ),
+    )
+    same_fact(plain, streamed)

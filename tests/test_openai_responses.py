@@ -693,3 +693,54 @@ def test_mutated_corpus_events_never_raise(path: Path, rnd: random.Random, value
     if data is not None:
         evs[i] = SSEEvent(evs[i].event, orjson.dumps(_mutate(data, rnd, value)).decode())
     _check(openai_responses.translate(None, evs))
+
+
+# --- compaction, citations, duration (issue 12) ----------------------------------------------
+
+
+def test_compaction_items_are_opaque_state() -> None:
+    compaction = {"type": "compaction", "id": "cmp_1", "encrypted_content": "gAAAAB"}
+    request = {"model": "m", "input": [compaction, {"role": "user", "content": "go on"}]}
+    f = fact(request, resp(message("ok")))
+    assert f.input_messages == [Message("user", [TextPart("go on")])]
+    assert f.degradations == {"opaque_reasoning": 1}
+    # Produced in the output (server-side compaction), it stays inside the model's turn.
+    f = fact(None, resp(compaction, message("ok")))
+    assert f.output_messages == [Message("assistant", [TextPart("ok")], "stop")]
+    assert f.degradations == {"opaque_reasoning": 1}
+
+
+def test_annotations_are_counted_in_bodies_and_rebuilt_streams() -> None:
+    note = {"type": "url_citation", "url": "https://x", "title": "x", "start_index": 0, "end_index": 2}  # fmt: skip
+    cited = {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "hi", "annotations": [note, note]}]}  # fmt: skip
+    assert fact(None, resp(cited)).degradations == {"text_citation": 2}
+    # A stream cut before its final event is rebuilt from its deltas, annotations included.
+    where = {"item_id": "msg_1", "output_index": 0, "content_index": 0}
+    cut = sse(
+        [
+            {"type": "response.created", "response": {**resp(), "status": "in_progress"}},
+            {
+                "type": "response.output_item.added",
+                "output_index": 0,
+                "item": {"type": "message", "id": "msg_1", "role": "assistant", "content": []},
+            },
+            {"type": "response.output_text.delta", **where, "delta": "hi"},
+            {
+                "type": "response.output_text.annotation.added",
+                **where,
+                "annotation_index": 0,
+                "annotation": note,
+            },
+        ]
+    )
+    f = fact(None, cut)
+    assert f.output_messages[0].parts == [TextPart("hi")]
+    assert f.degradations == {"text_citation": 1, "truncated_stream": 1}
+
+
+def test_duration_from_completed_at_unless_the_transport_measured_one() -> None:
+    body = resp(message("ok"), completed_at=1700000003)
+    assert fact(None, body).duration_ms == 3000.0
+    assert fact(None, body, meta={"duration_ms": 812.5}).duration_ms == 812.5
+    assert fact(None, resp(message("ok"), completed_at=None)).duration_ms is None
+    assert fact(None, resp(message("ok"), completed_at=1600000000)).duration_ms is None

@@ -125,6 +125,7 @@ DEGRADATION_REASONS: dict[str, str] = {
     "content_reference": "content uploaded elsewhere; only a reference was recorded",
     "orphan_tool_response": "a tool result whose call id could not be recovered",
     "truncated_stream": "a streamed response that ended before its final event",
+    "text_citation": "a citation or annotation on text (URL and document citations); the text is kept whole, the citation on raw",
     "redacted_authorization": "an Authorization header value was replaced",
     "redacted_bearer_token": "a bearer token inside a string was replaced",
     "redacted_provider_key": "a provider API key (sk-…, sk-ant-…, AIza…) was replaced",

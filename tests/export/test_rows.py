@@ -217,6 +217,20 @@ def test_sft_skips_and_counts() -> None:
     assert len(rows_of(kept, segs[-1])) == 1
 
 
+def test_citations_and_opaque_state_leave_the_row_in() -> None:
+    """A citation dropped from whole text, like opaque reasoning, changes nothing the model saw
+    or said (LOSSY_DEGRADATIONS leaves both out): the row is exported."""
+    cited = fact(
+        "c",
+        [user("q")],
+        [assistant(text("a"))],
+        degradations={"text_citation": 3, "opaque_reasoning": 1},
+    )
+    b = builder()
+    assert len(rows_of(b, segment(cited, session=None, seg_id="c"))) == 1
+    assert b.counts.skipped == {}
+
+
 def test_a_broken_turn_skips_the_rows_that_contain_it() -> None:
     a = fact("a", [user("q")], [assistant(text("x"), think("y"))], session="s")
     b_ = fact(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from collections import Counter
 from datetime import UTC, datetime
 from functools import lru_cache
@@ -33,6 +34,7 @@ _FINISH_REASONS = {
     "tool_calls": "tool_call",
     "function_call": "tool_call",
     "error": "error",
+    "eos": "stop",  # Together: the model emitted its end-of-sequence token
     # Anthropic
     "end_turn": "stop",
     "stop_sequence": "stop",
@@ -153,6 +155,25 @@ def seconds_to_rfc3339(secs: Any) -> str | None:
     return ns_to_rfc3339(round(f * 1_000_000_000))
 
 
+_RFC3339 = re.compile(
+    r"(\d{4}-\d{2}-\d{2})[Tt](\d{2}:\d{2}:\d{2})(?:\.(\d{1,9}))?([Zz]|[+-]\d{2}:\d{2})"
+)
+
+
+def fixed_rfc3339(text: Any) -> str | None:
+    """An RFC 3339 timestamp (a protobuf Timestamp in JSON: Vertex ``createTime``) in the
+    fact's fixed-width UTC form; None when it is not one."""
+    m = _RFC3339.fullmatch(text) if isinstance(text, str) else None
+    if m is None:
+        return None
+    offset = "+00:00" if m[4] in "Zz" else m[4]
+    try:
+        secs = int(datetime.fromisoformat(f"{m[1]}T{m[2]}{offset}").timestamp())
+    except ValueError:  # a day or an hour out of range
+        return None
+    return ns_to_rfc3339(secs * 1_000_000_000 + int((m[3] or "0").ljust(9, "0")))
+
+
 def stable_hash(*parts: Any) -> str:
     """A 32-hex digest of values, stable across processes and key orders."""
     try:
@@ -223,6 +244,18 @@ def parse_arguments(value: Any, deg: Degradations) -> dict[str, Any]:
 def synthesized_id(seed: str, *position: Any) -> str:
     """A deterministic tool-call id from the call's identity and the part's position."""
     return "lithify_" + stable_hash(seed, *position)[:24]
+
+
+def synthesized_call_id(source: str, name: str, args: Any, *position: Any) -> str:
+    """The id of a tool call that came without one, from what the call is (name, arguments,
+    place in its own turn) and never from the request around it, so that a response's call and
+    its replay in a later request's history get the same id."""
+    if not (isinstance(args, str) or args is None):
+        try:
+            args = dumps_canonical(args).decode()
+        except (TypeError, RecursionError):  # the encoders refuse a few values
+            args = "unencodable"
+    return synthesized_id(source, name, args, *position)
 
 
 def text_parts(text: Any) -> list[Part]:

@@ -22,13 +22,13 @@ from lithify.translate._common import (
     finish,
     finish_reason,
     parse_arguments,
-    stable_hash,
-    synthesized_id,
+    synthesized_call_id,
     text_parts,
     tool_call,
     tool_definition,
     transport_times,
 )
+from lithify.translate.openai_chat import is_thinking_chunk
 from lithify.translate.sse import SSEEvent, event_json, raw_stream
 
 NAME = "anthropic"
@@ -59,6 +59,7 @@ _ANTHROPIC_BLOCKS = frozenset(
         "mcp_tool_use",
         "mcp_tool_result",
         "container_upload",
+        "compaction",
     }
 )
 _ANTHROPIC_KEYS = ("system", "stop_sequences", "anthropic_version")
@@ -105,12 +106,12 @@ def _messages_of(doc: dict[str, Any]) -> list[Any] | None:
     return msgs if isinstance(msgs, list) else None
 
 
-def _block_types(messages: list[Any]) -> Iterable[Any]:
+def _content_blocks(messages: list[Any]) -> Iterable[dict[str, Any]]:
     for m in messages:
         if isinstance(m, dict) and isinstance(m.get("content"), list):
             for b in m["content"]:
                 if isinstance(b, dict):
-                    yield b.get("type")
+                    yield b
 
 
 def looks_like_request(doc: dict[str, Any]) -> bool:
@@ -124,8 +125,9 @@ def looks_like_request(doc: dict[str, Any]) -> bool:
             continue
         if m.get("role") in _OPENAI_ROLES or "tool_calls" in m or "tool_call_id" in m:
             return False
-    types = set(_block_types(msgs))
-    if types & _OPENAI_PARTS:
+    blocks = list(_content_blocks(msgs))
+    types = {t for b in blocks if isinstance(t := b.get("type"), str)}
+    if types & _OPENAI_PARTS or any(is_thinking_chunk(b) for b in blocks):
         return False
     if types & _ANTHROPIC_BLOCKS or any(k in doc for k in _ANTHROPIC_KEYS):
         return True
@@ -166,36 +168,42 @@ def looks_like_stream(events: list[SSEEvent]) -> bool:
 
 
 class _Ids:
-    """Ids for tool calls and results that came without one (invalid, but never dropped)."""
+    """Ids for tool calls and results that came without one (invalid, but never dropped), from
+    what each is and its place among its message's calls (or results)."""
 
-    def __init__(self, seed: str, deg: Degradations) -> None:
-        self.seed = seed
+    def __init__(self, deg: Degradations) -> None:
         self.deg = deg
+        self.calls = self.results = 0
 
-    def call(self, value: Any, *position: Any) -> str:
+    def message(self) -> None:
+        self.calls = self.results = 0
+
+    def call(self, value: Any, name: str, args: Any) -> str:
+        self.calls += 1
         if isinstance(value, str) and value:
             return value
         self.deg.add("synthesized_id")
-        return synthesized_id(self.seed, *position)
+        return synthesized_call_id(NAME, name, args, self.calls - 1)
 
-    def result(self, value: Any, *position: Any) -> str:
+    def result(self, value: Any, result: Any) -> str:
+        self.results += 1
         if isinstance(value, str) and value:
             return value
         self.deg.add("orphan_tool_response")
-        return synthesized_id(self.seed, "result", *position)
+        return synthesized_call_id(NAME, "", result, "result", self.results - 1)
 
 
-def _tool_result(block: dict[str, Any], ids: _Ids, position: tuple[Any, ...]) -> Message:
+def _tool_result(block: dict[str, Any], ids: _Ids) -> Message:
     # The result is what the model saw: a string stays a string, blocks stay blocks. `is_error`
     # is not part of the value; it stays on raw.
     result = block.get("content", "")
     if result is None:
         result = ""
-    part = ToolCallResponsePart(id=ids.result(block.get("tool_use_id"), *position), result=result)
+    part = ToolCallResponsePart(id=ids.result(block.get("tool_use_id"), result), result=result)
     return Message("tool", [part])
 
 
-def _block_parts(block: Any, deg: Degradations, ids: _Ids, position: tuple[Any, ...]) -> list[Part]:
+def _block_parts(block: Any, deg: Degradations, ids: _Ids) -> list[Part]:
     """The canonical parts of one content block (never a tool result)."""
     if isinstance(block, str):
         return text_parts(block)
@@ -204,7 +212,16 @@ def _block_parts(block: Any, deg: Degradations, ids: _Ids, position: tuple[Any, 
         return []
     kind = block.get("type")
     if kind == "text":
+        citations = block.get("citations")
+        if isinstance(citations, list):
+            deg.add("text_citation", len(citations))
         return text_parts(block.get("text"))
+    if kind == "compaction":
+        # The summary of the compacted conversation is what the model answers from; a null
+        # content is a failed compaction, which the API treats as a no-op.
+        if block.get("encrypted_content") or block.get("signature"):
+            deg.add("opaque_reasoning")
+        return text_parts(block.get("content"))
     if kind == "thinking":
         if block.get("signature"):
             deg.add("opaque_reasoning")
@@ -215,13 +232,9 @@ def _block_parts(block: Any, deg: Degradations, ids: _Ids, position: tuple[Any, 
         return []
     if kind == "tool_use":
         name = block.get("name")
-        return [
-            tool_call(
-                ids.call(block.get("id"), *position),
-                name if isinstance(name, str) else "",
-                parse_arguments(block.get("input"), deg),
-            )
-        ]
+        name = name if isinstance(name, str) else ""
+        args = block.get("input")
+        return [tool_call(ids.call(block.get("id"), name, args), name, parse_arguments(args, deg))]
     # Images, documents, search results, server tools (web search, code execution, MCP), and
     # anything newer: not canonical parts in v1.
     deg.add("unsupported_content")
@@ -242,31 +255,29 @@ def _blocks(content: Any, deg: Degradations) -> list[Any]:
     return []
 
 
-def _turn(role: str, content: Any, deg: Degradations, ids: _Ids, index: int) -> list[Message]:
+def _turn(role: str, content: Any, deg: Degradations, ids: _Ids) -> list[Message]:
     """One source message; tool results split out into their own ``tool`` messages, in order."""
+    ids.message()
     out: list[Message] = []
     parts: list[Part] = []
     pending = False  # a run of other blocks not yet emitted
-    for j, block in enumerate(_blocks(content, deg)):
+    for block in _blocks(content, deg):
         if isinstance(block, dict) and block.get("type") == "tool_result":
             if pending:
                 out.append(Message(role, parts))
                 parts, pending = [], False
-            out.append(_tool_result(block, ids, (index, j)))
+            out.append(_tool_result(block, ids))
             continue
-        parts.extend(_block_parts(block, deg, ids, (index, j)))
+        parts.extend(_block_parts(block, deg, ids))
         pending = True
     if pending or not out:
         out.append(Message(role, parts))
     return out
 
 
-def _output_parts(content: Any, deg: Degradations, ids: _Ids, index: int) -> list[Part]:
-    return [
-        p
-        for j, b in enumerate(_blocks(content, deg))
-        for p in _block_parts(b, deg, ids, (index, j))
-    ]
+def _output_parts(content: Any, deg: Degradations, ids: _Ids) -> list[Part]:
+    ids.message()
+    return [p for b in _blocks(content, deg) for p in _block_parts(b, deg, ids)]
 
 
 def _system_messages(system: Any, deg: Degradations) -> list[Message]:
@@ -295,12 +306,12 @@ def _input_messages(req: dict[str, Any], deg: Degradations, ids: _Ids) -> list[M
     if not isinstance(msgs, list):
         deg.add("malformed_messages")
         return out
-    for i, m in enumerate(msgs):
+    for m in msgs:
         role = m.get("role") if isinstance(m, dict) else None
         if not isinstance(role, str) or not role:
             deg.add("malformed_messages")
             continue
-        out.extend(_turn(role, m.get("content"), deg, ids, i))
+        out.extend(_turn(role, m.get("content"), deg, ids))
     return out
 
 
@@ -389,9 +400,11 @@ def _append(block: dict[str, Any], key: str, piece: Any) -> None:
 
 _DELTA_BLOCK = {
     "text_delta": "text",
+    "citations_delta": "text",
     "thinking_delta": "thinking",
     "signature_delta": "thinking",
     "input_json_delta": "tool_use",
+    "compaction_delta": "compaction",
 }
 
 
@@ -446,10 +459,19 @@ class _Stream:
     def _delta(self, index: Any, delta: dict[str, Any]) -> None:
         dtype = delta.get("type")
         if dtype not in _DELTA_BLOCK:
-            return  # citations and newer deltas: kept on raw
+            return  # newer deltas: kept on raw
         block = self._block(index, _DELTA_BLOCK[dtype])
         if dtype == "text_delta":
             _append(block, "text", delta.get("text"))
+        elif dtype == "citations_delta":
+            citations = block.get("citations")
+            block["citations"] = [
+                *(citations if isinstance(citations, list) else []),
+                delta.get("citation"),
+            ]
+        elif dtype == "compaction_delta":
+            # Each compaction delta carries the whole summary, not a fragment of it.
+            block.update({k: delta[k] for k in ("content", "encrypted_content") if k in delta})
         elif dtype == "thinking_delta":
             _append(block, "thinking", delta.get("thinking"))
         elif dtype == "signature_delta":
@@ -508,17 +530,6 @@ def _usage_tokens(usage: Any) -> tuple[int | None, int | None]:
     return (sum(known) if known else None), as_int(usage.get("output_tokens"))
 
 
-def _seed(req: dict[str, Any] | None, resp: dict[str, Any] | None) -> str:
-    if resp is not None and as_str(resp.get("id")):
-        return resp["id"]
-    return stable_hash(
-        NAME,
-        req.get("system") if req else None,
-        req.get("messages") if req else None,
-        resp.get("content") if resp else None,
-    )
-
-
 def translate(
     request: dict[str, Any] | None,
     response: dict[str, Any] | list[SSEEvent] | None,
@@ -561,13 +572,11 @@ def translate(
     ):
         return Skip("unrecognized_format", "no Anthropic response content", NAME)
 
-    ids = _Ids(_seed(req, resp), deg)
+    ids = _Ids(deg)
     inputs = _input_messages(req, deg, ids) if req else []
     outputs: list[Message] = []
     if resp is not None:
-        msgs = req.get("messages") if req else None
-        turn = len(msgs) if isinstance(msgs, list) else 0
-        parts = _output_parts(resp.get("content"), deg, ids, turn)
+        parts = _output_parts(resp.get("content"), deg, ids)
         reason = "error" if error is not None else finish_reason(resp.get("stop_reason"))
         outputs = [Message("assistant", parts, reason)]
     input_tokens, output_tokens = _usage_tokens(resp.get("usage") if resp else None)

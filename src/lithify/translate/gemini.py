@@ -30,9 +30,9 @@ from lithify.translate._common import (
     error_detail,
     finish,
     finish_reason,
+    fixed_rfc3339,
     parse_arguments,
-    stable_hash,
-    synthesized_id,
+    synthesized_call_id,
     tool_call,
     transport_times,
 )
@@ -162,47 +162,31 @@ def looks_like_stream(events: list[SSEEvent]) -> bool:
 
 
 class _Ids:
-    """Tool-call ids: the given one, else synthesized from the conversation so far, so that a
-    call's id in one response equals its id when the history is replayed in the next request.
+    """Tool-call ids: the given one, else one synthesized from the call itself (name,
+    arguments, place among its turn's calls), so that a call's id in one response equals its id
+    wherever the call is replayed, whatever changed around it (a client such as Google ADK
+    rewrites its system instruction between turns).
 
     Results without an id take the id of the oldest unanswered call of the same name from the
     latest model turn."""
 
-    def __init__(self, system: Any, contents: list[Any], deg: Degradations) -> None:
-        self.contents = contents
+    def __init__(self, deg: Degradations) -> None:
         self.deg = deg
-        self.system = system
-        self._chain: list[str] = []
         self.pending: dict[str, deque[str]] = {}
-        self.turn = 0
-        self.fixed: str | None = None  # the seed when there is no conversation to digest
-
-    def seed(self, turn: int) -> str:
-        """A digest of the system instruction and the first ``turn`` turns; computed only when
-        an id has to be synthesized."""
-        if not self._chain:
-            self._chain.append(stable_hash(NAME, self.system))
-        while len(self._chain) <= turn:
-            k = len(self._chain) - 1
-            self._chain.append(stable_hash(self._chain[k], self.contents[k]))
-        return self._chain[turn]
 
     def model_turn(self) -> None:
         self.pending = {}
 
-    def _seed(self) -> str:
-        return self.fixed if self.fixed is not None else self.seed(self.turn)
-
-    def call(self, value: Any, name: str, *position: Any) -> str:
+    def call(self, value: Any, name: str, args: Any, ordinal: int) -> str:
         if isinstance(value, str) and value:
             id_ = value
         else:
             self.deg.add("synthesized_id")
-            id_ = synthesized_id(self._seed(), *position)
+            id_ = synthesized_call_id(NAME, name, args, ordinal)
         self.pending.setdefault(name, deque()).append(id_)
         return id_
 
-    def result(self, value: Any, name: str, *position: Any) -> str:
+    def result(self, value: Any, name: str, response: Any, ordinal: int) -> str:
         queue = self.pending.get(name)
         if isinstance(value, str) and value:
             if queue and value in queue:
@@ -211,7 +195,7 @@ class _Ids:
         if queue:
             return queue.popleft()
         self.deg.add("orphan_tool_response")
-        return synthesized_id(self._seed(), "result", *position)
+        return synthesized_call_id(NAME, name, response, "result", ordinal)
 
 
 # --- parts and turns ------------------------------------------------------------------------
@@ -259,13 +243,7 @@ def _is_meta(key: str) -> bool:
     return key in _PART_META or any(_snake(m) == key for m in _PART_META)
 
 
-def _turn(
-    role: str,
-    parts: list[Any],
-    deg: Degradations,
-    ids: _Ids,
-    position: tuple[Any, ...],
-) -> list[Message]:
+def _turn(role: str, parts: list[Any], deg: Degradations, ids: _Ids) -> list[Message]:
     """One turn: function responses become ``tool`` messages, other parts stay in the turn's
     role; runs are kept in source order."""
     out: list[Message] = []
@@ -280,7 +258,7 @@ def _turn(
                 current, pending = [], False
             name = response.get("name")
             name = name if isinstance(name, str) else ""
-            id_ = ids.result(response.get("id"), name, *position, results)
+            id_ = ids.result(response.get("id"), name, response.get("response"), results)
             results += 1
             if _g(part, "thoughtSignature"):
                 deg.add("opaque_reasoning")
@@ -298,7 +276,7 @@ def _turn(
                 deg.add("opaque_reasoning")
             name = call.get("name")
             name = name if isinstance(name, str) else ""
-            id_ = ids.call(call.get("id"), name, *position, calls)
+            id_ = ids.call(call.get("id"), name, call.get("args"), calls)
             calls += 1
             current.append(tool_call(id_, name, parse_arguments(call.get("args"), deg)))
             continue
@@ -337,7 +315,7 @@ def _contents(req: dict[str, Any]) -> list[Any]:
 
 def _input_messages(req: dict[str, Any], deg: Degradations, ids: _Ids) -> list[Message]:
     out = _system_messages(_config(req, "systemInstruction"), deg)
-    for k, content in enumerate(ids.contents):
+    for content in _contents(req):
         if isinstance(content, str):
             out.append(Message("user", [TextPart(content)] if content else []))
             continue
@@ -347,8 +325,7 @@ def _input_messages(req: dict[str, Any], deg: Degradations, ids: _Ids) -> list[M
         role = _role(content.get("role"))
         if role == "assistant":
             ids.model_turn()
-        ids.turn = k
-        out.extend(_turn(role, _parts_of(content, deg), deg, ids, (k,)))
+        out.extend(_turn(role, _parts_of(content, deg), deg, ids))
     return out
 
 
@@ -658,21 +635,13 @@ def _usage(usage: Any) -> tuple[int | None, int | None]:
 
 
 def _output_messages(
-    resp: dict[str, Any],
-    deg: Degradations,
-    ids: _Ids,
-    turn: int,
-    explicit_gemini: bool,
-    error: bool,
+    resp: dict[str, Any], deg: Degradations, ids: _Ids, explicit_gemini: bool, error: bool
 ) -> list[Message]:
     out: list[Message] = []
-    ordered = sorted(_indexed(_g(resp, "candidates")), key=lambda ic: ic[0])
-    for ordinal, (_, cand) in enumerate(ordered):
+    for _, cand in sorted(_indexed(_g(resp, "candidates")), key=lambda ic: ic[0]):
         ids.model_turn()
-        # The first candidate's ids match its replay as turn `turn` of the next request.
-        position = (turn,) if ordinal == 0 else (turn, "candidate", ordinal)
         content = cand.get("content")
-        msgs = _turn("assistant", _parts_of(content, deg), deg, ids, position)
+        msgs = _turn("assistant", _parts_of(content, deg), deg, ids)
         parts = [p for m in msgs for p in m.parts]
         reason = _finish(_g(cand, "finishReason"), explicit_gemini)
         if reason is None and error:
@@ -728,19 +697,12 @@ def translate(
     if req is None and resp is not None and not looks_like_response(resp):
         return Skip("unrecognized_format", "no Gemini candidates", NAME)
 
-    contents = _contents(req) if req else []
-    ids = _Ids(_config(req, "systemInstruction") if req else None, contents, deg)
+    ids = _Ids(deg)
     inputs = _input_messages(req, deg, ids) if req else []
     provider = _provider(meta, resp)
     outputs: list[Message] = []
     if resp is not None:
-        ids.turn = len(contents)
-        if req is None:
-            # Without the conversation, the response itself is the call's identity.
-            ids.fixed = stable_hash(NAME, as_str(_g(resp, "responseId")) or _g(resp, "candidates"))
-        outputs = _output_messages(
-            resp, deg, ids, len(contents), _explicit_gemini(meta, provider), error
-        )
+        outputs = _output_messages(resp, deg, ids, _explicit_gemini(meta, provider), error)
     input_tokens, output_tokens = _usage(_g(resp, "usageMetadata"))
     response_id = as_str(_g(resp, "responseId"))
     model = (
@@ -764,6 +726,7 @@ def translate(
         request=_request_params(req) if req else {},
         input_tokens=input_tokens,
         output_tokens=output_tokens,
+        started_at=fixed_rfc3339(_g(resp, "createTime")),
         model_call_id=response_id,
         **transport_times(meta),
     )

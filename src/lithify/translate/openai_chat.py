@@ -23,12 +23,12 @@ from lithify.translate._common import (
     as_float,
     as_int,
     as_str,
-    dumps_canonical,
     error_detail,
     finish,
     finish_reason,
     parse_arguments,
     seconds_to_rfc3339,
+    synthesized_call_id,
     synthesized_id,
     text_parts,
     tool_call,
@@ -130,16 +130,6 @@ def field(doc: Any, key: str = "type") -> str | None:
     return value if isinstance(value, str) else None
 
 
-def call_seed(args: Any) -> Any:
-    """Arguments as a hashable seed for a synthesized id; the encoders refuse a few values."""
-    if isinstance(args, str) or args is None:
-        return args
-    try:
-        return dumps_canonical(args).decode()
-    except (TypeError, RecursionError):
-        return "unencodable"
-
-
 def as_events(response: Any) -> list[SSEEvent] | None:
     """The events of a streamed body (given as events or as SSE text), else None."""
     if isinstance(response, str):
@@ -209,10 +199,10 @@ def _message_signals(messages: list[Any]) -> tuple[bool, bool]:
         if isinstance(content, list):
             for p in content:
                 kind = field(p)
-                if kind in _ANTHROPIC_BLOCKS:
-                    anthropic = True
-                elif kind in _CHAT_PARTS:
+                if kind in _CHAT_PARTS or is_thinking_chunk(p):
                     chat = True
+                elif kind in _ANTHROPIC_BLOCKS:
+                    anthropic = True
     return chat, anthropic
 
 
@@ -310,9 +300,44 @@ def _content_parts(content: Any, deg: Degradations) -> list[Part]:
             parts += text_parts(p.get("text"))
         elif isinstance(p, dict) and kind == "refusal" and isinstance(p.get("refusal"), str | None):
             parts += text_parts(p.get("refusal"))
+        elif is_thinking_chunk(p):
+            text = thinking_text(p)
+            if text:
+                parts.append(ReasoningPart(text))
         else:
             deg.add("unsupported_content")
     return parts
+
+
+def is_thinking_chunk(p: Any) -> bool:
+    """Mistral's reasoning content chunk, ``{"type": "thinking", "thinking": [text chunks]}``
+    (Anthropic's thinking block holds a string there, never a list)."""
+    return field(p) == "thinking" and isinstance(p.get("thinking"), list)
+
+
+def thinking_text(p: dict[str, Any]) -> str:
+    return "".join(
+        c["text"] for c in p["thinking"] if field(c) == "text" and isinstance(c.get("text"), str)
+    )
+
+
+def _server_side(msg: dict[str, Any], deg: Degradations) -> None:
+    """Count what rides beside the parts: citations of the text (OpenAI and Groq
+    ``annotations``), tools the server ran (Groq ``executed_tools``), Gemini's thought
+    signature (its OpenAI-compatible endpoint puts it in ``extra_content.google``)."""
+    for key, reason in (
+        ("annotations", "text_citation"),
+        ("executed_tools", "unsupported_content"),
+    ):
+        entries = msg.get(key)
+        if isinstance(entries, list):
+            deg.add(reason, len(entries))
+    calls = msg.get("tool_calls")
+    for holder in [msg, *(calls if isinstance(calls, list) else [])]:
+        extra = holder.get("extra_content") if isinstance(holder, dict) else None
+        google = extra.get("google") if isinstance(extra, dict) else None
+        if isinstance(google, dict) and google.get("thought_signature"):
+            deg.add("opaque_reasoning")
 
 
 def _reasoning_parts(msg: dict[str, Any], deg: Degradations) -> list[Part]:
@@ -355,9 +380,7 @@ def _call_part(tc: Any, ordinal: int, ctx: _Context) -> Part | None:
 def _make_call(call_id: str | None, name: Any, args: Any, ordinal: int, ctx: _Context) -> Part:
     name = name if isinstance(name, str) else ""
     if call_id is None:
-        # Seeded by what the call says, not by the fact, so a response and its replay in the next
-        # request's history get the same id.
-        call_id = synthesized_id(NAME, name, call_seed(args), ordinal)
+        call_id = synthesized_call_id(NAME, name, args, ordinal)
         ctx.deg.add("synthesized_id")
     ctx.pending.append((name, call_id))
     return tool_call(call_id, name, parse_arguments(args, ctx.deg))
@@ -376,6 +399,7 @@ def _assistant_parts(msg: dict[str, Any], ctx: _Context) -> list[Part]:
         parts.append(TextPart(refusal))
     if _has_audio(msg.get("audio")):
         ctx.deg.add("unsupported_content")
+    _server_side(msg, ctx.deg)
     ordinal = 0
     calls = msg.get("tool_calls")
     if isinstance(calls, list):
@@ -448,20 +472,38 @@ class _StreamChoice:
     def __init__(self) -> None:
         self.role: str | None = None
         self.text: dict[str, list[str]] = {}
+        # Content sent as a list of chunks (Mistral's thinking and text chunks), in order.
+        self.chunks: list[dict[str, Any]] | None = None
         self.calls: dict[int, dict[str, Any]] = {}
         self.function_call: dict[str, list[str]] | None = None
         self.audio: dict[str, Any] | None = None
+        self.annotations: list[Any] = []
+        self.executed: dict[Any, dict[str, Any]] = {}
+        self.extra: Any = None
         self.finish: Any = None
 
     def add(self, delta: dict[str, Any]) -> None:
         if isinstance(delta.get("role"), str):
             self.role = self.role or delta["role"]
+        content = delta.get("content")
+        if isinstance(content, list | dict) or (self.chunks is not None and content is not None):
+            self._content_chunks(content)
         for key in ("content", "reasoning_content", "reasoning", "refusal"):
             v = delta.get(key)
-            if isinstance(v, str):
+            if isinstance(v, str) and (key != "content" or self.chunks is None):
                 self.text.setdefault(key, []).append(v)
         if _has_audio(delta.get("audio")):
             self.audio = delta["audio"]
+        if isinstance(delta.get("annotations"), list):
+            self.annotations += delta["annotations"]
+        if isinstance(delta.get("executed_tools"), list):
+            # Groq sends each executed tool twice (its arguments, then its output): one by index.
+            for pos, tool in enumerate(delta["executed_tools"]):
+                if isinstance(tool, dict):
+                    key = tool.get("index", f"{len(self.executed)}.{pos}")
+                    self.executed.setdefault(key, {}).update(tool)
+        if delta.get("extra_content") is not None:
+            self.extra = delta["extra_content"]
         calls = delta.get("tool_calls")
         if isinstance(calls, list):
             for frag in calls:
@@ -475,6 +517,28 @@ class _StreamChoice:
                     acc[key].append(fc[key])
             self.function_call = acc
 
+    def _content_chunks(self, content: Any) -> None:
+        """Content as chunks; adjacent text (and thinking) fragments join into one chunk."""
+        if self.chunks is None:
+            earlier = "".join(self.text.pop("content", []))
+            self.chunks = [{"type": "text", "text": earlier}] if earlier else []
+        if isinstance(content, str):
+            content = [{"type": "text", "text": content}]
+        for chunk in content if isinstance(content, list) else [content]:
+            last = self.chunks[-1] if self.chunks else None
+            if (
+                field(chunk) == "text"
+                and field(last) == "text"
+                and isinstance(chunk.get("text"), str)
+                and isinstance(last.get("text"), str)
+            ):
+                last["text"] += chunk["text"]
+            elif is_thinking_chunk(chunk) and is_thinking_chunk(last):
+                joined = thinking_text(last) + thinking_text(chunk)
+                last["thinking"] = [{"type": "text", "text": joined}]
+            elif isinstance(chunk, dict):
+                self.chunks.append(dict(chunk))
+
     def _call_fragment(self, frag: dict[str, Any]) -> None:
         idx = frag.get("index")
         fid = as_str(frag.get("id"))
@@ -487,8 +551,12 @@ class _StreamChoice:
                 idx = max(self.calls, default=-1) + 1
             else:
                 idx = max(self.calls)
-        call = self.calls.setdefault(idx, {"id": None, "type": None, "name": None, "args": []})
+        call = self.calls.setdefault(
+            idx, {"id": None, "type": None, "name": None, "args": [], "extra": None}
+        )
         call["id"] = call["id"] or fid
+        if frag.get("extra_content") is not None:
+            call["extra"] = frag["extra_content"]
         if isinstance(frag.get("type"), str):
             call["type"] = call["type"] or frag["type"]
         fn = frag.get("custom") if isinstance(frag.get("custom"), dict) else frag.get("function")
@@ -503,23 +571,32 @@ class _StreamChoice:
         msg: dict[str, Any] = {"role": self.role or "assistant"}
         for key, pieces in self.text.items():
             msg[key] = "".join(pieces)
+        if self.chunks is not None:
+            msg["content"] = self.chunks
         if self.audio is not None:
             msg["audio"] = self.audio
+        if self.annotations:
+            msg["annotations"] = self.annotations
+        if self.executed:
+            msg["executed_tools"] = list(self.executed.values())
+        if self.extra is not None:
+            msg["extra_content"] = self.extra
         if self.calls:
             calls = []
             for _, c in sorted(self.calls.items()):
                 args = "".join(c["args"])
                 if c["type"] == "custom":
-                    calls.append(
-                        {
-                            "id": c["id"],
-                            "type": "custom",
-                            "custom": {"name": c["name"], "input": args},
-                        }
-                    )
+                    call = {
+                        "id": c["id"],
+                        "type": "custom",
+                        "custom": {"name": c["name"], "input": args},
+                    }
                 else:
                     fn = {"name": c["name"], "arguments": args}
-                    calls.append({"id": c["id"], "type": "function", "function": fn})
+                    call = {"id": c["id"], "type": "function", "function": fn}
+                if c["extra"] is not None:
+                    call["extra_content"] = c["extra"]
+                calls.append(call)
             msg["tool_calls"] = calls
         if self.function_call is not None:
             msg["function_call"] = {k: "".join(v) for k, v in self.function_call.items()}
@@ -552,8 +629,11 @@ class _Stream:
         for key in ("id", "model", "created", "system_fingerprint"):
             if key not in self.head and data.get(key) not in (None, ""):
                 self.head[key] = data[key]
+        groq = data.get("x_groq")
         if isinstance(data.get("usage"), dict):
             self.usage = data["usage"]
+        elif isinstance(groq, dict) and isinstance(groq.get("usage"), dict):
+            self.usage = groq["usage"]  # Groq's last chunk
         choices = data.get("choices")
         if not isinstance(choices, list):
             return
@@ -570,7 +650,11 @@ class _Stream:
 
     @property
     def complete(self) -> bool:
-        return self.done and all(c.finish is not None for c in self.choices.values())
+        # `[DONE]` after the usage chunk ends a whole stream even when a choice never said why
+        # it finished (Snowflake Cortex): the finish reason is unknown, nothing was cut.
+        return self.done and (
+            self.usage is not None or all(c.finish is not None for c in self.choices.values())
+        )
 
     def body(self) -> dict[str, Any]:
         body = dict(self.head)

@@ -18,12 +18,14 @@ from lithify.model import (
 )
 from lithify.translate._common import (
     Degradations,
+    as_float,
     as_int,
     as_str,
     error_detail,
     finish_reason,
     parse_arguments,
     seconds_to_rfc3339,
+    synthesized_call_id,
     synthesized_id,
     text_parts,
     tool_call,
@@ -32,7 +34,6 @@ from lithify.translate._common import (
 from lithify.translate.openai_chat import (
     as_events,
     build,
-    call_seed,
     field,
     request_params,
     transport_fields,
@@ -153,6 +154,11 @@ class _Walker:
         elif kind == "item_reference":
             self.deg.add("content_reference")
             self.flush()
+        elif kind == "compaction":
+            # The earlier conversation, compacted into state only the provider can read: opaque
+            # like encrypted reasoning, and no turn of its own.
+            if item.get("encrypted_content"):
+                self.deg.add("opaque_reasoning")
         else:
             self.deg.add("unsupported_content")
             # Calls the model made (server tools, computer use, …) sit inside its turn; their
@@ -169,10 +175,8 @@ class _Walker:
         )
         call_id = as_str(item.get("call_id"))
         if call_id is None:
-            # Seeded by the call itself and its place in the turn, so a response and its replay in
-            # the next request's input get the same id.
             ordinal = sum(1 for p in self.assistant or [] if isinstance(p, ToolCallPart))
-            call_id = synthesized_id(NAME, name, call_seed(args), ordinal)
+            call_id = synthesized_call_id(NAME, name, args, ordinal)
             self.deg.add("synthesized_id")
         self.pending.append((name, call_id))
         return tool_call(call_id, name, parse_arguments(args, self.deg))
@@ -205,6 +209,8 @@ def _content(content: Any, deg: Degradations) -> list[Part]:
     for p in content:
         kind = field(p)
         if isinstance(p, dict) and kind in _TEXT_PARTS and isinstance(p.get("text"), str | None):
+            if isinstance(p.get("annotations"), list):
+                deg.add("text_citation", len(p["annotations"]))
             parts += text_parts(p.get("text"))
         elif isinstance(p, dict) and kind == "refusal" and isinstance(p.get("refusal"), str | None):
             parts += text_parts(p.get("refusal"))
@@ -346,7 +352,14 @@ class _Stream:
 
     def _delta(self, kind: str, data: dict[str, Any]) -> None:
         text = data.get("delta") if kind.endswith(".delta") else None
-        if kind.startswith(("response.output_text.", "response.refusal.")):
+        if kind == "response.output_text.annotation.added":
+            part = self._part(data, "content", "output_text")
+            notes = part.get("annotations")
+            part["annotations"] = [
+                *(notes if isinstance(notes, list) else []),
+                data.get("annotation"),
+            ]
+        elif kind.startswith(("response.output_text.", "response.refusal.")):
             attr = "refusal" if kind.startswith("response.refusal.") else "text"
             part = self._part(data, "content", "refusal" if attr == "refusal" else "output_text")
             _write(part, attr, text, data.get(attr) if kind.endswith(".done") else None)
@@ -496,5 +509,13 @@ def translate(
         output_tokens=as_int(usage.get("output_tokens", usage.get("completion_tokens"))),
         started_at=seconds_to_rfc3339(body.get("created_at")),
         model_call_id=call_id,
-        **transport_fields(meta, req, body),
+        **_with_duration(transport_fields(meta, req, body), body),
     )
+
+
+def _with_duration(fields: dict[str, Any], body: dict[str, Any]) -> dict[str, Any]:
+    """The duration from the response's own times when the transport measured none."""
+    created, completed = as_float(body.get("created_at")), as_float(body.get("completed_at"))
+    if fields["duration_ms"] is None and created and completed and completed >= created:
+        fields["duration_ms"] = (completed - created) * 1000
+    return fields
