@@ -19,7 +19,8 @@ import re
 from pathlib import Path
 from urllib.parse import unquote, urlsplit, urlunsplit
 
-from lithify.store._base import (
+from lithify.store._rows import prepare
+from lithify.store._types import (
     DegradationCount,
     FactFilter,
     FactStore,
@@ -34,7 +35,6 @@ from lithify.store._base import (
     StoreUnavailable,
     TokenExists,
     TokenInfo,
-    prepare,
 )
 from lithify.store.migrations import MIGRATIONS, Migration
 

@@ -18,14 +18,10 @@ import psycopg
 from psycopg import errors as pg_errors
 from psycopg.conninfo import conninfo_to_dict
 
-from lithify.store._base import (
-    Cursor,
-    Query,
-    R,
-    SqlStore,
-    StoreError,
-    StoreUnavailable,
-)
+from lithify.store._backend import R
+from lithify.store._query import Cursor, Query
+from lithify.store._sql import SqlStore
+from lithify.store._types import StoreError, StoreUnavailable
 from lithify.store.migrations import MIGRATIONS, Migration
 
 _SCHEMA_LOCK = 0x6C69746869667921  # any constant: serializes migrations of one database

@@ -16,14 +16,10 @@ from typing import Any
 
 import lz4.block
 
-from lithify.store._base import (
-    Cursor,
-    Query,
-    R,
-    SqlStore,
-    StoreError,
-    StoreUnavailable,
-)
+from lithify.store._backend import R
+from lithify.store._query import Cursor, Query
+from lithify.store._sql import SqlStore
+from lithify.store._types import StoreError, StoreUnavailable
 from lithify.store.migrations import MIGRATIONS, Migration
 
 # Primary result codes that mean "not now" rather than "never": busy or locked past the

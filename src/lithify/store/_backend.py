@@ -1,0 +1,74 @@
+"""What a backend supplies: connections, transactions, snapshots and dialect hooks."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+from lithify.store._query import Cursor, Query
+from lithify.store.migrations import Migration
+
+R = TypeVar("R")
+
+
+class Backend:
+    """The hooks a backend (SQLite, PostgreSQL) implements for the shared SQL."""
+
+    dialect: str
+    url: str
+    migrations: tuple[Migration, ...]
+
+    # -- backend hooks ---------------------------------------------------------------------
+    def _run(self, fn: Callable[[Cursor], R], *, write: bool) -> R:
+        """Run ``fn`` in one transaction (the write lock held when ``write``); errors mapped."""
+        raise NotImplementedError
+
+    def _snapshot(self, batch_size: int) -> contextlib.AbstractContextManager[Query]:
+        """A read-only connection of its own, on one snapshot of the database while the context
+        lasts: it gives a function that streams a query's rows, ``batch_size`` at a time
+        (several streams may be read side by side)."""
+        raise NotImplementedError
+
+    def _stream(self, sql: str, params: list[Any], batch_size: int) -> Iterator[tuple[Any, ...]]:
+        """Rows of a query, read in batches on a connection of its own."""
+        with self._snapshot(batch_size) as query:
+            yield from query(sql, params)
+
+    def _insert(
+        self, cur: Cursor, table: str, columns: tuple[str, ...], rows: list[tuple[Any, ...]]
+    ) -> list[tuple[Any, Any]]:
+        """Insert rows in this order, skipping any that collide; return the first two columns
+        of those inserted (of facts: inference_call_id and model_call_id, which tell which of
+        a batch's rows with one id was stored: the first with that pair)."""
+        raise NotImplementedError
+
+    def _lock_schema(self, cur: Cursor) -> None:
+        """Serialize concurrent migrations (SQLite's write lock already does)."""
+
+    def _share_captures(self, cur: Cursor, own: bool) -> None:
+        """Taken before a transaction writes facts: the right to read the capture index
+        (shared by writers), or to change it (``own``: one writer at a time). SQLite's write
+        lock already makes every writer the only one."""
+
+    def _own_captures(self, cur: Cursor) -> bool:
+        """Change a shared right to read the capture index into the right to change it, when no
+        other writer shares it; False when one does."""
+        return True
+
+    _degradations_sql: str
+    # Where a fact's body is read from (SQLite keeps bodies in a table of their own).
+    _fact_body = "body"
+    _fact_from = "facts"
+    _variant_body = "body"
+
+    def _pack(self, body: bytes) -> bytes:
+        """A body as this backend stores it (SQLite compresses)."""
+        return body
+
+    def _unpack(self, body: bytes) -> bytes:
+        """The codec bytes of a body as stored, or as ``prepare`` left it."""
+        return body
+
+    def close(self) -> None:
+        raise NotImplementedError

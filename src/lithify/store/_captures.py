@@ -1,0 +1,568 @@
+"""The capture index (``fact_captures``): which call each capture belongs to, decided by the
+identity rule (``core.identity``) as captures are written, and read back one capture per call.
+
+One module because the writing half (index new captures, decide again) and the reading half
+(merge the facts rows with the captures read in their place) are two sides of one index layout.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from operator import itemgetter
+from typing import Any
+
+import msgspec
+
+from lithify.core import codec
+from lithify.core.identity import (
+    Assignment,
+    Capture,
+    aliases,
+    assign,
+    capture_digest,
+    content_keys,
+    lack,
+)
+from lithify.model import InferenceCall
+from lithify.store._backend import Backend
+from lithify.store._query import Cursor, Query, _and, _select_in, fact_where
+from lithify.store._rows import FACT_COLUMNS, VARIANT_COLUMNS, _fact_decoder
+from lithify.store._types import FactFilter, InsertResult, StoredCapture
+
+
+class _CapturesBusy(Exception):
+    """Another writer holds the right to index captures: write the batch again, owning it."""
+
+
+# fact_captures: every capture that shares an id with another, its rank (lack, sort_at,
+# inference_call_id, digest), the columns reads filter and order on, its content keys, and the
+# call the identity rule puts it in (core/identity.py).
+_CAPTURED = (  # what a capture takes from its fact's columns
+    "inference_call_id",
+    "model_call_id",
+    "session_id",
+    "trace_id",
+    "provider",
+    "model",
+    "source",
+    "sort_at",
+)
+CAPTURE_COLUMNS = (
+    "digest",
+    "variant",  # 0: a facts row; 1: a fact_variants row
+    "lack",  # identity.lack of the fact
+    *_CAPTURED,
+    "in_key",  # identity.content_keys: what agreement compares
+    "out_key",
+    "call",  # the digest of its call's first capture, the one reads give
+    "call_id",  # its call's id: the first capture's id, or a derived one after a collision
+    "collided",  # 1: its call shares an id with an earlier capture that contradicts it
+    "kept",  # 1: the first capture of its call (call = digest)
+)
+_CAPTURED_AT = tuple(FACT_COLUMNS.index(c) for c in _CAPTURED)
+_IS_VARIANT, _LACK, _ID, _MODEL_ID, _SESSION, _SORT_AT, _IN, _OUT, _CALL, _CALL_ID, _COLLIDED = (
+    CAPTURE_COLUMNS.index(c)
+    for c in (
+        "variant",
+        "lack",
+        "inference_call_id",
+        "model_call_id",
+        "session_id",
+        "sort_at",
+        "in_key",
+        "out_key",
+        "call",
+        "call_id",
+        "collided",
+    )
+)
+_KEPT = CAPTURE_COLUMNS.index("kept")
+_DECISION = ("call", "call_id", "collided", "kept")
+_RANK = "(lack, sort_at, inference_call_id, digest)"
+
+# Whether any call has several captures: most stores have none, and read and write as before.
+_ANY_CAPTURE = "SELECT 1 FROM fact_captures LIMIT 1"
+
+# What became of each inserted row: a new call, a redelivery, another capture of a stored
+# call, or a call of its own that shares an id with a capture that contradicts it.
+_STORED, _DUPLICATE, _VARIANT, _COLLISION = range(4)
+
+
+def _result(ids: Sequence[str], outcomes: Sequence[int]) -> InsertResult:
+    def having(outcome: int) -> list[str]:
+        return [i for i, o in zip(ids, outcomes, strict=True) if o == outcome]
+
+    duplicate_ids, variant_ids, collision_ids = (
+        having(_DUPLICATE),
+        having(_VARIANT),
+        having(_COLLISION),
+    )
+    inserted = len(ids) - len(duplicate_ids) - len(variant_ids)
+    return InsertResult(
+        inserted,
+        len(duplicate_ids),
+        duplicate_ids,
+        len(variant_ids),
+        variant_ids,
+        len(collision_ids),
+        collision_ids,
+    )
+
+
+def _capture(body: bytes, variant: int, columns: Iterable[Any]) -> tuple[Any, ...]:
+    """The fact_captures row of the fact with these codec bytes (``columns``: its ``_CAPTURED``
+    ones), a call of its own until decided."""
+    fact = _fact_decoder.decode(body)
+    digest = capture_digest(body)
+    cols = tuple(columns)
+    return (digest, variant, lack(fact), *cols, *content_keys(fact), digest, cols[0], 0, 1)
+
+
+def _rank(capture: tuple[Any, ...]) -> tuple[int, str, str, bytes]:
+    return capture[_LACK], capture[_SORT_AT], capture[_ID], bytes(capture[0])
+
+
+def _classify(outcomes: list[int], new: dict[int, bytes], decided: dict[bytes, Assignment]) -> None:
+    """What became of each row indexed as a capture (``new``: row index → digest): of a call
+    that has captures from before, another capture (``_VARIANT``); of a call new in this
+    write, the first such row is the call (``_STORED``, or ``_COLLISION`` when it shares an id
+    with a capture that contradicts it) and the others are its other captures."""
+    fresh = set(new.values())
+    old_calls = {a.call for d, a in decided.items() if d not in fresh}
+    counted: set[bytes] = set()
+    for i in sorted(new):
+        a = decided.get(new[i])
+        if a is None:
+            continue
+        if a.call in old_calls or a.call in counted:
+            outcomes[i] = _VARIANT
+        else:
+            counted.add(a.call)
+            outcomes[i] = _COLLISION if a.collided else _STORED
+
+
+def _view(capture: tuple[Any, ...]) -> Capture:
+    """What the identity rule reads of a fact_captures row."""
+    return Capture(
+        bytes(capture[0]),
+        capture[_LACK],
+        capture[_SORT_AT],
+        capture[_ID],
+        capture[_MODEL_ID],
+        capture[_SESSION],
+        None if capture[_IN] is None else bytes(capture[_IN]),
+        None if capture[_OUT] is None else bytes(capture[_OUT]),
+    )
+
+
+def _assignment(capture: tuple[Any, ...]) -> Assignment:
+    return Assignment(bytes(capture[_CALL]), capture[_CALL_ID], bool(capture[_COLLIDED]))
+
+
+def _captures_in(
+    cur: Cursor, column: str, values: Iterable[Any], tail: str = "", params: Sequence[Any] = ()
+) -> list[Any]:
+    """The fact_captures rows whose ``column`` is one of ``values`` (and ``tail`` holds)."""
+    head = f"SELECT {', '.join(CAPTURE_COLUMNS)} FROM fact_captures WHERE {column}"
+    return _select_in(cur, head, values, tail, params)
+
+
+def _linked_captures(
+    cur: Cursor,
+    ids: set[str],
+    model_ids: set[str | None],
+    tail: str = "",
+    params: Sequence[Any] = (),
+) -> tuple[dict[bytes, tuple[Any, ...]], set[str], set[str]]:
+    """The fact_captures rows (where ``tail`` holds) that share an identity with these ids or
+    model ids, or with one another, by digest; and every id and model id walked."""
+    found: dict[bytes, tuple[Any, ...]] = {}
+    seen_ids: set[str] = set()
+    seen_model_ids: set[str] = set()
+    todo_ids, todo_model_ids = set(ids), set(model_ids) - {None}
+    while todo_ids or todo_model_ids:
+        seen_ids |= todo_ids
+        seen_model_ids |= todo_model_ids  # type: ignore[arg-type]
+        rows = _captures_in(cur, "inference_call_id", todo_ids, tail, params)
+        rows += _captures_in(cur, "model_call_id", todo_model_ids, tail, params)
+        todo_ids, todo_model_ids = set(), set()
+        for row in rows:
+            if row[0] not in found:
+                found[row[0]] = row
+                todo_ids.add(row[_ID])
+                todo_model_ids.add(row[_MODEL_ID])
+        todo_ids -= seen_ids
+        todo_model_ids -= seen_model_ids | {None}
+    return found, seen_ids, seen_model_ids
+
+
+def _resolved(
+    main: Iterator[tuple[Any, ...]],
+    dropped: Iterator[tuple[Any, ...]],
+    kept: Iterator[tuple[Any, ...]],
+    width: int,
+) -> Iterator[tuple[bytes, str | None]]:
+    """The bodies of ``main`` without the rows whose key is in ``dropped``, with ``kept``
+    merged in; rows start with their key (``width`` columns, of ``kept`` the last is the call
+    id it is read under), the three in one key order. Each body comes with that call id, or
+    ``None`` (a ``main`` row, read under its own)."""
+    skip = next(dropped, None)
+    extra = next(kept, None)
+    extra_key = None if extra is None else extra[:width]
+
+    def horizon() -> Any:
+        heads = [h[0] for h in (skip, extra_key) if h is not None]
+        return min(heads) if heads else None
+
+    edge = horizon()
+    for row in main:
+        # Contested calls are few: a row whose first key column is below the next one's
+        # passes with one comparison.
+        if edge is None or row[0] < edge:
+            yield row[width], None
+            continue
+        key = row[:width]
+        while extra_key is not None and extra_key < key:
+            yield extra[width], extra[width - 1]  # type: ignore[index]
+            extra = next(kept, None)
+            extra_key = None if extra is None else extra[:width]
+        while skip is not None and skip < key:
+            skip = next(dropped, None)
+        if skip == key:
+            skip = next(dropped, None)
+        else:
+            yield row[width], None
+        edge = horizon()
+    while extra is not None:
+        yield extra[width], extra[width - 1]
+        extra = next(kept, None)
+
+
+class CaptureIndex(Backend):
+    """The capture index's half of a store."""
+
+    def _contested(self, cur: Cursor) -> bool:
+        """Whether any call has several captures."""
+        cur.execute(_ANY_CAPTURE)
+        return cur.fetchone() is not None
+
+    def _keep_captures(
+        self, cur: Cursor, rows: list[tuple[Any, ...]], outcomes: list[int], own: bool
+    ) -> None:
+        """Keep the colliding rows that differ from every stored capture of their call as
+        variants (their outcome becomes ``_VARIANT``), and index every capture of the calls
+        they contest in fact_captures."""
+        collided = [i for i, o in enumerate(outcomes) if o == _DUPLICATE]
+        contested = self._contested(cur)
+        if not collided and not contested:
+            return  # the common batch: nothing collided and no call is contested
+        captures: dict[bytes, tuple[Any, ...]] = {}
+        new: dict[int, bytes] = {}  # row index → digest, of the rows indexed as captures
+        if contested:
+            # A new facts row may share an id with a variant of a stored call: a candidate.
+            fresh = [i for i, o in enumerate(outcomes) if o == _STORED]
+            ids = {
+                c[_ID] for c in _captures_in(cur, "inference_call_id", {rows[i][0] for i in fresh})
+            }
+            model_ids = {
+                c[_MODEL_ID]
+                for c in _captures_in(cur, "model_call_id", {rows[i][1] for i in fresh} - {None})
+            }
+            for i in fresh:
+                row = rows[i]
+                if row[0] in ids or row[1] in model_ids:
+                    c = _capture(self._unpack(row[-1]), 0, (row[j] for j in _CAPTURED_AT))
+                    captures[c[0]] = c
+                    new[i] = c[0]
+        stored = {
+            f[0]: f
+            for f in self._stored_facts(cur, "inference_call_id", {rows[i][0] for i in collided})
+        }
+        differing: list[tuple[int, bytes, bytes]] = []  # (row index, digest, codec bytes)
+        seen: set[bytes] = set()
+        for i in collided:
+            body = self._unpack(rows[i][-1])
+            same = stored.get(rows[i][0])
+            if same is not None and bytes(same[-1]) == body:
+                continue  # a redelivery of the stored fact: a duplicate
+            digest = capture_digest(body)
+            if digest not in seen:  # the same capture twice in a batch: the first is the variant
+                seen.add(digest)
+                differing.append((i, digest, body))
+        if not differing and not captures:
+            return  # only redeliveries: nothing to write
+        if not own and not self._own_captures(cur):
+            raise _CapturesBusy
+        if differing:
+            self._keep_variants(cur, rows, outcomes, differing, stored, captures, new)
+        if captures:
+            decided = self._index_captures(cur, list(captures.values()))
+            _classify(outcomes, new, decided)
+
+    def _stored_facts(self, cur: Cursor, column: str, values: Iterable[Any]) -> list[Any]:
+        """The ``_CAPTURED`` columns and the codec bytes of the facts rows with these values."""
+        head = f"SELECT {', '.join(_CAPTURED)}, {self._fact_body} FROM {self._fact_from} WHERE"
+        return _select_in(cur, f"{head} {column}", values)
+
+    def _keep_variants(
+        self,
+        cur: Cursor,
+        rows: list[tuple[Any, ...]],
+        outcomes: list[int],
+        differing: list[tuple[int, bytes, bytes]],
+        stored: dict[str, Any],
+        captures: dict[bytes, tuple[Any, ...]],
+        new: dict[int, bytes],
+    ) -> None:
+        variant_rows = sorted(
+            ((d, *rows[i][:-1], self._pack(body)) for i, d, body in differing), key=itemgetter(0)
+        )
+        inserted = {r[0] for r in self._insert(cur, "fact_variants", VARIANT_COLUMNS, variant_rows)}
+        linked: dict[str, Any] = {}  # the facts rows they share an inference_call_id with
+        model_ids: set[str] = set()
+        for i, digest, body in differing:
+            if digest not in inserted:
+                continue  # a variant stored before: a duplicate
+            row = rows[i]
+            outcomes[i] = _VARIANT
+            captures[digest] = _capture(body, 1, (row[j] for j in _CAPTURED_AT))
+            new[i] = digest
+            if row[0] in stored:
+                linked[row[0]] = stored[row[0]]
+            if row[1] is not None:
+                model_ids.add(row[1])
+        # The facts rows the variants collide with are captures of the contested calls too.
+        for f in [*linked.values(), *self._stored_facts(cur, "model_call_id", model_ids)]:
+            c = _capture(bytes(f[-1]), 0, f[:-1])
+            captures.setdefault(c[0], c)
+
+    def _rebuild_captures(self, cur: Cursor) -> None:
+        """Index the captures of every contested call afresh (fact_captures is empty): each
+        variant, and the facts rows that share an identity with one."""
+        cur.execute(f"SELECT {', '.join(_CAPTURED)}, {self._variant_body} FROM fact_variants")
+        variants = cur.fetchall()
+        if not variants:
+            return
+        captures: dict[bytes, tuple[Any, ...]] = {}
+        for v in variants:
+            c = _capture(bytes(v[-1]), 1, v[:-1])
+            captures[c[0]] = c
+        ids = {v[0] for v in variants}
+        model_ids = {v[1] for v in variants} - {None}
+        for f in [
+            *self._stored_facts(cur, "inference_call_id", ids),
+            *self._stored_facts(cur, "model_call_id", model_ids),
+        ]:
+            c = _capture(bytes(f[-1]), 0, f[:-1])
+            captures.setdefault(c[0], c)
+        self._index_captures(cur, list(captures.values()))
+
+    def _index_captures(
+        self, cur: Cursor, captures: list[tuple[Any, ...]]
+    ) -> dict[bytes, Assignment]:
+        """Add captures to fact_captures, then decide again which call each capture belongs
+        to wherever the new ones may change it; the calls of the captures decided and of the
+        earlier ones they were decided against, by digest."""
+        new = {
+            bytes(r[0])
+            for r in self._insert(
+                cur, "fact_captures", CAPTURE_COLUMNS, sorted(captures, key=_rank)
+            )
+        }
+        seeds = [c for c in captures if c[0] in new]
+        if not seeds:
+            return {}
+        # The rule goes in rank order, so decisions only change from the first new capture on,
+        # and only through ids shared with a new one: walk those captures, then read the
+        # earlier captures that share their ids (and their calls' first captures).
+        first = _rank(min(seeds, key=_rank))
+        after = f" AND {_RANK} >= (?, ?, ?, ?)"
+        before = f" AND {_RANK} < (?, ?, ?, ?)"
+        found, ids, model_ids = _linked_captures(
+            cur, {c[_ID] for c in seeds}, {c[_MODEL_ID] for c in seeds}, after, first
+        )
+        prior = {
+            bytes(r[0]): r
+            for r in [
+                *_captures_in(cur, "inference_call_id", ids, before, first),
+                *_captures_in(cur, "model_call_id", model_ids, before, first),
+            ]
+        }
+        earlier = sorted(prior.values(), key=_rank)
+        heads = {bytes(r[_CALL]) for r in earlier} - prior.keys()
+        reps = _captures_in(cur, "digest", heads) if heads else []
+        ranked = sorted(found.values(), key=_rank)
+        decided = {bytes(r[0]): _assignment(r) for r in earlier}
+        for c, a in zip(
+            ranked,
+            assign(
+                (_view(c) for c in ranked),
+                ((_view(r), _assignment(r)) for r in earlier),
+                (_view(r) for r in reps),
+            ),
+            strict=True,
+        ):
+            digest = bytes(c[0])
+            decided[digest] = a
+            kept = int(a.call == digest)
+            if _assignment(c) != a or c[_KEPT] != kept:
+                cur.execute(
+                    f"UPDATE fact_captures SET {' = ?, '.join(_DECISION)} = ? WHERE digest = ?",
+                    (a.call, a.call_id, int(a.collided), kept, digest),
+                )
+        return decided
+
+    def _call_bodies(
+        self, query: Query, where: str, params: list[Any], order: str, contested: bool
+    ) -> Iterator[tuple[bytes, str | None]]:
+        """The bodies of the calls whose first capture matches ``where``, in ``order``
+        (columns), each with its call id when it is not the capture's own (``None``): of the
+        captures of a contested call, the first, at its own place, under its call's id."""
+        if not contested:  # no capture shares an id: the facts rows are the calls
+            sql = f"SELECT {self._fact_body} FROM {self._fact_from}{where} ORDER BY {order}"
+            for (body,) in query(sql, params):
+                yield body, None
+            return
+        main = query(
+            f"SELECT {order}, {self._fact_body} FROM {self._fact_from}{where} ORDER BY {order}",
+            params,
+        )
+        # facts rows that are not the first capture of their call, or are read under another id
+        dropped = query(
+            f"SELECT {order} FROM fact_captures{_and(where, 'variant = 0')} AND "
+            f"(kept = 0 OR call_id <> inference_call_id) ORDER BY {order}",
+            params,
+        )
+        # the first captures read in their place, ordered by their calls' ids: variants, and
+        # facts rows read under another id
+        keys = order.split(", ")[:-1]
+
+        def firsts(call_id: str, body: str, table: str, cond: str) -> str:
+            cols = ", ".join([*keys, f"({call_id}) AS call_id", f"{body} AS body"])
+            return f"SELECT {cols} FROM {table}{_and(where, cond)}"
+
+        variants = firsts(
+            "SELECT call_id FROM fact_captures AS c WHERE c.digest = v.digest",
+            self._variant_body,
+            "fact_variants AS v",
+            "digest IN (SELECT digest FROM fact_captures WHERE variant = 1 AND kept = 1)",
+        )
+        renamed = firsts(
+            "SELECT call_id FROM fact_captures AS c "
+            "WHERE c.variant = 0 AND c.inference_call_id = facts.inference_call_id",
+            self._fact_body,
+            self._fact_from,
+            "inference_call_id IN (SELECT inference_call_id FROM fact_captures "
+            "WHERE variant = 0 AND kept = 1 AND call_id <> inference_call_id)",
+        )
+        kept = query(
+            f"SELECT * FROM ({variants} UNION ALL {renamed}) AS k "
+            f"ORDER BY {', '.join([*keys, 'call_id'])}",
+            params + params,
+        )
+        yield from _resolved(main, dropped, kept, order.count(",") + 1)
+
+    def _capture_bodies(
+        self, cur: Cursor, captures: Sequence[tuple[Any, ...]]
+    ) -> dict[bytes, bytes]:
+        """The codec bytes of these fact_captures rows, by digest."""
+        facts = self._stored_facts(
+            cur, "inference_call_id", {c[_ID] for c in captures if not c[_IS_VARIANT]}
+        )
+        bodies = {capture_digest(bytes(f[-1])): bytes(f[-1]) for f in facts}
+        for digest, body in _select_in(
+            cur,
+            f"SELECT digest, {self._variant_body} FROM fact_variants WHERE digest",
+            [bytes(c[0]) for c in captures if c[_IS_VARIANT]],
+        ):
+            bodies[bytes(digest)] = bytes(body)
+        return bodies
+
+    def captures(self, inference_call_id: str) -> list[StoredCapture]:
+        """Every stored capture of the call this id names (a call id, or a capture's id), and
+        of the captures linked to it through shared ids, in the identity rule's rank order,
+        each with its call's id and whether it is the one read; ``[]`` when nothing has it."""
+        key = codec.col(inference_call_id)
+
+        def q(cur: Cursor) -> list[tuple[bytes, bool, str]]:
+            found: dict[bytes, tuple[Any, ...]] = {}
+            if self._contested(cur):
+                ids = {key} | {c[_ID] for c in _captures_in(cur, "call_id", {key})}
+                found = _linked_captures(cur, ids, set())[0]
+            if not found:  # a capture that shares no id: its facts row alone
+                return [
+                    (bytes(f[-1]), True, key)
+                    for f in self._stored_facts(cur, "inference_call_id", {key})
+                ]
+            ranked = sorted(found.values(), key=_rank)
+            bodies = self._capture_bodies(cur, ranked)
+            return [(bodies[bytes(c[0])], bool(c[_KEPT]), c[_CALL_ID]) for c in ranked]
+
+        return [
+            StoredCapture(_fact_decoder.decode(body), kept, codec.uncol(call_id) or "")
+            for body, kept, call_id in self._run(q, write=False)
+        ]
+
+    def call_aliases(self, ids: Iterable[str]) -> dict[str, str]:
+        """Which of ``ids`` name captures of one call only without being a call's id, each
+        with that call's id (``identity.aliases``): feedback naming them joins that call. Only
+        captures that share an id have such ids: at most one entry per id asked about."""
+        wanted = {codec.col(i) for i in ids if isinstance(i, str)}
+
+        def q(cur: Cursor) -> dict[str, str]:
+            if not wanted or not self._contested(cur):
+                return {}
+            rows = [
+                *_captures_in(cur, "inference_call_id", wanted),
+                *_captures_in(cur, "call_id", wanted, " AND kept = 1"),
+            ]
+            found = aliases((c[_ID], c[_CALL_ID], bool(c[_KEPT])) for c in rows)
+            return {k: v for k, v in found.items() if k in wanted}
+
+        found = self._run(q, write=False)
+        return {codec.uncol(k) or "": codec.uncol(v) or "" for k, v in found.items()}
+
+    def _calls(self, cur: Cursor) -> str:
+        """What to select calls from: the facts table, or (when captures share ids) the first
+        capture of every call, on its own columns, as a table named ``facts``."""
+        if not self._contested(cur):
+            return "facts"
+        cols = ", ".join(FACT_COLUMNS[:-1])
+        return (
+            f"(SELECT {cols} FROM facts WHERE inference_call_id NOT IN (SELECT "
+            f"inference_call_id FROM fact_captures WHERE variant = 0 AND kept = 0) UNION ALL "
+            f"SELECT {cols} FROM fact_variants WHERE digest IN (SELECT digest FROM "
+            f"fact_captures WHERE variant = 1 AND kept = 1)) AS facts"
+        )
+
+    @staticmethod
+    def _dropped_sql(where: str) -> str:
+        and_ = " AND " if where else " WHERE "
+        return f"SELECT COUNT(*) FROM fact_captures{where}{and_}kept = 0"
+
+    def count_dropped(self, filters: FactFilter | None = None) -> int:
+        """Captures the capture rule drops (other captures of stored calls) that ``filters``
+        match, on their own columns: what ``order="session"`` reads leaves out."""
+        where, params = fact_where(filters)
+        return self._scalar(self._dropped_sql(where), params)
+
+    def get_fact(self, inference_call_id: str) -> InferenceCall | None:
+        """The call with this id (under its call id, read from its first capture), else the
+        stored capture with this id; ``None`` when neither exists."""
+        key = codec.col(inference_call_id)
+
+        def q(cur: Cursor) -> tuple[bytes, str] | None:
+            if self._contested(cur):
+                for c in _captures_in(cur, "call_id", {key}, " AND kept = 1"):
+                    return self._capture_bodies(cur, [c])[bytes(c[0])], c[_CALL_ID]
+            for f in self._stored_facts(cur, "inference_call_id", {key}):
+                return bytes(f[-1]), key
+            return None
+
+        found = self._run(q, write=False)
+        if found is None:
+            return None
+        fact = _fact_decoder.decode(found[0])
+        if codec.col(fact.inference_call_id) != found[1]:
+            fact = msgspec.structs.replace(fact, inference_call_id=codec.uncol(found[1]) or "")
+        return fact

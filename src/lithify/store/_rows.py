@@ -1,0 +1,178 @@
+"""Rows as the tables hold them: the columns, and a fact's or a feedback fact's row (query
+columns in their escaped column form, the body in codec bytes)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+
+from lithify.core import codec
+from lithify.model import FEEDBACK_TARGETS, Feedback, InferenceCall
+from lithify.store._types import Prepared, TimeBound
+
+FACT_COLUMNS = (
+    "inference_call_id",
+    "model_call_id",
+    "session_id",
+    "trace_id",
+    "span_id",
+    "provider",
+    "model",
+    "source",
+    "started_at",
+    "observed_at",
+    "sort_at",
+    "input_tokens",
+    "output_tokens",
+    "degradations",
+    "ingested_at",
+    "body",
+)
+
+# A capture of a stored call that differs from it: the fact's columns and its content digest.
+VARIANT_COLUMNS = ("digest", *FACT_COLUMNS)
+
+FEEDBACK_COLUMNS = (
+    "feedback_id",
+    "target_kind",
+    "target_id",
+    "name",
+    "value_kind",
+    "value_number",
+    "value_text",
+    "source",
+    "observed_at",
+    "sort_at",
+    "ingested_at",
+    "body",
+)
+
+# Token columns feed SUM() in stats; SQLite's SUM raises on 64-bit overflow. Absurd counts stay
+# on the stored fact but are left out of the column (and so of the sums).
+_TOKEN_MAX = 2**48
+_INT64_MAX = 2**63 - 1
+
+_fact_decoder = codec.Decoder(InferenceCall)
+_feedback_decoder = codec.Decoder(Feedback)
+
+
+def now() -> str:
+    """The current UTC time in the fact timestamp format (fixed width, sorts as text)."""
+    t = datetime.now(UTC)
+    return f"{t:%Y-%m-%dT%H:%M:%S}.{t.microsecond:06d}000Z"
+
+
+def time_bound(value: TimeBound) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    t = value.astimezone(UTC)
+    return f"{t:%Y-%m-%dT%H:%M:%S}.{t.microsecond:06d}000Z"
+
+
+def _tokens(value: Any) -> int | None:
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < _TOKEN_MAX:
+        return value
+    return None
+
+
+def _text(value: Any) -> str | None:
+    return codec.col(value) if isinstance(value, str) else None
+
+
+def _degradations(value: Any) -> str:
+    out: dict[str, int] = {}
+    if isinstance(value, dict):
+        for k, n in value.items():
+            if isinstance(k, str) and isinstance(n, int) and not isinstance(n, bool):
+                out[codec.col(k) or ""] = max(-_INT64_MAX, min(n, _INT64_MAX))
+    return orjson.dumps(out, option=orjson.OPT_SORT_KEYS).decode()
+
+
+def _require_id(value: Any, what: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"{what} must be a non-empty string, got {value!r}")
+    return value
+
+
+def fact_row(fact: InferenceCall, ingested_at: str) -> tuple[Any, ...]:
+    if not isinstance(fact, InferenceCall):
+        raise TypeError(f"expected an InferenceCall, got {type(fact).__name__}")
+    _require_id(fact.inference_call_id, "inference_call_id")
+    source = fact.source.name if fact.source is not None else ""
+    return (
+        codec.col(fact.inference_call_id),
+        _text(fact.model_call_id),
+        _text(fact.session_id),
+        _text(fact.trace_id),
+        _text(fact.span_id),
+        _text(fact.provider),
+        _text(fact.model),
+        codec.col(source) if isinstance(source, str) else "",
+        _text(fact.started_at),
+        _text(fact.observed_at),
+        _text(fact.started_at) or _text(fact.observed_at) or "",
+        _tokens(fact.input_tokens),
+        _tokens(fact.output_tokens),
+        _degradations(fact.degradations),
+        ingested_at,
+        codec.encode(fact),
+    )
+
+
+def feedback_row(fb: Feedback, ingested_at: str) -> tuple[Any, ...]:
+    if not isinstance(fb, Feedback):
+        raise TypeError(f"expected a Feedback, got {type(fb).__name__}")
+    _require_id(fb.feedback_id, "feedback_id")
+    _require_id(fb.target_id, "target_id")
+    if fb.target_kind not in FEEDBACK_TARGETS:
+        raise ValueError(f"target_kind must be one of {FEEDBACK_TARGETS}, got {fb.target_kind!r}")
+    value = fb.value
+    number: float | None = None
+    text: str | None = None
+    if isinstance(value, bool):
+        kind, number = "bool", float(value)
+    elif isinstance(value, int | float):
+        kind = "number"
+        try:
+            number = float(value)
+        except OverflowError:
+            number = None
+        if number is not None and not math.isfinite(number):
+            number = None  # SQLite stores NaN as NULL; keep both backends alike
+    elif isinstance(value, str):
+        kind, text = "string", codec.col(value)
+    else:
+        raise ValueError(f"feedback value must be a number, bool or string, got {value!r}")
+    return (
+        codec.col(fb.feedback_id),
+        fb.target_kind,
+        codec.col(fb.target_id),
+        codec.col(fb.name) if isinstance(fb.name, str) else "",
+        kind,
+        number,
+        text,
+        codec.col(fb.source) if isinstance(fb.source, str) else "",
+        _text(fb.observed_at),
+        _text(fb.observed_at) or "",
+        ingested_at,
+        codec.encode(fb),
+    )
+
+
+_FACT_INGESTED = FACT_COLUMNS.index("ingested_at")
+_FEEDBACK_INGESTED = FEEDBACK_COLUMNS.index("ingested_at")
+
+
+def prepare(facts: Iterable[InferenceCall], feedback: Iterable[Feedback] = ()) -> Prepared:
+    """The rows ``insert_prepared`` writes; raises like ``insert_facts`` on an invalid item."""
+    return Prepared([fact_row(f, "") for f in facts], [feedback_row(f, "") for f in feedback])
+
+
+def _stamp(rows: list[tuple[Any, ...]], index: int, at: str) -> list[tuple[Any, ...]]:
+    return [(*r[:index], at, *r[index + 1 :]) for r in rows]

@@ -1,0 +1,389 @@
+"""The SQL store both backends share: migrations, writes (one transaction per batch, group
+commits), reads, statistics and ingest tokens; the capture index is its other half
+(``_captures``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from itertools import chain, islice
+from typing import Any, Self
+
+import msgspec
+
+from lithify.core import codec
+from lithify.model import Feedback, InferenceCall
+from lithify.store._backend import R
+from lithify.store._captures import (
+    _ANY_CAPTURE,
+    _DUPLICATE,
+    _STORED,
+    CaptureIndex,
+    _CapturesBusy,
+    _result,
+)
+from lithify.store._query import Cursor, _and, _limit, fact_where, feedback_where
+from lithify.store._rows import (
+    _FACT_INGESTED,
+    _FEEDBACK_INGESTED,
+    FACT_COLUMNS,
+    FEEDBACK_COLUMNS,
+    _feedback_decoder,
+    _stamp,
+    fact_row,
+    feedback_row,
+    now,
+)
+from lithify.store._types import (
+    DegradationCount,
+    FactFilter,
+    FeedbackFilter,
+    Group,
+    InsertResult,
+    Prepared,
+    SchemaTooNew,
+    Stats,
+    TokenExists,
+    TokenInfo,
+)
+from lithify.store.migrations import SCHEMA_VERSION_TABLE
+
+
+def _token_name(name: str) -> str:
+    if not isinstance(name, str) or not name.strip() or len(name) > 100:
+        raise ValueError("a token name is 1 to 100 characters")
+    if not name.isprintable():
+        raise ValueError("a token name holds printable characters only")
+    return name
+
+
+class SqlStore(CaptureIndex):
+    """The shared half of both backends; subclasses supply connections and dialect hooks."""
+
+    # -- schema ----------------------------------------------------------------------------
+    def _migrate(self) -> None:
+        def step(cur: Cursor) -> None:
+            self._lock_schema(cur)
+            cur.execute(SCHEMA_VERSION_TABLE[self.dialect])
+            cur.execute("SELECT MAX(version) FROM schema_version")
+            current = cur.fetchone()[0] or 0
+            latest = self.migrations[-1].version if self.migrations else 0
+            if current > latest:
+                raise SchemaTooNew(
+                    f"{self.url} has schema version {current}, this lithify knows up to "
+                    f"{latest}: upgrade lithify to use this store"
+                )
+            rebuild = False
+            for m in self.migrations:
+                if m.version <= current:
+                    continue
+                for stmt in m.statements(self.dialect):
+                    cur.execute(stmt)
+                rebuild |= m.rebuild_captures
+                cur.execute(
+                    "INSERT INTO schema_version (version, description, applied_at) "
+                    "VALUES (?, ?, ?)",
+                    (m.version, m.description, now()),
+                )
+            if rebuild:  # once, by this version's rule, into the index as the last one left it
+                self._rebuild_captures(cur)
+
+        self._run(step, write=True)
+
+    def schema_version(self) -> int:
+        def q(cur: Cursor) -> int:
+            cur.execute("SELECT MAX(version) FROM schema_version")
+            return int(cur.fetchone()[0] or 0)
+
+        return self._run(q, write=False)
+
+    # -- writing ---------------------------------------------------------------------------
+    def _writing(self, fn: Callable[[Cursor, bool], R]) -> R:
+        """``fn(cur, own)`` in a write transaction. A batch that must change the capture index
+        while another writer reads it starts again, owning the index from the start (a writer
+        never waits for it while holding a share: two such writers would deadlock)."""
+        try:
+            return self._run(lambda cur: fn(cur, False), write=True)
+        except _CapturesBusy:
+            return self._run(lambda cur: fn(cur, True), write=True)
+
+    def _write(
+        self,
+        cur: Cursor,
+        table: str,
+        columns: tuple[str, ...],
+        rows: list[tuple[Any, ...]],
+        own: bool = False,
+    ) -> list[int]:
+        """Insert rows; what became of each (``_STORED``, ``_DUPLICATE``, ``_VARIANT``), in the
+        order given. Facts need ``_share_captures`` first."""
+        # A stable order by id: concurrent batches then take row locks in one order (no
+        # deadlock), and within a batch the first of equal ids is tried first.
+        order = sorted(range(len(rows)), key=lambda i: rows[i][0])
+        ordered = [rows[i] for i in order]
+        stored = set(self._insert(cur, table, columns, ordered))
+        outcomes: list[int] = []
+        for row in ordered:
+            if (row[0], row[1]) in stored:
+                stored.discard((row[0], row[1]))
+                outcomes.append(_STORED)
+            else:
+                outcomes.append(_DUPLICATE)
+        if table == "facts":
+            self._keep_captures(cur, ordered, outcomes, own)
+        out = [_STORED] * len(rows)
+        for j, i in enumerate(order):
+            out[i] = outcomes[j]
+        return out
+
+    def insert_facts(self, batch: Iterable[InferenceCall]) -> InsertResult:
+        """Store a batch in one transaction; colliding facts are reported, never changed (a
+        differing capture of a stored call is kept apart, as a variant)."""
+        facts = list(batch)
+        at = now()
+        rows = [fact_row(f, at) for f in facts]
+        if not rows:
+            return InsertResult(0, 0, [])
+
+        def write(cur: Cursor, own: bool) -> list[int]:
+            self._share_captures(cur, own)
+            return self._write(cur, "facts", FACT_COLUMNS, rows, own)
+
+        return _result([f.inference_call_id for f in facts], self._writing(write))
+
+    def insert_feedback(self, batch: Iterable[Feedback]) -> InsertResult:
+        items = list(batch)
+        at = now()
+        rows = [feedback_row(f, at) for f in items]
+        if not rows:
+            return InsertResult(0, 0, [])
+        outcomes = self._run(
+            lambda cur: self._write(cur, "feedback", FEEDBACK_COLUMNS, rows), write=True
+        )
+        return _result([f.feedback_id for f in items], outcomes)
+
+    def insert_prepared(
+        self, batches: Sequence[Prepared]
+    ) -> list[tuple[InsertResult, InsertResult]]:
+        """Write several prepared batches in ONE transaction (a group commit); return each
+        batch's (facts, feedback) results as if it had been inserted alone, in this order."""
+        if not batches:
+            return []
+        at = now()
+        facts = [_stamp(b.facts, _FACT_INGESTED, at) for b in batches]
+        feedback = _stamp([r for b in batches for r in b.feedback], _FEEDBACK_INGESTED, at)
+
+        def write(cur: Cursor, own: bool) -> tuple[list[list[int]], list[int]]:
+            # Facts batch after batch, each as if it were inserted alone after the ones before
+            # (which capture of a call is stored depends on it). Row locks then follow id order
+            # within a batch only: a deadlock with another group commit is retried.
+            if any(facts):
+                self._share_captures(cur, own)
+            return (
+                [
+                    self._write(cur, "facts", FACT_COLUMNS, rows, own) if rows else []
+                    for rows in facts
+                ],
+                self._write(cur, "feedback", FEEDBACK_COLUMNS, feedback) if feedback else [],
+            )
+
+        fact_outcomes, feedback_outcomes = (
+            self._writing(write) if any(facts) or feedback else ([[] for _ in facts], [])
+        )
+        out: list[tuple[InsertResult, InsertResult]] = []
+        g = 0
+        for b, outcomes in zip(batches, fact_outcomes, strict=True):
+            ids = [codec.uncol(r[0]) or "" for r in b.facts]
+            fb_ids = [codec.uncol(r[0]) or "" for r in b.feedback]
+            out.append(
+                (_result(ids, outcomes), _result(fb_ids, feedback_outcomes[g : g + len(fb_ids)]))
+            )
+            g += len(fb_ids)
+        return out
+
+    # -- ingest tokens ---------------------------------------------------------------------
+    def create_token(self, name: str, token_hash: str, prefix: str) -> TokenInfo:
+        """Record a new token by its hash; ``TokenExists`` if a live token has the name."""
+        name = _token_name(name)
+        at = now()
+
+        def q(cur: Cursor) -> None:
+            cur.execute(
+                "SELECT 1 FROM ingest_tokens WHERE name = ? AND revoked_at IS NULL", (name,)
+            )
+            if cur.fetchone() is not None:
+                raise TokenExists(f"a live token is already named {name!r}: revoke it first")
+            cur.execute(
+                "INSERT INTO ingest_tokens (name, token_hash, prefix, created_at) "
+                "VALUES (?, ?, ?, ?)",
+                (name, token_hash, prefix, at),
+            )
+
+        self._run(q, write=True)
+        return TokenInfo(name, prefix, at)
+
+    def list_tokens(self) -> list[TokenInfo]:
+        """Every token ever created, live and revoked, oldest first."""
+
+        def q(cur: Cursor) -> list[Any]:
+            cur.execute(
+                "SELECT name, prefix, created_at, revoked_at FROM ingest_tokens "
+                "ORDER BY created_at, token_id"
+            )
+            return cur.fetchall()
+
+        return [TokenInfo(*row) for row in self._run(q, write=False)]
+
+    def revoke_token(self, name: str) -> int:
+        """Revoke the live token of that name; the number revoked (0 or 1)."""
+        at = now()
+
+        def q(cur: Cursor) -> int:
+            cur.execute(
+                "UPDATE ingest_tokens SET revoked_at = ? WHERE name = ? AND revoked_at IS NULL "
+                "RETURNING token_id",
+                (at, name),
+            )
+            return len(cur.fetchall())
+
+        return self._run(q, write=True)
+
+    def token_hashes(self) -> list[tuple[str, str, bool]]:
+        """(token_hash, name, live) of every token: what a receiver checks bearer tokens with."""
+
+        def q(cur: Cursor) -> list[Any]:
+            cur.execute("SELECT token_hash, name, revoked_at IS NULL FROM ingest_tokens")
+            return cur.fetchall()
+
+        return [(h, n, bool(live)) for h, n, live in self._run(q, write=False)]
+
+    # -- reading ---------------------------------------------------------------------------
+    def iter_facts(
+        self, filters: FactFilter | None = None, *, batch_size: int = 500
+    ) -> Iterator[InferenceCall]:
+        """Facts in (started_at or observed_at, inference_call_id) order, in constant memory;
+        grouped by session first with ``FactFilter(order="session")``."""
+        where, params = fact_where(filters)
+        limit = filters.limit if filters else None
+        order = "time" if filters is None else filters.order
+        if order == "time":
+            parts: tuple[tuple[str | None, str], ...] = ((None, "sort_at, inference_call_id"),)
+        elif order == "session":
+            # Two queries rather than one ORDER BY with NULLS LAST: each follows an index
+            # (facts_session, facts_order) on both backends, whose NULL orders differ.
+            parts = (
+                ("session_id IS NOT NULL", "session_id, sort_at, inference_call_id"),
+                ("session_id IS NULL", "sort_at, inference_call_id"),
+            )
+        else:
+            raise ValueError(f"unknown fact order {order!r}: use 'time' or 'session'")
+        left = None if limit is None else max(0, int(limit))
+        reader = codec.FactReader()  # per stream: it decodes each fact against the one before
+        with self._snapshot(batch_size) as query:
+            contested = any(True for _ in query(_ANY_CAPTURE, []))
+            bodies = chain.from_iterable(
+                self._call_bodies(query, _and(where, cond), params, keys, contested)
+                for cond, keys in parts
+            )
+            for body, call_id in islice(bodies, left):
+                fact = reader.decode(body)
+                if call_id is not None and call_id != codec.col(fact.inference_call_id):
+                    fact = msgspec.structs.replace(
+                        fact, inference_call_id=codec.uncol(call_id) or ""
+                    )
+                yield fact
+
+    def iter_feedback(
+        self, filters: FeedbackFilter | None = None, *, batch_size: int = 500
+    ) -> Iterator[Feedback]:
+        """Feedback in (observed_at, feedback_id) order."""
+        where, params = feedback_where(filters)
+        sql = (
+            f"SELECT body FROM feedback{where} ORDER BY sort_at, feedback_id"
+            f"{_limit(filters.limit if filters else None)}"
+        )
+        for (body,) in self._stream(sql, params, batch_size):
+            yield _feedback_decoder.decode(body)
+
+    def count(self, filters: FactFilter | None = None) -> int:
+        """The calls whose first capture ``filters`` match."""
+        where, params = fact_where(filters)
+
+        def q(cur: Cursor) -> int:
+            cur.execute(f"SELECT COUNT(*) FROM {self._calls(cur)}{where}", params)
+            return int(cur.fetchone()[0] or 0)
+
+        return self._run(q, write=False)
+
+    def count_feedback(self, filters: FeedbackFilter | None = None) -> int:
+        where, params = feedback_where(filters)
+        return self._scalar(f"SELECT COUNT(*) FROM feedback{where}", params)
+
+    def _scalar(self, sql: str, params: list[Any]) -> int:
+        def q(cur: Cursor) -> int:
+            cur.execute(sql, params)
+            return int(cur.fetchone()[0] or 0)
+
+        return self._run(q, write=False)
+
+    def stats(self, filters: FactFilter | None = None, *, session_limit: int = 20) -> Stats:
+        """Counts by model, provider, source, session and degradation reason, and token sums."""
+        where, params = fact_where(filters)
+        sums = "COUNT(*), COALESCE(SUM(input_tokens), 0), COALESCE(SUM(output_tokens), 0)"
+        and_ = " AND " if where else " WHERE "
+
+        def groups(cur: Cursor, calls: str, column: str) -> list[Group]:
+            cur.execute(f"SELECT {column}, {sums} FROM {calls}{where} GROUP BY {column}", params)
+            rows = sorted(cur.fetchall(), key=lambda r: (-r[1], r[0] is None, r[0] or ""))
+            return [Group(codec.uncol(r[0]), int(r[1]), int(r[2]), int(r[3])) for r in rows]
+
+        def q(cur: Cursor) -> Stats:
+            calls = self._calls(cur)
+            cur.execute(f"SELECT {sums}, COUNT(DISTINCT session_id) FROM {calls}{where}", params)
+            total, tin, tout, sessions = cur.fetchone()
+            cur.execute("SELECT COUNT(*) FROM feedback")
+            feedback = cur.fetchone()[0]
+            cur.execute(
+                f"SELECT session_id, {sums} FROM {calls}{where}{and_}session_id IS NOT NULL "
+                f"GROUP BY session_id ORDER BY COUNT(*) DESC, session_id"
+                f"{_limit(session_limit)}",
+                params,
+            )
+            top = sorted(cur.fetchall(), key=lambda r: (-r[1], r[0]))
+            cur.execute(self._degradations_sql.format(facts=calls, where=where), params)
+            deg = sorted(cur.fetchall(), key=lambda r: (-r[2], r[0]))
+            cur.execute(self._dropped_sql(where), params)
+            dropped = cur.fetchone()[0]
+            cur.execute(
+                f"SELECT COUNT(*) FROM fact_captures{_and(where, 'kept = 1 AND collided = 1')}",
+                params,
+            )
+            collisions = cur.fetchone()[0]
+            return Stats(
+                facts=int(total),
+                sessions=int(sessions),
+                input_tokens=int(tin),
+                output_tokens=int(tout),
+                feedback=int(feedback),
+                by_model=groups(cur, calls, "model"),
+                by_provider=groups(cur, calls, "provider"),
+                by_source=groups(cur, calls, "source"),
+                by_session=[Group(codec.uncol(r[0]), int(r[1]), int(r[2]), int(r[3])) for r in top],
+                degradations=[
+                    DegradationCount(codec.uncol(r[0]) or "", int(r[1]), int(r[2])) for r in deg
+                ],
+                variants=int(dropped),
+                dropped_captures=int(dropped),
+                id_collisions=int(collisions),
+            )
+
+        return self._run(q, write=False)
+
+    # -- lifetime --------------------------------------------------------------------------
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.url}>"
