@@ -9,6 +9,7 @@ from hypothesis import HealthCheck, settings
 TESTS = Path(__file__).parent
 CORPUS = TESTS / "corpus"
 GOLDEN = TESTS / "golden"
+RECORDED = TESTS / "recorded"
 
 settings.register_profile(
     "ci", max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow]

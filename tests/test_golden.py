@@ -1,6 +1,7 @@
-"""Golden facts for every corpus payload.
+"""Golden facts for every corpus payload and every recorded exchange.
 
-Each corpus file (or request/response pair) converts to the facts in ``tests/golden/``; the goldens
+Each corpus file (or request/response pair) converts to the facts in ``tests/golden/``, each
+recorded exchange (``tests/recorded/``) to those in ``tests/golden/recorded/``; the goldens
 were read and checked by hand against CANONICAL.md before they were committed. To regenerate after
 an intended change, run ``LITHIFY_UPDATE_GOLDENS=1 pytest tests/test_golden.py`` and review the
 diff line by line before committing it.
@@ -16,7 +17,7 @@ import pytest
 
 from lithify.ingest.files import read_file, read_pair
 from lithify.model import InferenceCall
-from tests.conftest import CORPUS, GOLDEN
+from tests.conftest import CORPUS, GOLDEN, RECORDED
 from tests.helpers import assert_valid_messages, result_line
 
 UPDATE = bool(os.environ.get("LITHIFY_UPDATE_GOLDENS"))
@@ -30,6 +31,11 @@ SINGLE = sorted(
     and p.name != "SOURCES.md"
     and not p.name.startswith("semconv_case_")
     and p.parent.name != "nemo-gym"
+)
+
+# Exchanges recorded for this project (tests/recorded/SOURCES.md), one exchange document each.
+RECORDED_FILES = sorted(
+    p.relative_to(RECORDED).as_posix() for p in RECORDED.rglob("*.exchange.json")
 )
 
 # Request/response pairs that belong to one exchange give one fact.
@@ -61,14 +67,23 @@ def _check(golden: Path, results: list[object]) -> None:
         assert g == e, f"{golden.name} result {i} differs"
 
 
-@pytest.mark.parametrize("rel", SINGLE)
-def test_corpus_file(rel: str) -> None:
-    results = [located.result for located in read_file(CORPUS / rel)]
-    assert results, rel
+def _check_file(path: Path, golden: Path) -> None:
+    results = [located.result for located in read_file(path)]
+    assert results, path
     for r in results:
         if isinstance(r, InferenceCall):
             assert_valid_messages(r)
-    _check(GOLDEN / f"{rel}.json", results)
+    _check(golden, results)
+
+
+@pytest.mark.parametrize("rel", SINGLE)
+def test_corpus_file(rel: str) -> None:
+    _check_file(CORPUS / rel, GOLDEN / f"{rel}.json")
+
+
+@pytest.mark.parametrize("rel", RECORDED_FILES)
+def test_recorded_exchange(rel: str) -> None:
+    _check_file(RECORDED / rel, GOLDEN / "recorded" / f"{rel}.json")
 
 
 @pytest.mark.parametrize(("req", "resp"), PAIRS, ids=["+".join(p) for p in PAIRS])

@@ -98,4 +98,17 @@ class Fault:
     body: bytes | None = None
 
 
-Step = Answer | Fault
+@dataclass(frozen=True)
+class Reply:
+    """A reply sent verbatim, for shapes ``Answer`` does not render (a vendor's extensions of a
+    format, written from its API reference): ``body`` answers a plain request, ``events``
+    (``(name, data)``, data JSON-able or a literal string such as ``[DONE]``) a streamed one."""
+
+    body: Any = None
+    events: tuple[tuple[str | None, Any], ...] = ()
+    delay: float = 0.0
+    event_delay: float = 0.0
+    cut_after: int | None = None
+
+
+Step = Answer | Fault | Reply

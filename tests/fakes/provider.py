@@ -12,11 +12,11 @@ Routes (the paths the real SDKs call when pointed at ``url``):
 - ``POST /v1beta/models/{model}:generateContent`` and ``:streamGenerateContent?alt=sse`` —
   Gemini (``http_options={"base_url": fake.url, "api_version": "v1beta"}``)
 
-What the fake answers is scripted: ``fake.script(step, step, …)`` queues ``Answer`` and ``Fault``
-steps (tests/fakes/answers.py); each request takes the next step and renders it in the format it
-arrived in. A request with no step left gets a 500 in that provider's error format. ``reset()``
-clears the script, the records and the step counter, so a re-run of a script (its streamed twin)
-gets the same ids.
+What the fake answers is scripted: ``fake.script(step, step, …)`` queues ``Answer``, ``Fault`` and
+``Reply`` steps (tests/fakes/answers.py); each request takes the next step and renders it in the
+format it arrived in (a ``Reply`` is sent as written). A request with no step left gets a 500 in
+that provider's error format. ``reset()`` clears the script, the records and the step counter,
+so a re-run of a script (its streamed twin) gets the same ids.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from tests.fakes import wire
-from tests.fakes.answers import Answer, Fault, Step
+from tests.fakes.answers import Answer, Fault, Reply, Step
 
 _GEMINI_PATH = re.compile(
     r"^/v1(?:beta|alpha)?/models/([^/:]+):(generateContent|streamGenerateContent)$"
@@ -232,6 +232,14 @@ class FakeProvider:
                         err = wire.error(provider, step, f"req_{key}")
                         self._send_json(ex, step.status, err, headers)
                     return
+                if isinstance(step, Reply):
+                    if path_mode == "json-array":
+                        self._send_json(ex, 200, [data for _, data in step.events], {})
+                    elif ex.stream:
+                        self._send_stream(ex, provider, list(step.events), step, {})
+                    else:
+                        self._send_json(ex, 200, step.body, {})
+                    return
                 requested = path_model or str(req.get("model") or "fake-model")
                 model = step.model or wire.SNAPSHOTS.get(requested, requested)
                 ctx = wire.Ctx(req, step, key, model, wire.CREATED + fake._count)
@@ -274,7 +282,7 @@ class FakeProvider:
                 ex: Exchange,
                 provider: str,
                 events: list[wire.Event],
-                step: Answer,
+                step: Answer | Reply,
                 headers: dict[str, str],
             ) -> None:
                 frames = wire.sse_text(provider, events)
