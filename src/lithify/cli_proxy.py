@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from lithify.cli_options import StoreOpt, err, store_or_none
 from lithify.cli_serve import parse_size
+from lithify.exits import Exit
+from lithify.ingest.spool import (
+    SpoolOfAnotherStore,
+    SpoolReader,
+    check_owner,
+    default_spool,
+    spool_owner,
+    store_key,
+)
+from lithify.store import default_store_path
 
 
 def _listen(text: str) -> tuple[str, int]:
@@ -41,7 +52,9 @@ def proxy_cmd(
     spool: Annotated[
         str | None,
         typer.Option(
-            help="Spool folder (default: proxy-spool beside the default store).",
+            help="Spool folder (default: the store's own: FILE.proxy-spool beside a SQLite "
+            "store, proxy-spool-HASH in the per-user data folder for PostgreSQL). A spool is "
+            "recorded into the store it was first used with, never another.",
             envvar="LITHIFY_PROXY_SPOOL",
             show_default=False,
         ),
@@ -110,12 +123,20 @@ def proxy_cmd(
     probe = store_or_none(store, "; exchanges wait in the spool")
     if probe is not None:
         probe.close()
+    folder = Path(spool).expanduser() if spool else default_spool(store)
+    try:
+        check_owner(folder.absolute(), store_key(store))
+    except SpoolOfAnotherStore as e:
+        err.print(f"[red]refused:[/] {e}")
+        raise typer.Exit(Exit.USAGE) from None
+    if spool is None:
+        _warn_of_the_shared_spool()
     config = ProxyConfig(
         upstreams=upstreams,
         host=host,
         port=port,
         store=store,
-        spool=spool,
+        spool=str(folder),
         spool_max_bytes=parse_size(spool_max_size),
         max_body_size=parse_size(max_body_size),
         max_record_size=parse_size(max_record_size),
@@ -124,6 +145,18 @@ def proxy_cmd(
         shutdown_timeout=max(0, shutdown_timeout),
     )
     serve(config, log_level=log_level.lower())
+
+
+def _warn_of_the_shared_spool() -> None:
+    """Before spools followed their store, every proxy without --spool used this one folder:
+    what is left in it is recorded only when a proxy is pointed at it with its store."""
+    shared = default_store_path().parent / "proxy-spool"
+    if shared.is_dir() and spool_owner(shared) is None and SpoolReader(shared).backlog()[0]:
+        err.print(
+            f"[yellow]{shared} holds exchanges an earlier lithify proxy spooled but did not "
+            "record, for a store it did not note; this proxy leaves them. To record them: "
+            f"`lithify proxy --spool {shared} --store URL` with the store they were for.[/]"
+        )
 
 
 def register(app: typer.Typer) -> None:

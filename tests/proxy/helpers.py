@@ -93,20 +93,16 @@ def start_proxy(
     store: str | None = None,
     spool: Path | None = None,
     log_name: str = "proxy.log",
+    store_spool: bool = False,
 ) -> ProxyProcess:
+    """``store_spool``: no --spool, the store's own spool (its folder is then the one the
+    proxy names in its ``listening`` line)."""
     store = store or f"sqlite://{tmp / 'facts.db'}"
     spool = spool or tmp / "spool"
     log = tmp / log_name
-    cmd = [
-        str(LITHIFY),
-        "proxy",
-        "--listen",
-        "127.0.0.1:0",
-        "--store",
-        store,
-        "--spool",
-        str(spool),
-    ]
+    cmd = [str(LITHIFY), "proxy", "--listen", "127.0.0.1:0", "--store", store]
+    if not store_spool:
+        cmd += ["--spool", str(spool)]
     for name, url in upstreams.items():
         cmd += ["--upstream", f"{name}={url}"]
     cmd += list(args)
@@ -118,7 +114,7 @@ def start_proxy(
             if '"event":"listening"' in line:
                 ev = orjson.loads(line)
                 if ev["pid"] == proc.pid:
-                    return ProxyProcess(proc, int(ev["port"]), log, spool, store)
+                    return ProxyProcess(proc, int(ev["port"]), log, Path(ev["spool"]), store)
         if proc.poll() is not None:
             raise RuntimeError(f"lithify proxy exited {proc.returncode}: {log.read_text()[-3000:]}")
         time.sleep(0.05)

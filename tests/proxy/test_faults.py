@@ -230,11 +230,15 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def test_kill_9_then_restart_loses_nothing_spooled(fake: FakeProvider, tmp_path: Path) -> None:
+def test_kill_9_then_restart_loses_nothing_spooled(
+    fake: FakeProvider, own_postgres: tuple[Path, str], tmp_path: Path
+) -> None:
     spool = tmp_path / "spool"
+    folder, store = own_postgres
     # Started with the store unreachable: calls are served all the same (the store is not on
     # their path), and wait in the spool.
-    a = start_proxy(tmp_path, upstreams_of(fake), store=DEAD_STORE, spool=spool, log_name="a.log")
+    subprocess.run(["bash", str(SCRIPT), "stop", "--dir", str(folder)], check=True)
+    a = start_proxy(tmp_path, upstreams_of(fake), store=store, spool=spool, log_name="a.log")
     ids = _calls(through(fake, a.url), fake, "k9")
     a.wait_health("everything spooled", lambda h: h["spool"]["appended"] == len(ids))
     recorder = a.recorder_pid()
@@ -251,7 +255,8 @@ def test_kill_9_then_restart_loses_nothing_spooled(fake: FakeProvider, tmp_path:
     with open(newest, "ab") as fh:
         fh.write(HEADER.pack(MAGIC, 5000, 0) + b"half a record")
 
-    store = f"sqlite://{tmp_path / 'facts.db'}"
+    # Restarted once the store is back (a spool is recorded into its own store only).
+    assert start_postgres(folder) == store
     b = start_proxy(tmp_path, upstreams_of(fake), store=store, spool=spool, log_name="b.log")
     try:
         facts = wait_facts(store, len(ids))

@@ -44,8 +44,7 @@ from lithify.ingest.recorder import (
     SpooledExchange,
     encode_exchange,
 )
-from lithify.ingest.spool import SpoolError, SpoolWriter
-from lithify.store import default_store_path
+from lithify.ingest.spool import SpoolError, SpoolWriter, default_spool, store_key
 from lithify.translate._common import ns_to_rfc3339
 
 log = logging.getLogger("lithify.proxy")
@@ -56,11 +55,6 @@ DEFAULT_UPSTREAMS = {
     "gemini": "https://generativelanguage.googleapis.com",
 }
 KINDS = ("openai-chat", "openai-responses", "anthropic", "gemini")
-
-
-def default_spool_path() -> Path:
-    """Beside the default store: ``$LITHIFY_HOME/proxy-spool`` and so on."""
-    return default_store_path().parent / "proxy-spool"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -102,7 +96,7 @@ class ProxyConfig:
     host: str = "127.0.0.1"
     port: int = 8080
     store: str | None = None  # None: $LITHIFY_STORE, else the per-user default
-    spool: str | None = None  # None: default_spool_path()
+    spool: str | None = None  # None: the store's own (spool.default_spool)
     spool_max_bytes: int = 1 << 30
     spool_sync: bool = True  # fdatasync each group of spooled exchanges
     max_body_size: int = 100 << 20  # largest request forwarded at all
@@ -115,7 +109,7 @@ class ProxyConfig:
 
     @property
     def spool_path(self) -> Path:
-        return Path(self.spool).expanduser() if self.spool else default_spool_path()
+        return Path(self.spool).expanduser() if self.spool else default_spool(self.store)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -352,7 +346,10 @@ class Proxy:
     # -- lifetime --------------------------------------------------------------------------------
     async def startup(self) -> None:
         self.spool = SpoolWriter(
-            self.config.spool_path, self.config.spool_max_bytes, sync=self.config.spool_sync
+            self.config.spool_path,
+            self.config.spool_max_bytes,
+            store=store_key(self.config.store),  # a spool is drained into its own store only
+            sync=self.config.spool_sync,
         ).open()
         self.session = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(limit=0, keepalive_timeout=15),

@@ -30,7 +30,7 @@ from typing import Any
 import msgspec
 import orjson
 
-from lithify.ingest.spool import SpoolReader
+from lithify.ingest.spool import SpoolReader, store_key
 from lithify.model import InferenceCall, Skip
 from lithify.store import (
     FactStore,
@@ -209,7 +209,8 @@ class Recorder:
     def __init__(self, config: RecorderConfig, conn: Connection | None = None) -> None:
         self.config = config
         self.conn = conn
-        self.reader = SpoolReader(config.spool)
+        # Refuses a spool that belongs to another store (the proxy checked it at start too).
+        self.reader = SpoolReader(config.spool, store=store_key(config.store))
         self.store: FactStore | None = None
         url = config.store
         self.status = RecorderStatus(store=display_url(url) if url else "(default)")

@@ -8,7 +8,11 @@ never holds up a client's call); one process reads in order and marks what it ha
 - ``<seq>.seg``: segments of framed records, written in order; the appender only ever writes to
   the newest segment and starts a new one on each start, so a record torn by a crash is always
   at the end of an older segment;
-- ``cursor``: ``<seq> <offset>`` of the first record not yet consumed, replaced atomically.
+- ``cursor``: ``<seq> <offset>`` of the first record not yet consumed, replaced atomically;
+- ``store``: the store the spool belongs to (``store_key``: never a password), written once by
+  the first writer or reader given one. A spool is drained into that store only: a writer or
+  reader given another refuses it (``SpoolOfAnotherStore``). Without ``--spool``, each store
+  has a spool of its own (``default_spool``).
 
 A record is framed as ``LSP1`` + payload length (u32 LE) + CRC-32 of the payload (u32 LE) +
 payload. Durability: each record is handed to the OS with one ``write`` (from then on a
@@ -21,9 +25,11 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import hashlib
 import os
 import queue
 import struct
+import tempfile
 import threading
 import time
 import zlib
@@ -31,17 +37,112 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from lithify.store import default_store_path, sqlite_path
 
 MAGIC = b"LSP1"
 HEADER = struct.Struct("<4sII")
 SEGMENT_SUFFIX = ".seg"
 CURSOR = "cursor"
 LOCK = "lock"
+OWNER = "store"
 MAX_RECORD = 0xFFFF_FFFF
 
 
 class SpoolError(Exception):
-    """A spool folder that cannot be used (locked by another process, not writable)."""
+    """A spool folder that cannot be used (locked by another process, not writable, another
+    store's)."""
+
+
+class SpoolOfAnotherStore(SpoolError):
+    """A spool that belongs to another store than the one it would be drained into."""
+
+    def __init__(self, folder: Path, owner: str, store: str) -> None:
+        self.folder, self.owner, self.store = folder, owner, store
+        backlog = SpoolReader(folder).backlog()[0]
+        left = (
+            f"it holds {backlog} bytes of exchanges not yet recorded: record them into their "
+            f"store with `lithify proxy --spool {folder} --store {owner}` (with the password, "
+            "which the spool does not keep)"
+            if backlog
+            else f"it holds nothing left to record: remove {folder} to use it for another store"
+        )
+        super().__init__(
+            f"the spool {folder} belongs to the store {owner}, not to {store}; {left}, or give "
+            "this proxy a spool of its own (leave out --spool: each store has its own)"
+        )
+
+
+# What names a PostgreSQL database (and schema: options may set search_path); other parameters
+# (connect_timeout, sslmode, password, …) only say how to reach it.
+_PG_NAMING = frozenset({"host", "hostaddr", "port", "dbname", "user", "service", "options"})
+
+
+def store_key(url: str | None) -> str:
+    """The store ``url`` names (None: ``$LITHIFY_STORE``, else the default), as a spool records
+    it: ``sqlite://`` + the file's absolute path, symlinks resolved; for PostgreSQL, the URL
+    without its password and connection settings (scheme ``postgresql``, hosts lower-cased,
+    the parameters that name the database sorted)."""
+    url = (url or os.environ.get("LITHIFY_STORE") or "").strip()
+    path = sqlite_path(url) if url else default_store_path()
+    if path is not None:
+        return "sqlite://" + str(path.expanduser().resolve())
+    parts = urlsplit(url)
+    if parts.scheme.lower() not in ("postgres", "postgresql"):
+        return url  # open_store refuses it
+    userinfo, at, hosts = parts.netloc.rpartition("@")
+    netloc = f"{userinfo.split(':', 1)[0]}@{hosts.lower()}" if at else hosts.lower()
+    query = sorted((k, v) for k, v in parse_qsl(parts.query, True) if k in _PG_NAMING)
+    return urlunsplit(("postgresql", netloc, parts.path, urlencode(query), ""))
+
+
+def default_spool(url: str | None) -> Path:
+    """The spool of the store ``url`` names when none is given: ``<file>.proxy-spool`` beside a
+    SQLite file; for PostgreSQL, ``proxy-spool-<hash of store_key>`` in the per-user data folder
+    (where the default store lives)."""
+    key = store_key(url)
+    if key.startswith("sqlite://"):
+        return Path(key.removeprefix("sqlite://") + ".proxy-spool")
+    digest = hashlib.sha256(key.encode()).hexdigest()[:16]
+    return default_store_path().parent / f"proxy-spool-{digest}"
+
+
+def spool_owner(folder: Path) -> str | None:
+    """The store a spool belongs to; None for a spool that records none (new, or written by a
+    lithify that did not record it)."""
+    try:
+        return (folder / OWNER).read_text().strip() or None
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+
+
+def check_owner(folder: Path, store: str) -> None:
+    """Raise ``SpoolOfAnotherStore`` when the spool belongs to a store other than ``store``."""
+    owner = spool_owner(folder)
+    if owner is not None and owner != store:
+        raise SpoolOfAnotherStore(folder, owner, store)
+
+
+def claim(folder: Path, store: str) -> None:
+    """Record that the spool belongs to ``store``, if it records no store yet; then
+    ``check_owner``. Atomic: of two claims at once, one is recorded and the other refused."""
+    if spool_owner(folder) is None:
+        fd, name = tempfile.mkstemp(prefix=f"{OWNER}.", suffix=".tmp", dir=folder)
+        tmp = Path(name)
+        try:
+            os.write(fd, f"{store}\n".encode())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        try:
+            os.link(tmp, folder / OWNER)  # fails when another claim was recorded first
+            _fsync_dir(folder)
+        except FileExistsError:
+            pass
+        finally:
+            tmp.unlink()
+    check_owner(folder, store)
 
 
 class Position(NamedTuple):
@@ -112,10 +213,12 @@ class SpoolWriter:
         folder: str | Path,
         max_bytes: int,
         *,
+        store: str | None = None,
         segment_bytes: int | None = None,
         sync: bool = True,
     ) -> None:
         self.folder = Path(folder).expanduser().absolute()
+        self.store = store  # the store_key the spool must belong to; None: not checked
         self.max_bytes = max_bytes
         self.segment_bytes = segment_bytes or max(1 << 20, min(64 << 20, max_bytes // 16))
         self.sync = sync
@@ -146,6 +249,15 @@ class SpoolWriter:
             raise SpoolError(
                 f"the spool {self.folder} is in use by another process (pid {holder})"
             ) from None
+        if self.store is not None:
+            try:
+                claim(self.folder, self.store)
+            except SpoolError:
+                os.close(fd)
+                raise
+            except OSError as e:
+                os.close(fd)
+                raise SpoolError(f"cannot write to the spool folder {self.folder}: {e}") from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         self._lock_fd = fd
@@ -311,8 +423,12 @@ class SpoolReader:
     """The consuming side: records in append order from the cursor; ``commit`` marks them
     consumed and deletes segments that hold nothing unconsumed."""
 
-    def __init__(self, folder: str | Path) -> None:
+    def __init__(self, folder: str | Path, *, store: str | None = None) -> None:
+        """``store``: the store_key of the store the records go to; a spool of another store is
+        refused (``SpoolOfAnotherStore``), one that records none is claimed for it."""
         self.folder = Path(folder).expanduser().absolute()
+        if store is not None:
+            claim(self.folder, store)
         self.stats = ReaderStats()
         self.committed = self._load_cursor()
         self.position = self.committed
