@@ -191,8 +191,63 @@ def test_no_open_relay(proxy: ProxyProcess, upstream: Upstream, evil: Upstream) 
                 f"{line}\r\nHost: {evil_host}\r\nContent-Length: 2\r\nX-Test-N: 9\r\n\r\n{{}}".encode()
             )
             status_line = s.recv(65536).split(b"\r\n", 1)[0]
-        assert status_line.split()[1] in (b"200", b"400", b"404", b"405"), status_line
+        # CONNECT asks to switch to a tunnel: 501, nothing to switch to (ingest/_server.py).
+        assert status_line.split()[1] in (b"200", b"400", b"404", b"405", b"501"), status_line
     assert evil.seen == []
     assert all(s.path.startswith(PREFIX + "/v1/chat/completions") for s in upstream.seen[n:])
     refused_counts = proxy.health()["refused"]
     assert refused_counts["no_upstream"] >= 2 and refused_counts["no_route"] >= 4
+
+
+def test_the_path_routed_on_is_the_path_forwarded(proxy: ProxyProcess, upstream: Upstream) -> None:
+    """Routes match the path as sent, not percent-decoded: `/v1/chat%2Fcompletions` would have
+    matched the chat route and been forwarded as written. A dot segment where Vertex AI's path
+    names a project or location is no route either."""
+    n = len(upstream.seen)
+    for path in (
+        "/v1/chat%2Fcompletions",
+        "/v1/%63hat/completions",
+        "/v1beta/models/gemini-2.5-flash%3AgenerateContent",
+        "/v1/projects/../locations/x/publishers/google/models/m:generateContent",
+    ):
+        r = request(proxy.port, "POST", path, b"{}", {"Content-Type": "application/json"})
+        assert r.status == 404 and r.headers["x-lithify-proxy-error"] == "no_route", path
+        assert path in r.json()["error"]["message"]
+    assert len(upstream.seen) == n
+    logged = [e["path"] for e in proxy.events("refused") if e["reason"] == "no_route"]
+    assert "/v1/chat%2Fcompletions" in logged
+
+
+def test_request_heads_are_bounded(proxy: ProxyProcess, upstream: Upstream) -> None:
+    n = len(upstream.seen)
+    big = {"x-big": "v" * 70_000, "Content-Type": "application/json"}
+    many = {f"x-h{i}": "1" for i in range(101)}
+    for headers in (big, many):
+        r = request(proxy.port, "POST", "/v1/chat/completions", b"{}", headers)
+        assert r.status == 431 and r.headers["x-lithify-proxy-error"] == "headers_too_large"
+        assert r.json()["error"]["message"].startswith("lithify proxy: the request head")
+    s = socket.create_connection(("127.0.0.1", proxy.port), timeout=10)
+    s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n")
+    assert s.recv(65536).startswith(b"HTTP/1.1 501 ")
+    s.close()
+    assert len(upstream.seen) == n
+    assert proxy.health()["refused"]["headers_too_large"] >= 2
+
+
+def test_a_client_gone_with_requests_pipelined_logs_no_error(
+    proxy: ProxyProcess, upstream: Upstream
+) -> None:
+    body = orjson.dumps({"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]})
+    one = (
+        b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"Content-Length: %d\r\n\r\n" % len(body) + body
+    )
+    for _ in range(3):
+        with socket.create_connection(("127.0.0.1", proxy.port), timeout=10) as s:
+            s.sendall(one + one)
+            s.shutdown(socket.SHUT_WR)
+            while s.recv(65536):
+                pass
+    assert request(proxy.port, "GET", "/lithify/health").status == 200
+    errors = [e for e in proxy.events() if e["level"] == "error"]
+    assert errors == []

@@ -11,7 +11,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +21,7 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsSer
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import KeyValue
 
-from lithify.ingest.receiver import ServeConfig, build_app
+from lithify.ingest.receiver import ServeConfig, build_app, uvicorn_config
 from lithify.store import FactStore
 from lithify.translate.feedback import call_id_of_span
 from tests.http_client import Reply, request
@@ -208,17 +208,7 @@ class LiveServer:
 @contextmanager
 def live_server(config: ServeConfig, store: FactStore | None = None) -> Iterator[LiveServer]:
     app = build_app(config, store)
-    server = uvicorn.Server(
-        uvicorn.Config(
-            app,
-            host="127.0.0.1",
-            port=0,
-            lifespan="on",
-            access_log=False,
-            log_config=None,
-            timeout_graceful_shutdown=10,
-        )
-    )
+    server = uvicorn.Server(uvicorn_config(app, replace(config, port=0, shutdown_timeout=10), None))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 30

@@ -238,3 +238,39 @@ def test_an_address_in_use_exits_1_and_says_why(tmp_path: Path) -> None:
             )  # fmt: skip
             assert done.returncode == 1, (command, done.stderr[-2000:])
             assert "address already in use" in done.stderr.lower(), done.stderr[-2000:]
+
+
+def test_a_client_that_half_closes_gets_its_answers_and_logs_no_error(tmp_path: Path) -> None:
+    """Two pipelined requests, then SHUT_WR: uvicorn told only the newest request that the
+    connection was gone, and the older one's answer raised `RuntimeError … TCPTransport closed`
+    at error level. Both are answered now; a half-close mid-request just closes."""
+    url = f"sqlite://{tmp_path / 'facts.db'}"
+    srv = start_server(url, tmp_path / "serve.log", "--workers", "1")
+    try:
+        reqs = []
+        for tag in ("half-a", "half-b"):
+            body = traces_pb(genai_spans(tag, 200))
+            reqs.append(
+                b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\n"
+                b"Content-Length: %d\r\n\r\n" % len(body) + body
+            )
+        with socket.create_connection(("127.0.0.1", srv.port), timeout=30) as s:
+            s.sendall(reqs[0] + reqs[1])
+            s.shutdown(socket.SHUT_WR)
+            data = b""
+            while chunk := s.recv(65536):
+                data += chunk
+        assert data.count(b"HTTP/1.1 200 OK") == 2, data[:300]
+        # Half-closed in the middle of the second request: the first is answered or not, the
+        # second cannot be; the server closes, and logs no error.
+        with socket.create_connection(("127.0.0.1", srv.port), timeout=30) as s:
+            s.sendall(reqs[0] + reqs[1][:300])
+            s.shutdown(socket.SHUT_WR)
+            while s.recv(65536):
+                pass
+        assert len(stored_ids(url)) == 400
+        assert get(srv.port, "/health").status == 200
+    finally:
+        assert srv.stop() == 0
+    levels = {e["level"] for e in srv.events()}
+    assert "error" not in levels, [e for e in srv.events() if e["level"] == "error"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import logging
 import socket
@@ -17,10 +18,12 @@ import pytest
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceResponse
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
+from lithify.ingest._server import HeadLimits
 from lithify.ingest.receiver import REJECTED, ServeConfig, _guarded, inflate
 from lithify.model import InferenceCall, Skip
 from lithify.store import FactStore, open_store
 from lithify.translate import translate_document, translate_protobuf
+from tests.http_client import request
 from tests.serve.conftest import BASE
 from tests.serve.helpers import (
     JSON,
@@ -393,3 +396,136 @@ def test_each_request_is_logged_as_one_structured_event(
 def test_the_default_config_is_the_specifications() -> None:
     c = ServeConfig()
     assert (c.host, c.port, c.max_body_size) == ("127.0.0.1", 4318, 20 * 1024 * 1024)
+
+
+# -- hostile and broken input (issue 13) ---------------------------------------------------------
+
+
+def test_a_wrong_shaped_body_is_a_400_that_says_where(
+    server: LiveServer, store: FactStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Never a 500, never a 200 that took nothing: each is logged and answered with a Status."""
+    cases = [
+        ("/v1/traces", b'{"resourceSpans":[{"scopeSpans":1.5}]}', "resourceSpans[0].scopeSpans is a number"),
+        ("/v1/traces", b'{"resourceSpans":[{"scopeSpans":true}]}', "resourceSpans[0].scopeSpans is true"),
+        ("/v1/logs", b'{"resourceLogs":[{"scopeLogs":7}]}', "resourceLogs[0].scopeLogs is a number"),
+        ("/v1/traces", b'{"resourceSpans":[{"scopeSpans":"ab"}]}', "resourceSpans[0].scopeSpans is a string"),
+        ("/v1/traces", b'{"resourceSpans":[{"scopeSpans":[{"spans":3}]}]}', "spans is a number, not a list"),
+        ("/v1/traces", b'"ab"', "the request is a string, not a JSON object"),
+    ]  # fmt: skip
+    with caplog.at_level(logging.INFO, logger="lithify.serve"):
+        for path, body, where in cases:
+            r = post(server.port, path, body, JSON)
+            assert r.status == 400, (body, r)
+            assert status_message(r).startswith("not an OTLP/JSON"), r.body
+            assert where in status_message(r), (where, r.body)
+    logged = [r.fields["status"] for r in caplog.records if r.getMessage() == "request"]  # type: ignore[attr-defined]
+    assert logged == [400] * len(cases)
+    assert store.count() == 0
+
+
+def test_one_bad_string_costs_no_span_of_its_batch(server: LiveServer, store: FactStore) -> None:
+    spans = genai_spans("utf8", 5)
+    pb = traces_pb(spans).replace(b"question utf8-2", b"question\xffutf8-2")
+    r = post(server.port, "/v1/traces", pb)
+    assert r.status == 200
+    partial = _trace_response(r.body).partial_success
+    assert partial.rejected_spans == 0  # all taken; the repair is a warning
+    assert "1 spans held text that was not valid UTF-8" in partial.error_message
+    js = orjson.dumps(traces_json_doc(genai_spans("surrogate", 5)))
+    js = js.replace(b"question surrogate-2", b"question \\udc80 surrogate-2")
+    r = post(server.port, "/v1/traces", js, JSON)
+    assert r.status == 200 and "rejectedSpans" not in r.json()["partialSuccess"]
+    assert store.count() == 10
+    damaged = [f for f in store.iter_facts() if f.degradations.get("invalid_text")]
+    assert len(damaged) == 2
+
+
+def test_a_span_that_cannot_be_taken_is_rejected_alone(
+    server: LiveServer, store: FactStore
+) -> None:
+    """Rejected spans are counted and named (partial success); the others are stored."""
+    doc = traces_json_doc(genai_spans("deep", 3))
+    deep: dict[str, object] = {"stringValue": "x"}
+    for _ in range(40):
+        deep = {"arrayValue": {"values": [deep]}}
+    doc["resourceSpans"][0]["scopeSpans"][0]["spans"][1]["attributes"].append(
+        {"key": "deep", "value": deep}
+    )
+    r = post(server.port, "/v1/traces", orjson.dumps(doc), JSON)
+    assert r.status == 200
+    partial = r.json()["partialSuccess"]
+    assert partial["rejectedSpans"] == "1"
+    assert partial["errorMessage"] == (
+        "1 spans could not be decoded: resourceSpans[0].scopeSpans[0].spans[1]: a value "
+        "nested deeper than 32 levels"
+    )
+    assert store.count() == 2
+
+
+def test_paths_with_a_trailing_slash_are_404_never_a_redirect(server: LiveServer) -> None:
+    r = request(
+        server.port, "POST", "/v1/traces/", b"{}", {"Host": "evil.example", "Content-Type": JSON}
+    )
+    assert r.status == 404 and "location" not in r.headers
+    assert "no endpoint /v1/traces/" in r.json()["message"]
+    r = request(server.port, "PUT", "/v1/traces", b"{}", {"Content-Type": JSON})
+    assert r.status == 405 and r.headers["allow"] == "POST"
+    assert r.json() == {"code": 12, "message": "PUT /v1/traces: use POST"}
+
+
+def test_x_gzip_is_gzip(server: LiveServer, store: FactStore) -> None:
+    body = gzip.compress(traces_pb(genai_spans("xgzip", 2)))
+    r = post(server.port, "/v1/traces", body, headers={"Content-Encoding": "x-gzip"})
+    assert r.status == 200
+    assert store.count() == 2
+
+
+@pytest.mark.parametrize("coding", [b"gzip, chunked", b"deflate,chunked", b"x-gzip, chunked"])
+def test_a_transfer_coding_other_than_chunked_is_501(server: LiveServer, coding: bytes) -> None:
+    """llhttp reads `gzip, chunked` as plain chunked and would pass compressed bytes on as the
+    body: refused before the app sees it, as h11 refuses it."""
+    body = gzip.compress(traces_pb(genai_spans("te", 1)))
+    s = _raw(
+        server.port,
+        b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\n"
+        b"Transfer-Encoding: " + coding + b"\r\n\r\n%x\r\n" % len(body) + body + b"\r\n0\r\n\r\n",
+    )
+    status, data = _read_status(s)
+    s.close()
+    assert status == 501, data
+    assert b"is not supported" in data and b"connection: close" in data.lower()
+
+
+def test_request_heads_are_bounded_in_size_fields_and_time(sqlite_store_url: str) -> None:
+    limits = HeadLimits(max_bytes=8 * 1024, max_fields=20, timeout=0.5)
+    config = replace(BASE, store=sqlite_store_url, head=limits)
+    with live_server(config, open_store(sqlite_store_url)) as srv:
+        body = traces_pb(genai_spans("head", 1))
+        fits = {f"x-f{i}": "v" * 500 for i in range(15)}  # with http.client's, 19 fields, 7.6 KB
+        assert post(srv.port, "/v1/traces", body, headers=fits).status == 200
+        big = post(srv.port, "/v1/traces", body, headers={"x-big": "v" * 9000})
+        many = post(srv.port, "/v1/traces", body, headers={f"x-{i}": "1" for i in range(25)})
+        for r in (big, many):
+            assert r.status == 431, r
+            assert r.json()["message"].startswith("the request head is larger than 8192 bytes")
+        # A head that never ends: refused once the bound is passed, while it is still arriving.
+        s = _raw(srv.port, b"POST /v1/traces HTTP/1.1\r\nX-Long: ")
+        sent = 0
+        with contextlib.suppress(OSError):
+            while sent < 10 * 1024 * 1024:
+                s.sendall(b"a" * 65536)
+                sent += 65536
+        status, _ = _read_status(s)
+        s.close()
+        assert status == 431 and sent < 10 * 1024 * 1024
+        # A head that arrives too slowly: 408; a connection that sends nothing is closed.
+        t0 = time.monotonic()
+        s = _raw(srv.port, b"POST /v1/traces HTTP/1.1\r\nHost: x\r\n")
+        status, _ = _read_status(s)
+        s.close()
+        assert status == 408 and 0.4 < time.monotonic() - t0 < 5
+        idle = socket.create_connection(("127.0.0.1", srv.port), timeout=5)
+        assert idle.recv(100) == b""
+        idle.close()
+        assert get(srv.port, "/health").status == 200

@@ -31,7 +31,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 import aiohttp
 import orjson
@@ -106,6 +106,7 @@ class ProxyConfig:
     shutdown_timeout: int = 30
     drain_timeout: float = 5.0  # seconds the recorder keeps recording after a stop
     recorder: bool = True  # False: spool only (another process records)
+    head: _server.HeadLimits = field(default_factory=_server.HeadLimits)  # 431 / 408 past it
 
     @property
     def spool_path(self) -> Path:
@@ -127,19 +128,24 @@ _FIXED = {
     "/v1/responses": Route("openai", "openai-responses"),
     "/v1/messages": Route("anthropic", "anthropic"),
 }
-# The Gemini API (v1, v1beta, v1alpha) and Vertex AI's publisher-model paths.
+# The Gemini API (v1, v1beta, v1alpha) and Vertex AI's publisher-model paths; a project or
+# location that is a dot segment ("..") would name another path once the upstream resolves it.
+_SEGMENT = r"(?!\.\.?/)[^/]+"
 _GEMINI = re.compile(
-    r"^/(?:v1|v1beta|v1alpha|v1beta1)/(?:projects/[^/]+/locations/[^/]+/publishers/google/)?"
-    r"models/([^/:]+):(?:generateContent|streamGenerateContent)$"
+    rf"^/(?:v1|v1beta|v1alpha|v1beta1)/(?:projects/{_SEGMENT}/locations/{_SEGMENT}/publishers/"
+    r"google/)?models/([^/:]+):(?:generateContent|streamGenerateContent)$"
 )
 
 
-def match_route(path: str) -> Route | None:
-    fixed = _FIXED.get(path)
+def match_route(raw_path: str) -> Route | None:
+    """The route of a request path exactly as the client sent it, not percent-decoded: the path
+    matched is the path forwarded (``/v1/chat%2Fcompletions`` is no route, where the decoded
+    path would match one and the upstream be sent another)."""
+    fixed = _FIXED.get(raw_path)
     if fixed is not None:
         return fixed
-    m = _GEMINI.match(path)
-    return Route("gemini", "gemini", m.group(1)) if m else None
+    m = _GEMINI.match(raw_path)
+    return Route("gemini", "gemini", unquote(m.group(1))) if m else None
 
 
 # Hop-by-hop headers (RFC 9110 §7.6.1) and what the HTTP client sets itself: never forwarded.
@@ -235,12 +241,16 @@ _GOOGLE_STATUS = {
     400: "INVALID_ARGUMENT",
     404: "NOT_FOUND",
     405: "INVALID_ARGUMENT",
+    408: "DEADLINE_EXCEEDED",
     413: "INVALID_ARGUMENT",
+    431: "INVALID_ARGUMENT",
+    501: "UNIMPLEMENTED",
     502: "UNAVAILABLE",
     504: "DEADLINE_EXCEEDED",
 }
 _ERROR_TYPE = {400: "invalid_request_error", 404: "not_found_error", 405: "invalid_request_error",
-               413: "request_too_large", 502: "api_error", 504: "timeout_error"}  # fmt: skip
+               408: "timeout_error", 413: "request_too_large", 431: "request_too_large",
+               501: "invalid_request_error", 502: "api_error", 504: "timeout_error"}  # fmt: skip
 
 
 def error_body(upstream: str | None, status: int, message: str) -> bytes:
@@ -314,6 +324,11 @@ class Counts:
     refused: Counter[str] = field(default_factory=Counter)  # answered here, never forwarded
     not_recorded: Counter[str] = field(default_factory=Counter)  # forwarded but not spooled
     spooled: int = 0
+
+
+def _client(scope: dict[str, Any]) -> str | None:
+    client = scope.get("client")
+    return f"{client[0]}:{client[1]}" if client else None
 
 
 def _hdr(headers: list[tuple[bytes, bytes]], name: bytes) -> str:
@@ -436,28 +451,25 @@ class Proxy:
                 return
 
     async def _http(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        path: str = scope["path"]
+        path = scope["raw_path"].decode("latin-1")
         route = match_route(path)
         if route is None:
             if path.startswith("/lithify/"):
                 await self._admin(path, scope["method"], send)
                 return
-            self.counts.refused["no_route"] += 1
-            await _reply(send, 404, error_body(None, 404, f"no route for {path}: the proxy "
-                         "forwards only model calls (see docs/proxy.md)"), "no_route")  # fmt: skip
+            msg = f"no route for {path}: the proxy forwards only model calls (see docs/proxy.md)"
+            await self._refuse(scope, send, None, 404, "no_route", msg)
             return
         upstream = self.config.upstreams.get(route.upstream)
         if upstream is None:
-            self.counts.refused["no_upstream"] += 1
             msg = f"no {route.upstream} upstream is configured (--upstream {route.upstream}=URL)"
-            await _reply(send, 404, error_body(route.upstream, 404, msg), "no_upstream")
+            await self._refuse(scope, send, route.upstream, 404, "no_upstream", msg)
             return
         if scope["method"] != "POST":
-            self.counts.refused["method"] += 1
-            await _reply(
-                send, 405, error_body(route.upstream, 405, f"{scope['method']} {path}: use POST"),
-                "method", [(b"allow", b"POST")],
-            )  # fmt: skip
+            msg = f"{scope['method']} {path}: use POST"
+            await self._refuse(
+                scope, send, route.upstream, 405, "method", msg, [(b"allow", b"POST")]
+            )
             return
         self.inflight += 1
         try:
@@ -474,22 +486,22 @@ class Proxy:
         fwd = request_headers(scope["headers"])
         declared = _hdr(scope["headers"], b"content-length")
         if declared.isdigit() and int(declared) > config.max_body_size:
-            self.counts.refused["too_large"] += 1
             msg = f"the request body ({declared} bytes) is larger than {config.max_body_size}"
-            await _reply(send, 413, error_body(route.upstream, 413, msg), "too_large")
+            await self._refuse(scope, send, route.upstream, 413, "too_large", msg)
             return
         body = await _read_body(receive, config.max_body_size)
         if body is None:  # the client left before sending its body
             self.counts.outcomes[route.kind, "client_gone"] += 1
+            _event(logging.WARNING, "exchange", kind=route.kind, outcome="client_gone",
+                   client=_client(scope), detail="the client left before sending its body")  # fmt: skip
             return
         if isinstance(body, int):
-            self.counts.refused["too_large"] += 1
             msg = f"the request body is larger than {config.max_body_size} bytes"
-            await _reply(send, 413, error_body(route.upstream, 413, msg), "too_large")
+            await self._refuse(scope, send, route.upstream, 413, "too_large", msg)
             return
         self.counts.requests[route.kind] += 1
         query = scope["query_string"].decode("latin-1")
-        target = upstream.base + scope["raw_path"].decode("latin-1")
+        target = upstream.base + scope["raw_path"].decode("latin-1")  # the path routed on
         url = URL(target + ("?" + query if query else ""), encoded=True)
 
         ex = _Exchange(asyncio.current_task())
@@ -556,7 +568,7 @@ class Proxy:
                 msg = f"the {upstream.name} upstream could not be reached: {type(error).__name__}: {error}"
                 await _reply(send, 502, error_body(route.upstream, 502, msg), "unreachable")
             _event(logging.WARNING, "exchange", kind=kind, outcome=outcome,
-                   duration_ms=duration_ms, upstream=upstream.name)  # fmt: skip
+                   duration_ms=duration_ms, upstream=upstream.name, client=_client(scope))  # fmt: skip
             return
         if record:
             self._spool(
@@ -582,7 +594,7 @@ class Proxy:
         if log.isEnabledFor(level):
             _event(level, "exchange", kind=kind, status=status, outcome=outcome,
                    duration_ms=duration_ms, request_bytes=len(body), response_bytes=size,
-                   session_id=fwd.session_id)  # fmt: skip
+                   session_id=fwd.session_id, client=_client(scope))  # fmt: skip
         if outcome in ("upstream_cut", "timeout"):
             raise UpstreamAbort(outcome)
 
@@ -691,6 +703,37 @@ class Proxy:
         metric("lithify_proxy_backlog_bytes", "gauge", "Spooled bytes not yet recorded.",
                [("", rec.get("backlog_bytes", 0))])  # fmt: skip
         return ("\n".join(lines) + "\n").encode()
+
+    async def _refuse(
+        self,
+        scope: dict[str, Any],
+        send: Any,
+        upstream: str | None,
+        status: int,
+        reason: str,
+        message: str,
+        extra: list[tuple[bytes, bytes]] | None = None,
+    ) -> None:
+        """Answer a request the proxy does not forward, in the provider's error format."""
+        path = scope["raw_path"].decode("latin-1")
+        info = {"method": scope["method"], "path": path, "client": _client(scope)}
+        self._count_refusal(status, reason, message, info)
+        await _reply(send, status, error_body(upstream, status, message), reason, extra)
+
+    def refused(
+        self, status: int, reason: str, message: str, info: dict[str, Any]
+    ) -> tuple[list[tuple[bytes, bytes]], bytes]:
+        """A request refused before the app saw it (``_server.Refusal``): counted and logged as
+        the proxy's own refusals are, answered in OpenAI's error format (no route is known)."""
+        self._count_refusal(status, reason, message, info)
+        reason_header = (b"x-lithify-proxy-error", reason.encode())
+        return [(b"content-type", b"application/json"), reason_header], error_body(
+            None, status, message
+        )
+
+    def _count_refusal(self, status: int, reason: str, message: str, info: dict[str, Any]) -> None:
+        self.counts.refused[reason] += 1
+        _event(logging.INFO, "refused", status=status, reason=reason, error=message, **info)
 
     async def _admin(self, path: str, method: str, send: Any) -> None:
         if method != "GET":
@@ -831,23 +874,15 @@ def recorder_log_config(proxy_config: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def uvicorn_config(app: Proxy, config: ProxyConfig, log_cfg: dict[str, Any] | None) -> Any:
-    import uvicorn
-
-    return uvicorn.Config(
+    return _server.config(
         app,
         host=config.host,
         port=config.port,
-        loop="uvloop" if sys.platform != "win32" else "asyncio",
-        http="httptools",
-        ws="none",
-        lifespan="on",
-        access_log=False,
+        refusal=app.refused,
         log_config=log_cfg,
-        proxy_headers=False,
-        server_header=False,  # the client sees the upstream's headers, not ours
-        date_header=False,
-        timeout_keep_alive=65,
-        timeout_graceful_shutdown=config.shutdown_timeout,
+        shutdown_timeout=config.shutdown_timeout,
+        limits=config.head,
+        date_header=False,  # the client sees the upstream's headers, not ours
     )
 
 

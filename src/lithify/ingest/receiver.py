@@ -69,9 +69,11 @@ PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
 _CONTENT_TYPES = {PROTOBUF: "protobuf", "application/protobuf": "protobuf", JSON: "json"}
 _ENCODINGS = ("gzip", "deflate", "identity", "")
+_ENCODING_ALIASES = {"x-gzip": "gzip"}  # RFC 9110 §8.4.1.3: x-gzip is gzip
 
 # google.rpc.Code values for the Status body (informative only: OTLP clients go by HTTP status).
-_RPC_CODE = {400: 3, 401: 16, 404: 5, 405: 12, 408: 4, 413: 8, 415: 3, 429: 8, 500: 13, 503: 14}
+_RPC_CODE = {400: 3, 401: 16, 404: 5, 405: 12, 408: 4, 413: 8, 415: 3, 429: 8, 431: 8, 500: 13,
+             501: 12, 503: 14}  # fmt: skip
 
 # Units that could not be taken: a defect met them, or they were not OTLP objects at all.
 REJECTED = frozenset({"translator_error", "undecodable"})
@@ -100,6 +102,7 @@ class ServeConfig:
     overload_retry_after: int = 1  # seconds, on 429
     shutdown_timeout: int = 30  # seconds to drain in-flight requests on SIGTERM/SIGINT
     body_timeout: float = 60.0  # seconds to receive a body; slower clients get 408
+    head: _server.HeadLimits = field(default_factory=_server.HeadLimits)  # 431 / 408 past it
     group_rows: int = 4096  # rows per group commit at most (one request is never split)
     token_refresh: float = 2.0  # seconds between reloads of the token list
 
@@ -611,6 +614,19 @@ class Receiver:
             await asyncio.to_thread(self.store.close)
         _event(logging.INFO, "stopped", **self._totals())
 
+    def log_request(self, info: dict[str, Any]) -> None:
+        """The one ``request`` log line of a request, whoever answered it; warning for 5xx."""
+        self.counts["requests"] += 1
+        _event(logging.WARNING if info["status"] >= 500 else logging.INFO, "request", **info)
+
+    def refused(
+        self, status: int, reason: str, message: str, info: dict[str, Any]
+    ) -> tuple[list[tuple[bytes, bytes]], bytes]:
+        """A request refused before the app saw it (``_server.Refusal``): logged and counted
+        as any request, answered with a google.rpc.Status in JSON (its type is not known)."""
+        self.log_request({**info, "status": status, "error": message, "reason": reason})
+        return [(b"content-type", JSON.encode())], status_body("json", status, message)
+
     def _totals(self) -> dict[str, Any]:
         return {
             "requests": self.counts["requests"],
@@ -754,9 +770,8 @@ def build_app(config: ServeConfig, store: FactStore | None = None) -> Starlette:
             info["error"] = "the client went away before sending its body"
             response = Response(status_code=499)
         info["latency_ms"] = round((time.perf_counter() - t0) * 1000, 2)
-        rx.counts["requests"] += 1
-        status = info.get("status", response.status_code)
-        _event(logging.WARNING if status >= 500 else logging.INFO, "request", **info)
+        info.setdefault("status", response.status_code)
+        rx.log_request(info)
         return response
 
     def fail(
@@ -792,6 +807,7 @@ def build_app(config: ServeConfig, store: FactStore | None = None) -> Starlette:
             return fail(reply, 415, f"unsupported Content-Type {got!r}: send {want}", info)
         info["content_type"] = kind
         encoding = request.headers.get("content-encoding", "").strip().lower()
+        encoding = _ENCODING_ALIASES.get(encoding, encoding)
         if encoding not in _ENCODINGS:
             return fail(
                 kind, 415, f"unsupported Content-Encoding {encoding!r}: use gzip or none", info
@@ -932,6 +948,21 @@ def build_app(config: ServeConfig, store: FactStore | None = None) -> Starlette:
         doc = {"status": "ready" if ok else "unavailable", **health_doc()}
         return Response(orjson.dumps(doc), status_code=200 if ok else 503, media_type=JSON)
 
+    async def not_routed(request: Request, exc: Exception) -> Response:
+        """404 and 405, as a google.rpc.Status, logged as any request is."""
+        status = getattr(exc, "status_code", 404)
+        path = request.url.path
+        if status == 405:
+            message = f"{request.method} {path}: use {exc.headers['Allow']}"  # type: ignore[attr-defined]
+        else:
+            message = f"no endpoint {path}: POST /v1/traces, /v1/logs or /v1/feedback"
+        info: dict[str, Any] = {"method": request.method, "path": path}
+        if request.client is not None:
+            info["client"] = f"{request.client.host}:{request.client.port}"
+        rx.log_request({**info, "status": status, "error": message})
+        body = status_body("json", status, message)
+        return _response("json", status, body, getattr(exc, "headers", None))
+
     app = Starlette(
         routes=[
             Route("/v1/traces", traces, methods=["POST"]),
@@ -941,9 +972,31 @@ def build_app(config: ServeConfig, store: FactStore | None = None) -> Starlette:
             Route("/health/ready", ready, methods=["GET"]),
         ],
         lifespan=lifespan,
+        exception_handlers={404: not_routed, 405: not_routed},
     )
+    # No redirect from /v1/traces/ to /v1/traces: it would be built from the Host header the
+    # client sent (docs/serve.md: other paths are 404).
+    app.router.redirect_slashes = False
     app.state.receiver = rx
     return app
+
+
+def uvicorn_config(app: Starlette, config: ServeConfig, log_cfg: dict[str, Any] | None) -> Any:
+    """The receiver under uvicorn (_server.config), request heads bounded and answered, when
+    refused, as ingest is."""
+    rx: Receiver = app.state.receiver
+    return _server.config(
+        app,
+        host=config.host,
+        port=config.port,
+        refusal=rx.refused,
+        log_config=log_cfg,
+        shutdown_timeout=config.shutdown_timeout,
+        limits=config.head,
+        # An exporter that half-closes after its request still wants the answer: its data is
+        # stored either way, and an answer it never reads costs nothing.
+        half_close=True,
+    )
 
 
 def serve(config: ServeConfig, store: FactStore | None = None, *, log_level: str = "info") -> None:
@@ -951,20 +1004,7 @@ def serve(config: ServeConfig, store: FactStore | None = None, *, log_level: str
     import uvicorn
 
     app = build_app(config, store)
-    server = uvicorn.Server(
-        uvicorn.Config(
-            app,
-            host=config.host,
-            port=config.port,
-            lifespan="on",
-            access_log=False,
-            log_config=log_config(log_level),
-            proxy_headers=False,
-            server_header=False,
-            timeout_keep_alive=65,  # above the SDK's 5 s batch delay: connections get reused
-            timeout_graceful_shutdown=config.shutdown_timeout,
-        )
-    )
+    server = uvicorn.Server(uvicorn_config(app, config, log_config(log_level)))
     rx: Receiver = app.state.receiver
 
     def listening(url: str, host: str, port: int) -> None:
