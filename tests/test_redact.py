@@ -203,3 +203,14 @@ def test_key_shapes_after_a_boundary_are_redacted(before: str, key: str, after: 
     counts: Counter[str] = Counter()
     assert redact_string(text, counts) == f"{before}{MARKER} {after}"
     assert counts == {"redacted_provider_key": 1}
+
+
+def test_odd_block_types_do_not_break_the_walk() -> None:
+    doc = {"type": ["redacted_thinking"], "data": f"x {OPENAI_KEY}", "signature": {"k": OPENAI_KEY}}
+    counts: Counter[str] = Counter()
+    assert redact_value(doc, counts) == {
+        "type": ["redacted_thinking"],
+        "data": f"x {MARKER}",
+        "signature": {"k": MARKER},  # only a string is an opaque blob
+    }
+    assert counts == {"redacted_provider_key": 2}

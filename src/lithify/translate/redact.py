@@ -170,10 +170,6 @@ def _normalize_key(key: str) -> str:
     return key.rsplit(".", 1)[-1].lower().replace("-", "_")
 
 
-def is_credential_key(key: str) -> bool:
-    return _normalize_key(key) in CREDENTIAL_KEYS
-
-
 def redact_string(text: str, counts: Counter[str]) -> str:
     if not _SCREEN_STR.find_matches_as_indexes(text.lower()):
         return text
@@ -205,9 +201,10 @@ def _mode(mode: int, key: str) -> int:
 
 
 def _opaque(key: str, value: Any, parent: dict[Any, Any]) -> bool:
-    return isinstance(value, str) and (
-        key in _OPAQUE_KEYS or (key == "data" and parent.get("type") in _OPAQUE_DATA_TYPES)
-    )
+    if not isinstance(value, str):
+        return False
+    kind = parent.get("type") if key == "data" else None
+    return key in _OPAQUE_KEYS or (isinstance(kind, str) and kind in _OPAQUE_DATA_TYPES)
 
 
 def _redact(value: Any, counts: Counter[str], mode: int) -> Any:
