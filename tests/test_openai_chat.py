@@ -846,3 +846,14 @@ def test_citations_server_tools_and_signatures_in_streams() -> None:
         ),
     )
     same_fact(plain, streamed)
+
+
+@given(st.lists(st.fixed_dictionaries({}, optional={
+    "content": st.sampled_from(["x", None, 3, {}, {"type": "thinking", "thinking": [[]]}, [{"type": []}]]),
+    "executed_tools": st.lists(st.fixed_dictionaries({}, optional={"index": st.sampled_from([0, [1], {}, "a", None])}), max_size=2),
+    "annotations": st.sampled_from([[], [1], "x"]),
+    "extra_content": st.sampled_from([None, {}, {"google": []}, {"google": {"thought_signature": "s"}}]),
+}), max_size=4))  # fmt: skip
+def test_odd_vendor_fields_in_chunks_never_raise(deltas: list[dict[str, Any]]) -> None:
+    evs = events(*(chunk(d) for d in deltas), chunk({}, "stop"), "[DONE]")
+    _check(openai_chat.translate(None, evs))

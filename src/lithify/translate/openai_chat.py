@@ -500,7 +500,9 @@ class _StreamChoice:
             # Groq sends each executed tool twice (its arguments, then its output): one by index.
             for pos, tool in enumerate(delta["executed_tools"]):
                 if isinstance(tool, dict):
-                    key = tool.get("index", f"{len(self.executed)}.{pos}")
+                    key = tool.get("index")
+                    if not isinstance(key, int):  # no index: a tool of its own
+                        key = f"{len(self.executed)}.{pos}"
                     self.executed.setdefault(key, {}).update(tool)
         if delta.get("extra_content") is not None:
             self.extra = delta["extra_content"]
