@@ -633,6 +633,6 @@ _ID_LIKE = st.text(alphabet="abcXYZ019", max_size=6)
     )
 )
 def test_the_id_hash_shortcut_gives_the_canonical_json_hash(parts: list[Any]) -> None:
-    from lithify.translate._common import _stable_hash, stable_hash
+    from lithify.core.hashing import _stable_hash, stable_hash
 
     assert stable_hash(*parts) == _stable_hash(tuple(parts))

@@ -13,11 +13,11 @@ from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
+from lithify.core.hashing import stable_hash
 from lithify.derive import Segment, Turn
 from lithify.derive.canonical import Forms, canonical_messages
 from lithify.derive.sessions import DeriveStats, dedupe, iter_sessions
 from lithify.model import InferenceCall
-from lithify.translate._common import stable_hash
 
 if TYPE_CHECKING:
     from lithify.derive.feedback import FeedbackIndex

@@ -37,6 +37,7 @@ import aiohttp
 import orjson
 from yarl import URL
 
+from lithify.core.times import ns_to_rfc3339
 from lithify.ingest import _server
 from lithify.ingest.recorder import (
     RecorderConfig,
@@ -45,7 +46,6 @@ from lithify.ingest.recorder import (
     encode_exchange,
 )
 from lithify.ingest.spool import SpoolError, SpoolWriter, default_spool, store_key
-from lithify.translate._common import ns_to_rfc3339
 
 log = logging.getLogger("lithify.proxy")
 

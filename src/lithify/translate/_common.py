@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
-import math
-import re
 from collections import Counter
-from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any
 
 import msgspec
 import orjson
 
+from lithify.core.hashing import dumps_canonical, stable_hash
+from lithify.core.times import (
+    as_float,
+)
 from lithify.model import (
     InferenceCall,
     Message,
@@ -65,43 +64,6 @@ def finish_reason(value: Any) -> str | None:
     return _FINISH_REASONS.get(key, key)
 
 
-def as_int(value: Any) -> int | None:
-    """A token count or similar: non-negative integers only, else None (strings of digits allowed)."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value if value >= 0 else None
-    if isinstance(value, float):
-        if math.isfinite(value) and value.is_integer() and value >= 0:
-            return int(value)
-        return None
-    if isinstance(value, str):
-        try:
-            n = int(value.strip())
-        except ValueError:
-            return None
-        return n if n >= 0 else None
-    return None
-
-
-def as_float(value: Any) -> float | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int | float):
-        try:
-            f = float(value)
-        except OverflowError:  # an integer beyond any float (a document decoded elsewhere)
-            return None
-        return f if math.isfinite(f) else None
-    if isinstance(value, str):
-        try:
-            f = float(value.strip())
-        except ValueError:
-            return None
-        return f if math.isfinite(f) else None
-    return None
-
-
 def transport_times(meta: dict[str, Any]) -> dict[str, Any]:
     """``observed_at`` and ``duration_ms`` as the transport measured them (the recording proxy
     passes both in ``meta``); bad values are None."""
@@ -125,88 +87,6 @@ def as_str(value: Any) -> str | None:
     if isinstance(value, str) and value:
         return value
     return None
-
-
-def ns_to_rfc3339(ns: Any) -> str | None:
-    """Nanoseconds since the epoch to a fixed-width RFC 3339 UTC string (sorts as text)."""
-    if type(ns) is int and ns > 0:
-        n = ns
-    else:
-        n = as_int(ns)
-        if not n:
-            return None
-    secs, frac = divmod(n, 1_000_000_000)
-    base = _second(secs)
-    return None if base is None else f"{base}.{frac:09d}Z"
-
-
-@lru_cache(maxsize=4096)
-def _second(secs: int) -> str | None:
-    try:
-        return datetime.fromtimestamp(secs, UTC).strftime("%Y-%m-%dT%H:%M:%S")
-    except (OverflowError, OSError, ValueError):
-        return None
-
-
-def seconds_to_rfc3339(secs: Any) -> str | None:
-    f = as_float(secs)
-    if f is None or f <= 0:
-        return None
-    return ns_to_rfc3339(round(f * 1_000_000_000))
-
-
-_RFC3339 = re.compile(
-    r"(\d{4}-\d{2}-\d{2})[Tt](\d{2}:\d{2}:\d{2})(?:\.(\d{1,9}))?([Zz]|[+-]\d{2}:\d{2})"
-)
-
-
-def fixed_rfc3339(text: Any) -> str | None:
-    """An RFC 3339 timestamp (a protobuf Timestamp in JSON: Vertex ``createTime``) in the
-    fact's fixed-width UTC form; None when it is not one."""
-    m = _RFC3339.fullmatch(text) if isinstance(text, str) else None
-    if m is None:
-        return None
-    offset = "+00:00" if m[4] in "Zz" else m[4]
-    try:
-        secs = int(datetime.fromisoformat(f"{m[1]}T{m[2]}{offset}").timestamp())
-    except ValueError:  # a day or an hour out of range
-        return None
-    return ns_to_rfc3339(secs * 1_000_000_000 + int((m[3] or "0").ljust(9, "0")))
-
-
-def stable_hash(*parts: Any) -> str:
-    """A 32-hex digest of values, stable across processes and key orders."""
-    try:
-        joined = "".join(parts)
-    except TypeError:  # not all strings
-        return _stable_hash(parts)
-    if joined.isascii() and joined.isalnum():
-        # Strings of letters and digits (ids, mostly), or empty: what dumps_canonical gives for
-        # each is the string in quotes, written here without orjson.
-        text = '"' + '"\x00"'.join(parts) + '"\x00'
-        return hashlib.sha256(text.encode()).hexdigest()[:32]
-    return _stable_hash(parts)
-
-
-def _stable_hash(parts: tuple[Any, ...]) -> str:
-    h = hashlib.sha256()
-    for p in parts:
-        h.update(dumps_canonical(p))
-        h.update(b"\x00")
-    return h.hexdigest()[:32]
-
-
-def dumps_canonical(value: Any) -> bytes:
-    """Sorted-key JSON for hashing. orjson refuses integers beyond 64 bits; the stdlib does not."""
-    try:
-        return orjson.dumps(
-            value, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS, default=str
-        )
-    except TypeError:
-        text = json.dumps(
-            value, sort_keys=True, default=str, ensure_ascii=False, separators=(",", ":")
-        )
-        return text.encode("utf-8", "surrogatepass")
 
 
 class Degradations(Counter[str]):

@@ -15,6 +15,7 @@ from typing import Any
 
 import orjson
 
+from lithify.core.hashing import stable_hash
 from lithify.model import (
     Message,
     Part,
@@ -23,7 +24,7 @@ from lithify.model import (
     ToolCallPart,
     ToolCallResponsePart,
 )
-from lithify.translate._common import Degradations, parse_arguments, stable_hash, synthesized_id
+from lithify.translate._common import Degradations, parse_arguments, synthesized_id
 
 Fields = dict[str, Any]
 

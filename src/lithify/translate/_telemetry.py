@@ -7,13 +7,10 @@ from typing import Any
 
 import orjson
 
+from lithify.core.times import ns_to_rfc3339
+from lithify.core.values import as_int
 from lithify.model import InferenceCall, Message, ToolDefinition
-from lithify.translate._common import (
-    Degradations,
-    as_int,
-    finish_fields,
-    ns_to_rfc3339,
-)
+from lithify.translate._common import Degradations, finish_fields
 
 
 @dataclass(slots=True)

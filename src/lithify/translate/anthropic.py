@@ -13,10 +13,10 @@ from typing import Any
 
 import orjson
 
+from lithify.core.values import as_int
 from lithify.model import InferenceCall, Message, Part, ReasoningPart, Skip, ToolCallResponsePart
 from lithify.translate._common import (
     Degradations,
-    as_int,
     as_str,
     error_detail,
     finish,

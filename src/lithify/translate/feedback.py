@@ -11,8 +11,9 @@ import math
 from collections import Counter
 from typing import Any
 
+from lithify.core.hashing import stable_hash
+from lithify.core.times import ns_to_rfc3339
 from lithify.model import FEEDBACK_TARGETS, Feedback, Skip
-from lithify.translate._common import ns_to_rfc3339, stable_hash
 from lithify.translate.otlp import LogRecord
 from lithify.translate.redact import redact_value
 

@@ -13,6 +13,8 @@ from collections import deque
 from functools import cache
 from typing import Any
 
+from lithify.core.times import fixed_rfc3339
+from lithify.core.values import as_int
 from lithify.model import (
     InferenceCall,
     Message,
@@ -25,12 +27,10 @@ from lithify.model import (
 )
 from lithify.translate._common import (
     Degradations,
-    as_int,
     as_str,
     error_detail,
     finish,
     finish_reason,
-    fixed_rfc3339,
     parse_arguments,
     synthesized_call_id,
     tool_call,

@@ -19,6 +19,9 @@ from typing import Any
 import msgspec
 import orjson
 
+from lithify.core.hashing import stable_hash
+from lithify.core.times import ns_to_rfc3339
+from lithify.core.values import as_int
 from lithify.model import (
     InferenceCall,
     Message,
@@ -32,11 +35,8 @@ from lithify.model import (
 )
 from lithify.translate._common import (
     Degradations,
-    as_int,
     finish_reason,
-    ns_to_rfc3339,
     parse_arguments,
-    stable_hash,
     synthesized_id,
     tool_definition,
 )

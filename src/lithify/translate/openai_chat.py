@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from lithify.core.times import seconds_to_rfc3339
+from lithify.core.values import as_float, as_int
 from lithify.model import (
     InferenceCall,
     Message,
@@ -20,14 +22,11 @@ from lithify.model import (
 )
 from lithify.translate._common import (
     Degradations,
-    as_float,
-    as_int,
     as_str,
     error_detail,
     finish,
     finish_reason,
     parse_arguments,
-    seconds_to_rfc3339,
     synthesized_call_id,
     synthesized_id,
     text_parts,

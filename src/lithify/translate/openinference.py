@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from lithify.core.values import as_int
 from lithify.model import ReasoningPart, TextPart, ToolCallPart, ToolDefinition
-from lithify.translate._common import Degradations, as_int, finish_reason, tool_definition
+from lithify.translate._common import Degradations, finish_reason, tool_definition
 from lithify.translate._flat import (
     Ctx,
     Draft,

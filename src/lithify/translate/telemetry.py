@@ -11,9 +11,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from lithify.core.hashing import stable_hash
 from lithify.model import Feedback, InferenceCall, Skip
 from lithify.translate import feedback, genai, openinference, openllmetry
-from lithify.translate._common import Degradations, stable_hash
+from lithify.translate._common import Degradations
 from lithify.translate._telemetry import build, session_of, timing
 from lithify.translate.otlp import LogRecord, Span
 
