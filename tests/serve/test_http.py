@@ -529,3 +529,18 @@ def test_request_heads_are_bounded_in_size_fields_and_time(sqlite_store_url: str
         assert idle.recv(100) == b""
         idle.close()
         assert get(srv.port, "/health").status == 200
+
+
+def test_spans_that_share_a_response_id_but_not_content_are_two_calls(
+    server: LiveServer, store: FactStore
+) -> None:
+    # A server that names every response alike (a constant id): two spans, two questions.
+    a, b = genai_spans("collide", 2)
+    b = replace(b, attrs=[(k, "resp-same" if k == "gen_ai.response.id" else v) for k, v in b.attrs])
+    a = replace(a, attrs=[(k, "resp-same" if k == "gen_ai.response.id" else v) for k, v in a.attrs])
+    assert post(server.port, "/v1/traces", traces_pb([a])).status == 200
+    assert post(server.port, "/v1/traces", traces_pb([b])).status == 200
+    assert store.count() == 2
+    totals = orjson.loads(get(server.port, "/health").body)
+    assert (totals["facts_stored"], totals["variants"], totals["id_collisions"]) == (2, 0, 1)
+    assert store.stats().id_collisions == 1

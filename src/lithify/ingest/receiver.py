@@ -645,6 +645,7 @@ class Receiver:
             return
         self.store_url = self.store.url
         self.available, self.store_error = True, None
+            "id_collisions": self.counts["id_collisions"],
 
     # -- store availability --------------------------------------------------------------
     def _mark_unavailable(self, e: BaseException) -> None:
@@ -898,6 +899,7 @@ def build_app(config: ServeConfig, store: FactStore | None = None) -> Starlette:
             rejected=out.rejected,
         )
         if out.degraded:
+        rx.counts["id_collisions"] += facts.collisions
             info["degraded"] = out.degraded
         if out.skipped:
             info["skipped"] = out.skipped
@@ -905,6 +907,7 @@ def build_app(config: ServeConfig, store: FactStore | None = None) -> Starlette:
             info["errors"] = out.errors[:5]
         if signal == "feedback":
             body_out = orjson.dumps(
+            id_collisions=facts.collisions,
                 {
                     "stored": feedback.inserted,
                     "duplicates": feedback.duplicates,

@@ -185,6 +185,7 @@ class RecorderStatus:
     facts_stored: int = 0
     duplicates: int = 0  # facts the store already held (a replay after a crash, a retry)
     variants: int = 0  # other captures of stored calls, kept apart (docs/store.md)
+    id_collisions: int = 0  # new calls sharing an id with a call they contradict (docs/store.md)
     degraded: int = 0  # stored facts with at least one degradation
     rejected: int = 0  # facts the store refused for a reason other than being down
     skipped: dict[str, int] = field(default_factory=dict)  # exchanges that gave no fact
@@ -383,6 +384,7 @@ class Recorder:
         self.status.facts_stored += result.inserted
         self.status.duplicates += result.duplicates
         self.status.variants += result.variants
+        self.status.id_collisions += result.collisions
         dup = set(result.duplicate_ids)
         self.status.degraded += sum(
             1 for f in facts if f.degradations and f.inference_call_id not in dup
@@ -393,6 +395,7 @@ class Recorder:
             facts=result.inserted,
             duplicates=result.duplicates,
             variants=result.variants,
+            id_collisions=result.collisions,
         )
 
 

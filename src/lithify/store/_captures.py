@@ -83,20 +83,19 @@ _RANK = "(lack, sort_at, inference_call_id, digest)"
 # Whether any call has several captures: most stores have none, and read and write as before.
 _ANY_CAPTURE = "SELECT 1 FROM fact_captures LIMIT 1"
 
-# What became of each inserted row: a new call, a redelivery, another capture of a stored
-# call, or a call of its own that shares an id with a capture that contradicts it.
-_STORED, _DUPLICATE, _VARIANT, _COLLISION = range(4)
+# What became of each inserted row: a new call, a redelivery, or another capture of a call.
+_STORED, _DUPLICATE, _VARIANT = range(3)
 
 
-def _result(ids: Sequence[str], outcomes: Sequence[int]) -> InsertResult:
+def _result(
+    ids: Sequence[str], outcomes: Sequence[int], collision_ids: Sequence[str] = ()
+) -> InsertResult:
+    """``collision_ids``: the ids of the calls this write made collide (``_index_captures``)."""
+
     def having(outcome: int) -> list[str]:
         return [i for i, o in zip(ids, outcomes, strict=True) if o == outcome]
 
-    duplicate_ids, variant_ids, collision_ids = (
-        having(_DUPLICATE),
-        having(_VARIANT),
-        having(_COLLISION),
-    )
+    duplicate_ids, variant_ids = having(_DUPLICATE), having(_VARIANT)
     inserted = len(ids) - len(duplicate_ids) - len(variant_ids)
     return InsertResult(
         inserted,
@@ -105,7 +104,7 @@ def _result(ids: Sequence[str], outcomes: Sequence[int]) -> InsertResult:
         len(variant_ids),
         variant_ids,
         len(collision_ids),
-        collision_ids,
+        list(collision_ids),
     )
 
 
@@ -125,8 +124,8 @@ def _rank(capture: tuple[Any, ...]) -> tuple[int, str, str, bytes]:
 def _classify(outcomes: list[int], new: dict[int, bytes], decided: dict[bytes, Assignment]) -> None:
     """What became of each row indexed as a capture (``new``: row index → digest): of a call
     that has captures from before, another capture (``_VARIANT``); of a call new in this
-    write, the first such row is the call (``_STORED``, or ``_COLLISION`` when it shares an id
-    with a capture that contradicts it) and the others are its other captures."""
+    write, the first such row is the call (``_STORED``) and the others are its other
+    captures."""
     fresh = set(new.values())
     old_calls = {a.call for d, a in decided.items() if d not in fresh}
     counted: set[bytes] = set()
@@ -138,7 +137,7 @@ def _classify(outcomes: list[int], new: dict[int, bytes], decided: dict[bytes, A
             outcomes[i] = _VARIANT
         else:
             counted.add(a.call)
-            outcomes[i] = _COLLISION if a.collided else _STORED
+            outcomes[i] = _STORED
 
 
 def _view(capture: tuple[Any, ...]) -> Capture:
@@ -247,7 +246,12 @@ class CaptureIndex(Backend):
         return cur.fetchone() is not None
 
     def _keep_captures(
-        self, cur: Cursor, rows: list[tuple[Any, ...]], outcomes: list[int], own: bool
+        self,
+        cur: Cursor,
+        rows: list[tuple[Any, ...]],
+        outcomes: list[int],
+        own: bool,
+        collisions: list[str],
     ) -> None:
         """Keep the colliding rows that differ from every stored capture of their call as
         variants (their outcome becomes ``_VARIANT``), and index every capture of the calls
@@ -296,7 +300,7 @@ class CaptureIndex(Backend):
         if differing:
             self._keep_variants(cur, rows, outcomes, differing, stored, captures, new)
         if captures:
-            decided = self._index_captures(cur, list(captures.values()))
+            decided = self._index_captures(cur, list(captures.values()), collisions)
             _classify(outcomes, new, decided)
 
     def _stored_facts(self, cur: Cursor, column: str, values: Iterable[Any]) -> list[Any]:
@@ -358,11 +362,15 @@ class CaptureIndex(Backend):
         self._index_captures(cur, list(captures.values()))
 
     def _index_captures(
-        self, cur: Cursor, captures: list[tuple[Any, ...]]
+        self,
+        cur: Cursor,
+        captures: list[tuple[Any, ...]],
+        collisions: list[str] | None = None,
     ) -> dict[bytes, Assignment]:
         """Add captures to fact_captures, then decide again which call each capture belongs
         to wherever the new ones may change it; the calls of the captures decided and of the
-        earlier ones they were decided against, by digest."""
+        earlier ones they were decided against, by digest. The ids of the calls that now
+        collide and did not before are added to ``collisions``."""
         new = {
             bytes(r[0])
             for r in self._insert(
@@ -405,6 +413,8 @@ class CaptureIndex(Backend):
             digest = bytes(c[0])
             decided[digest] = a
             kept = int(a.call == digest)
+            if collisions is not None and kept and a.collided and not (c[_KEPT] and c[_COLLIDED]):
+                collisions.append(codec.uncol(a.call_id) or "")
             if _assignment(c) != a or c[_KEPT] != kept:
                 cur.execute(
                     f"UPDATE fact_captures SET {' = ?, '.join(_DECISION)} = ? WHERE digest = ?",

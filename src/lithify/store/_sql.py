@@ -113,9 +113,11 @@ class SqlStore(CaptureIndex):
         columns: tuple[str, ...],
         rows: list[tuple[Any, ...]],
         own: bool = False,
+        collisions: list[str] | None = None,
     ) -> list[int]:
         """Insert rows; what became of each (``_STORED``, ``_DUPLICATE``, ``_VARIANT``), in the
-        order given. Facts need ``_share_captures`` first."""
+        order given; the ids of calls the facts made collide go to ``collisions``. Facts need
+        ``_share_captures`` first."""
         # A stable order by id: concurrent batches then take row locks in one order (no
         # deadlock), and within a batch the first of equal ids is tried first.
         order = sorted(range(len(rows)), key=lambda i: rows[i][0])
@@ -129,7 +131,9 @@ class SqlStore(CaptureIndex):
             else:
                 outcomes.append(_DUPLICATE)
         if table == "facts":
-            self._keep_captures(cur, ordered, outcomes, own)
+            self._keep_captures(
+                cur, ordered, outcomes, own, [] if collisions is None else collisions
+            )
         out = [_STORED] * len(rows)
         for j, i in enumerate(order):
             out[i] = outcomes[j]
@@ -144,11 +148,12 @@ class SqlStore(CaptureIndex):
         if not rows:
             return InsertResult(0, 0, [])
 
-        def write(cur: Cursor, own: bool) -> list[int]:
+        def write(cur: Cursor, own: bool) -> tuple[list[int], list[str]]:
             self._share_captures(cur, own)
-            return self._write(cur, "facts", FACT_COLUMNS, rows, own)
+            collisions: list[str] = []
+            return self._write(cur, "facts", FACT_COLUMNS, rows, own, collisions), collisions
 
-        return _result([f.inference_call_id for f in facts], self._writing(write))
+        return _result([f.inference_call_id for f in facts], *self._writing(write))
 
     def insert_feedback(self, batch: Iterable[Feedback]) -> InsertResult:
         items = list(batch)
@@ -172,30 +177,39 @@ class SqlStore(CaptureIndex):
         facts = [_stamp(b.facts, _FACT_INGESTED, at) for b in batches]
         feedback = _stamp([r for b in batches for r in b.feedback], _FEEDBACK_INGESTED, at)
 
-        def write(cur: Cursor, own: bool) -> tuple[list[list[int]], list[int]]:
+        def write(cur: Cursor, own: bool) -> tuple[list[tuple[list[int], list[str]]], list[int]]:
             # Facts batch after batch, each as if it were inserted alone after the ones before
             # (which capture of a call is stored depends on it). Row locks then follow id order
             # within a batch only: a deadlock with another group commit is retried.
             if any(facts):
                 self._share_captures(cur, own)
+            done: list[tuple[list[int], list[str]]] = []
+            for rows in facts:
+                collisions: list[str] = []
+                if rows:
+                    done.append(
+                        (self._write(cur, "facts", FACT_COLUMNS, rows, own, collisions), collisions)
+                    )
+                else:
+                    done.append(([], collisions))
             return (
-                [
-                    self._write(cur, "facts", FACT_COLUMNS, rows, own) if rows else []
-                    for rows in facts
-                ],
+                done,
                 self._write(cur, "feedback", FEEDBACK_COLUMNS, feedback) if feedback else [],
             )
 
         fact_outcomes, feedback_outcomes = (
-            self._writing(write) if any(facts) or feedback else ([[] for _ in facts], [])
+            self._writing(write) if any(facts) or feedback else ([([], []) for _ in facts], [])
         )
         out: list[tuple[InsertResult, InsertResult]] = []
         g = 0
-        for b, outcomes in zip(batches, fact_outcomes, strict=True):
+        for b, (outcomes, collisions) in zip(batches, fact_outcomes, strict=True):
             ids = [codec.uncol(r[0]) or "" for r in b.facts]
             fb_ids = [codec.uncol(r[0]) or "" for r in b.feedback]
             out.append(
-                (_result(ids, outcomes), _result(fb_ids, feedback_outcomes[g : g + len(fb_ids)]))
+                (
+                    _result(ids, outcomes, collisions),
+                    _result(fb_ids, feedback_outcomes[g : g + len(fb_ids)]),
+                )
             )
             g += len(fb_ids)
         return out
