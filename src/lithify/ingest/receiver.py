@@ -633,6 +633,7 @@ class Receiver:
             "facts_stored": self.counts["facts"],
             "duplicates": self.counts["duplicates"],
             "variants": self.counts["variants"],
+            "id_collisions": self.counts["id_collisions"],
             "feedback_stored": self.counts["feedback"],
             "rejected": self.counts["rejected"],
         }
@@ -645,7 +646,6 @@ class Receiver:
             return
         self.store_url = self.store.url
         self.available, self.store_error = True, None
-            "id_collisions": self.counts["id_collisions"],
 
     # -- store availability --------------------------------------------------------------
     def _mark_unavailable(self, e: BaseException) -> None:
@@ -887,6 +887,7 @@ def build_app(config: ServeConfig, store: FactStore | None = None) -> Starlette:
         rx.counts["facts"] += facts.inserted
         rx.counts["duplicates"] += facts.duplicates + feedback.duplicates
         rx.counts["variants"] += facts.variants
+        rx.counts["id_collisions"] += facts.collisions
         rx.counts["feedback"] += feedback.inserted
         rx.counts["rejected"] += out.rejected
         info.update(
@@ -894,12 +895,12 @@ def build_app(config: ServeConfig, store: FactStore | None = None) -> Starlette:
             facts=facts.inserted,
             duplicates=facts.duplicates,
             variants=facts.variants,
+            id_collisions=facts.collisions,
             feedback=feedback.inserted,
             feedback_duplicates=feedback.duplicates,
             rejected=out.rejected,
         )
         if out.degraded:
-        rx.counts["id_collisions"] += facts.collisions
             info["degraded"] = out.degraded
         if out.skipped:
             info["skipped"] = out.skipped
@@ -907,7 +908,6 @@ def build_app(config: ServeConfig, store: FactStore | None = None) -> Starlette:
             info["errors"] = out.errors[:5]
         if signal == "feedback":
             body_out = orjson.dumps(
-            id_collisions=facts.collisions,
                 {
                     "stored": feedback.inserted,
                     "duplicates": feedback.duplicates,
