@@ -556,3 +556,11 @@ def test_convert_names_each_rejected_unit_by_file_line_and_place(tmp_path: Path)
         "JSON object"
     ]
     assert summary.degradations == {"invalid_text": 1}
+
+
+def test_rejected_units_past_the_first_hundred_are_counted_not_named() -> None:
+    doc = {"resourceSpans": [{"scopeSpans": [{"spans": [1] * 150}]}]}
+    decoded = json_spans(doc)
+    assert (len(decoded.rejected), decoded.unnamed, decoded.rejected_count) == (100, 50, 150)
+    skips = list(translate_document(doc))
+    assert len(skips) == 150 and all(s.reason == "undecodable" for s in skips)  # type: ignore[union-attr]

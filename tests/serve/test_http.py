@@ -16,7 +16,10 @@ import msgspec
 import orjson
 import pytest
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceResponse
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
 
 from lithify.ingest._server import HeadLimits
 from lithify.ingest.receiver import REJECTED, ServeConfig, _guarded, inflate
@@ -544,3 +547,28 @@ def test_spans_that_share_a_response_id_but_not_content_are_two_calls(
     totals = orjson.loads(get(server.port, "/health").body)
     assert (totals["facts_stored"], totals["variants"], totals["id_collisions"]) == (2, 0, 1)
     assert store.stats().id_collisions == 1
+
+
+def test_a_request_of_more_units_than_its_size_allows_is_413(small: LiveServer) -> None:
+    """An empty span is two bytes on the wire and hundreds decoded: a request may hold one
+    span (with its resources and scopes) per 256 bytes of --max-body-size, counted before any
+    is decoded."""
+    most = 64 * 1024 // 256
+    for encoding in ("protobuf", "json"):
+        for n, status in ((most - 2, 200), (most - 1, 413), (20_000, 413)):
+            if encoding == "protobuf":
+                req = ExportTraceServiceRequest()
+                ss = req.resource_spans.add().scope_spans.add()
+                for _ in range(n):
+                    ss.spans.add()
+                body, ctype = req.SerializeToString(), PB
+            else:
+                spans = b",".join([b"{}"] * n)
+                body, ctype = (
+                    b'{"resourceSpans":[{"scopeSpans":[{"spans":[' + spans + b"]}]}]}",
+                    JSON,
+                )
+            r = post(small.port, "/v1/traces", body, ctype)
+            assert r.status == status, (encoding, n, r)
+            if status == 413:
+                assert f"more than {most} trace messages" in status_message(r)

@@ -58,7 +58,7 @@ from lithify.store import (
 )
 from lithify.store.sqlite import pack_body
 from lithify.translate import feedback as feedback_doc
-from lithify.translate.otlp import OTLPDecodeError, decode_logs, decode_spans
+from lithify.translate.otlp import OTLPDecodeError, TooManyUnits, decode_logs, decode_spans
 from lithify.translate.provider import translator_error
 from lithify.translate.telemetry import translate_logs, translate_spans
 
@@ -178,10 +178,18 @@ def _guarded(results: Iterator[Any]) -> Iterator[Any]:
         yield translator_error(e)
 
 
-def _listed(summary: str, items: list[str], most: int = 5) -> str:
-    """``summary: a; b; c`` naming the first ``most`` items and how many more there were."""
-    more = f"; and {len(items) - most} more" if len(items) > most else ""
-    return f"{summary}: {'; '.join(items[:most])}{more}"
+def max_units(limit: int) -> int:
+    """Spans or log records (with their resources and scopes) one request may hold: one per
+    256 bytes of the body limit. An empty span is two bytes on the wire and takes hundreds
+    decoded; this keeps a request's decoded form within a few times the limit."""
+    return max(1, limit // 256)
+
+
+def _listed(summary: str, items: list[str], total: int, most: int = 5) -> str:
+    """``summary: a; b; c`` naming the first ``most`` of ``total`` items, and how many more."""
+    shown = items[:most]
+    more = f"; and {total - len(shown)} more" if total > len(shown) else ""
+    return f"{summary}: {'; '.join(shown)}{more}"
 
 
 def process(
@@ -201,16 +209,20 @@ def process(
         return _process_feedback(data)
     unit = "spans" if signal == "traces" else "log records"
     try:
-        decoded = (decode_spans if signal == "traces" else decode_logs)(data, kind)
+        decoded = (decode_spans if signal == "traces" else decode_logs)(
+            data, kind, max_units(limit)
+        )
+    except TooManyUnits as e:
+        return Processed(413, str(e), decoded_bytes=len(data))
     except OTLPDecodeError as e:
         return Processed(400, str(e), decoded_bytes=len(data))
     units: list[Any] = decoded.units
-    out = Processed(units=len(units) + len(decoded.rejected), decoded_bytes=len(data))
-    if decoded.rejected:
-        out.rejected += len(decoded.rejected)
-        out.errors.append(
-            _listed(f"{len(decoded.rejected)} {unit} could not be decoded", decoded.rejected)
-        )
+    rejected = decoded.rejected_count
+    out = Processed(units=len(units) + rejected, decoded_bytes=len(data))
+    if rejected:
+        out.rejected += rejected
+        errors = decoded.rejected
+        out.errors.append(_listed(f"{rejected} {unit} could not be decoded", errors, rejected))
     repaired = sum(u.repaired > 0 for u in units)
     if repaired:
         out.warnings.append(

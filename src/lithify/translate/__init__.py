@@ -65,6 +65,8 @@ def _units(decoded: Decoded[Any], translate: Any) -> Iterator[Result]:
     """A request's results: a skip for each unit it could not decode, then its facts."""
     for where in decoded.rejected:
         yield Skip("undecodable", where)
+    for _ in range(decoded.unnamed):
+        yield Skip("undecodable", "a unit that could not be decoded, past the ones named")
     yield from _guard(translate(decoded.units))
 
 

@@ -50,6 +50,7 @@ _SPAN_KINDS = {
 _STATUS_CODES = {"STATUS_CODE_UNSET": 0, "STATUS_CODE_OK": 1, "STATUS_CODE_ERROR": 2}
 
 
+MAX_NAMED = 100  # rejected units named one by one in a Decoded; the rest are counted
 # Array and key-value list levels one attribute value (or log body) may nest. Protobuf's parser
 # stops at 100 message levels (two per value level, and up to seven around the value), so a
 # value this deep parses in either encoding and the limit is the same for both.
@@ -739,21 +740,45 @@ U = TypeVar("U", Span, LogRecord)
 
 @dataclass(slots=True)
 class Decoded(Generic[U]):
-    """The units of one request that could be taken, and one line per unit that could not:
-    where it was in the request and why."""
+    """The units of one request that could be taken, and the ones that could not: the first
+    ``MAX_NAMED`` named (where each was in the request, and why), the rest only counted."""
 
     units: list[U] = field(default_factory=list)
     rejected: list[str] = field(default_factory=list)
+    unnamed: int = 0  # rejected units past the named ones
+
+    @property
+    def rejected_count(self) -> int:
+        return len(self.rejected) + self.unnamed
+
+    def reject(self, why: str) -> None:
+        if len(self.rejected) < MAX_NAMED:
+            self.rejected.append(why)
+        else:
+            self.unnamed += 1
+
+
+class TooManyUnits(OTLPDecodeError):
+    """A request with more spans or log records (and groups of them) than it may hold."""
+
+
+def _over(n: int, most: int | None, layout: _Layout) -> None:
+    if most is not None and n > most:
+        raise TooManyUnits(
+            f"the request holds more than {most} {layout.what} messages (resources, scopes and "
+            f"{layout.unit}s): send smaller batches"
+        )
 
 
 class _Layout(NamedTuple):
     """How one signal's request nests its units, by field name in each encoding."""
 
     what: str  # "trace", "logs"
+    unit: str  # "span", "log record"
     request: type[Message]
     group: type[Message]  # ResourceSpans / ResourceLogs
     scope_group: type[Message]  # ScopeSpans / ScopeLogs
-    unit: type[Message]  # Span / LogRecord
+    message: type[Message]  # Span / LogRecord
     pb: tuple[str, str, str]  # the repeated fields, outermost first
     outer: tuple[str, ...]  # OTLP/JSON keys, each level's accepted spellings
     inner: tuple[str, ...]
@@ -763,7 +788,7 @@ class _Layout(NamedTuple):
 
 
 _TRACES = _Layout(
-    "trace", ExportTraceServiceRequest, ResourceSpans, ScopeSpans, PbSpan,
+    "trace", "span", ExportTraceServiceRequest, ResourceSpans, ScopeSpans, PbSpan,
     ("resource_spans", "scope_spans", "spans"),
     ("resourceSpans", "resource_spans"),
     ("scopeSpans", "scope_spans", "instrumentationLibrarySpans"),
@@ -771,7 +796,7 @@ _TRACES = _Layout(
     json_span, _pb_span,
 )  # fmt: skip
 _LOGS = _Layout(
-    "logs", ExportLogsServiceRequest, ResourceLogs, ScopeLogs, PbLogRecord,
+    "logs", "log record", ExportLogsServiceRequest, ResourceLogs, ScopeLogs, PbLogRecord,
     ("resource_logs", "scope_logs", "log_records"),
     ("resourceLogs", "resource_logs"),
     ("scopeLogs", "scope_logs"),
@@ -926,14 +951,70 @@ def _partial_groups(data: bytes, layout: _Layout) -> Iterator[_Group]:
         for j, ss_bytes in enumerate(getattr(rs, inner)):
             w = f"{where}.{inner}[{j}]"
             ss = parse(layout.scope_group, ss_bytes, w)
-            read = [_salvage(layout.unit, b) for b in getattr(ss, leaf)]
+            read = [_salvage(layout.message, b) for b in getattr(ss, leaf)]
             units = [u if isinstance(u, str) else u[0] for u in read]
             repaired = [0 if isinstance(u, str) else u[1] for u in read]
             scope = _salvage(InstrumentationScope, ss.scope)
             yield _Group(w, resource, scope, units, repaired)
 
 
-def _pb_decode(data: bytes, layout: _Layout) -> Decoded[Any]:
+def _varint(data: bytes, i: int) -> tuple[int, int]:
+    n = shift = 0
+    while True:
+        b = data[i]
+        i += 1
+        n |= (b & 0x7F) << shift
+        if b < 0x80:
+            return n, i
+        shift += 7
+
+
+def _frames(data: bytes, start: int, end: int, field: int) -> Iterator[tuple[int, int]]:
+    """(start, end) of each length-delimited ``field`` between ``start`` and ``end``; stops
+    quietly where the bytes are not protobuf (the parser says why later)."""
+    i = start
+    try:
+        while i < end:
+            tag, i = _varint(data, i)
+            wire = tag & 7
+            if wire == 0:
+                _, i = _varint(data, i)
+            elif wire == 1:
+                i += 8
+            elif wire == 5:
+                i += 4
+            elif wire == 2:
+                size, i = _varint(data, i)
+                if tag >> 3 == field:
+                    yield i, min(i + size, end)
+                i += size
+            else:
+                return
+    except IndexError:
+        return
+
+
+def _pb_messages(data: bytes, layout: _Layout, most: int) -> int:
+    """Resources, scopes and units in a protobuf request, counted on the wire (the parser
+    would make an object of each) up to one past ``most``."""
+    n = 0
+    for rs in _frames(data, 0, len(data), 1):
+        n += 1
+        for ss in _frames(data, *rs, 2):
+            n += 1
+            for _ in _frames(data, *ss, 2):
+                n += 1
+                if n > most:
+                    return n
+        if n > most:
+            return n
+    return n
+
+
+def _pb_decode(data: bytes, layout: _Layout, most: int | None = None) -> Decoded[Any]:
+    # Each message takes two bytes at least: a body that small holds no more than allowed.
+    if most is not None and len(data) > 2 * most:
+        _over(_pb_messages(data, layout, most), most, layout)
     req = layout.request()
     try:
         req.ParseFromString(data)
@@ -960,23 +1041,21 @@ def _pb_decode(data: bytes, layout: _Layout) -> Decoded[Any]:
                 why = ""
         if why:
             for k in range(len(g.units)):
-                out.rejected.append(f"{g.where}.{leaf}[{k}]: its resource or scope: {why}")
+                out.reject(f"{g.where}.{leaf}[{k}]: its resource or scope: {why}")
             continue
         around = values.unscreened
         base = g.resource[1] + g.scope[1]  # type: ignore[index]
         repaired = g.repaired
         for k, u in enumerate(g.units):
             if type(u) is str:
-                out.rejected.append(f"{g.where}.{leaf}[{k}]: {u}")
+                out.reject(f"{g.where}.{leaf}[{k}]: {u}")
                 continue
             values.unscreened = around
             n = base if repaired is None else base + repaired[k]
             try:
                 unit = read_unit(u, resource, scope, values, clean and not n)
             except _TooDeep:
-                out.rejected.append(
-                    f"{g.where}.{leaf}[{k}]: a value nested deeper than {MAX_DEPTH} levels"
-                )
+                out.reject(f"{g.where}.{leaf}[{k}]: a value nested deeper than {MAX_DEPTH} levels")
                 continue
             if n:
                 unit.repaired = n
@@ -984,15 +1063,15 @@ def _pb_decode(data: bytes, layout: _Layout) -> Decoded[Any]:
     return out
 
 
-def pb_spans(data: bytes) -> Decoded[Span]:
+def pb_spans(data: bytes, most: int | None = None) -> Decoded[Span]:
     """The spans of a protobuf ExportTraceServiceRequest; raises OTLPDecodeError when the body
-    is not one."""
-    return _pb_decode(data, _TRACES)
+    is not one, TooManyUnits when it holds more than ``most`` messages."""
+    return _pb_decode(data, _TRACES, most)
 
 
-def pb_logs(data: bytes) -> Decoded[LogRecord]:
+def pb_logs(data: bytes, most: int | None = None) -> Decoded[LogRecord]:
     """The log records of a protobuf ExportLogsServiceRequest; as ``pb_spans``."""
-    return _pb_decode(data, _LOGS)
+    return _pb_decode(data, _LOGS, most)
 
 
 # -- OTLP/JSON -------------------------------------------------------------------------------
@@ -1045,7 +1124,19 @@ def _first(obj: dict[str, Any], keys: tuple[str, ...]) -> tuple[str, Any]:
     return keys[0], None
 
 
-def _json_decode(doc: Any, layout: _Layout, repair: bool) -> Decoded[Any]:
+def _json_messages(groups: Any, layout: _Layout) -> int:
+    """Resources, scopes and units in a request's groups, counted before any is decoded."""
+    n = 0
+    for rs in groups if isinstance(groups, list) else ():
+        n += 1
+        inner = _first(rs, layout.inner)[1] if isinstance(rs, dict) else None
+        for ss in inner if isinstance(inner, list) else ():
+            units = _first(ss, layout.leaf)[1] if isinstance(ss, dict) else None
+            n += 1 + (len(units) if isinstance(units, list) else 0)
+    return n
+
+
+def _json_decode(doc: Any, layout: _Layout, repair: bool, most: int | None) -> Decoded[Any]:
     what = f"not an OTLP/JSON {layout.what} request"
 
     def shaped(v: Any, want: type, where: str) -> Any:
@@ -1062,12 +1153,12 @@ def _json_decode(doc: Any, layout: _Layout, repair: bool) -> Decoded[Any]:
 
     def take(where: str, u: Any, resource: dict[str, Any], scope: dict[str, Any]) -> None:
         if not isinstance(u, dict):
-            out.rejected.append(f"{where}: {_kind(u)}, not a JSON object")
+            out.reject(f"{where}: {_kind(u)}, not a JSON object")
             return
         try:
             unit = layout.json_unit(u, resource, scope)
         except _TooDeep:
-            out.rejected.append(f"{where}: a value nested deeper than {MAX_DEPTH} levels")
+            out.reject(f"{where}: a value nested deeper than {MAX_DEPTH} levels")
             return
         out.units.append(_repaired(unit) if repair else unit)
 
@@ -1078,6 +1169,8 @@ def _json_decode(doc: Any, layout: _Layout, repair: bool) -> Decoded[Any]:
             return out
         if doc:
             raise OTLPDecodeError(f"{what}: no {layout.outer[0]} list")
+    if most is not None:
+        _over(_json_messages(groups, layout), most, layout)
     for i, rs in enumerate(shaped(groups, list, key)):
         w = f"{key}[{i}]"
         rs = shaped(rs, dict, w)
@@ -1094,27 +1187,28 @@ def _json_decode(doc: Any, layout: _Layout, repair: bool) -> Decoded[Any]:
                 resource = json_attributes(res.get("attributes"))
                 scope = _json_scope(sc)
             except _TooDeep:
-                out.rejected += [
-                    f"{w2}.{lkey}[{k}]: its resource or scope: a value nested deeper than "
-                    f"{MAX_DEPTH} levels"
-                    for k in range(len(units))
-                ]
+                for k in range(len(units)):
+                    out.reject(
+                        f"{w2}.{lkey}[{k}]: its resource or scope: a value nested deeper than "
+                        f"{MAX_DEPTH} levels"
+                    )
                 continue
             for k, u in enumerate(units):
                 take(f"{w2}.{lkey}[{k}]", u, resource, scope)
     return out
 
 
-def json_spans(doc: Any, repair: bool = False) -> Decoded[Span]:
+def json_spans(doc: Any, repair: bool = False, most: int | None = None) -> Decoded[Span]:
     """The spans of a decoded OTLP/JSON trace request (or of a bare Span object); raises
-    OTLPDecodeError, saying where, when ``doc`` is not one. ``repair``: the document may hold
-    lone surrogates (``load_json`` said so)."""
-    return _json_decode(doc, _TRACES, repair)
+    OTLPDecodeError, saying where, when ``doc`` is not one, and TooManyUnits when it holds more
+    than ``most`` messages. ``repair``: the document may hold lone surrogates (``load_json``
+    said so)."""
+    return _json_decode(doc, _TRACES, repair, most)
 
 
-def json_logs(doc: Any, repair: bool = False) -> Decoded[LogRecord]:
+def json_logs(doc: Any, repair: bool = False, most: int | None = None) -> Decoded[LogRecord]:
     """The log records of a decoded OTLP/JSON logs request; as ``json_spans``."""
-    return _json_decode(doc, _LOGS, repair)
+    return _json_decode(doc, _LOGS, repair, most)
 
 
 def _no_constant(name: str) -> Any:
@@ -1140,19 +1234,24 @@ def load_json(data: bytes) -> tuple[Any, bool]:
         raise OTLPDecodeError(f"the body is not valid JSON: {e}") from None
 
 
-def decode_spans(data: bytes, encoding: str) -> Decoded[Span]:
+def decode_spans(data: bytes, encoding: str, most: int | None = None) -> Decoded[Span]:
     """The spans of a trace request body, ``encoding`` "protobuf" or "json"; raises
-    OTLPDecodeError, saying where, when the body is not one."""
+    OTLPDecodeError, saying where, when the body is not one, and TooManyUnits when it holds
+    more than ``most`` messages (checked before they are decoded: a body of empty spans takes
+    a few bytes each on the wire and hundreds decoded)."""
     if encoding == "protobuf":
-        return pb_spans(data)
-    spans = decode_json_spans(data)
-    if spans is not None:
-        return Decoded(spans)
-    return json_spans(*load_json(data))
+        return pb_spans(data, most)
+    # The typed decoder makes an object of each message before they can be counted: only when
+    # the body cannot hold more (each message opens with a brace).
+    if most is None or data.count(b"{") <= most:
+        spans = decode_json_spans(data)
+        if spans is not None:
+            return Decoded(spans)
+    return json_spans(*load_json(data), most=most)
 
 
-def decode_logs(data: bytes, encoding: str) -> Decoded[LogRecord]:
+def decode_logs(data: bytes, encoding: str, most: int | None = None) -> Decoded[LogRecord]:
     """The log records of a logs request body; as ``decode_spans``."""
     if encoding == "protobuf":
-        return pb_logs(data)
-    return json_logs(*load_json(data))
+        return pb_logs(data, most)
+    return json_logs(*load_json(data), most=most)
