@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from collections import Counter
+from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lithify.model import Message, TextPart, ToolDefinition
+from lithify.model import InferenceCall, Message, TextPart, ToolDefinition
 from lithify.translate._common import Degradations, finish
-from lithify.translate.redact import MARKER, redact_string, redact_value
+from lithify.translate.provider import translate_exchange
+from lithify.translate.redact import CREDENTIAL_KEYS, MARKER, redact_string, redact_value
 
 OPENAI_KEY = "sk-proj-" + "A1b2C3d4" * 6
 ANTHROPIC_KEY = "sk-ant-api03-" + "x9Y8z7W6" * 5
@@ -214,3 +217,130 @@ def test_odd_block_types_do_not_break_the_walk() -> None:
         "signature": {"k": MARKER},  # only a string is an opaque blob
     }
     assert counts == {"redacted_provider_key": 2}
+
+
+# Where a response format's JSON Schema sits in each provider's request (and in a Responses
+# response, which echoes `text`): every property name in it is a field of the answer.
+def _chat(s: object) -> dict[str, object]:
+    return {"response_format": {"type": "json_schema", "json_schema": {"name": "o", "schema": s}}}
+
+
+OUTPUT_SCHEMA_PLACES = {
+    "chat": _chat,
+    "chat-compatible": lambda s: {"response_format": {"type": "json_schema", "schema": s}},
+    "responses": lambda s: {"text": {"format": {"type": "json_schema", "name": "o", "schema": s}}},
+    "gemini": lambda s: {"generationConfig": {"responseSchema": s, "responseJsonSchema": s}},
+    "gemini-sdk": lambda s: {"config": {"response_schema": s, "response_json_schema": s}},
+    "gemini-result": lambda s: {
+        "tools": [{"functionDeclarations": [{"name": "f", "response": s, "responseJsonSchema": s}]}]
+    },
+    "anthropic": lambda s: {"output_config": {"format": {"type": "json_schema", "schema": s}}},
+    "anthropic-beta": lambda s: {"output_format": {"type": "json_schema", "schema": s}},
+}
+
+
+@pytest.mark.parametrize("place", OUTPUT_SCHEMA_PLACES.values(), ids=OUTPUT_SCHEMA_PLACES)
+def test_output_schemas_keep_credential_named_properties(place: Any) -> None:
+    counts: Counter[str] = Counter()
+    out = redact_value({"request": place(LOGIN_SCHEMA), "response": place(LOGIN_SCHEMA)}, counts)
+    assert out == {"request": place(REDACTED_DEFAULT), "response": place(REDACTED_DEFAULT)}
+    assert counts == {"redacted_provider_key": str(out).count(MARKER)}  # the `default` only
+
+
+@pytest.mark.parametrize(
+    "doc",
+    [
+        {"text": {"password": "hunter2"}},
+        {"text": {"format": {"password": "hunter2"}}},
+        {"response_format": {"password": "hunter2"}},
+        {"response_format": {"json_schema": {"password": "hunter2"}}},
+        {"output_config": {"password": "hunter2"}},
+        {"schema": {"password": "hunter2"}},  # a `schema` nothing says is a response format's
+        {"format": {"schema": {"password": "hunter2"}}},
+        {"generationConfig": {"password": "hunter2"}},
+    ],
+)
+def test_only_the_schema_itself_is_exempt(doc: dict[str, Any]) -> None:
+    counts: Counter[str] = Counter()
+    assert "hunter2" not in str(redact_value(doc, counts))
+    assert counts == {"redacted_credential_field": 1}
+
+
+TRANSLATED = {
+    "openai-chat": lambda s: {
+        "model": "m",
+        "messages": [{"role": "user", "content": "q"}],
+        **_chat(s),
+    },
+    "openai-responses": lambda s: {
+        "model": "m",
+        "input": "q",
+        **OUTPUT_SCHEMA_PLACES["responses"](s),
+    },
+    "gemini": lambda s: {
+        "contents": [{"role": "user", "parts": [{"text": "q"}]}],
+        **OUTPUT_SCHEMA_PLACES["gemini"](s),
+    },
+}
+
+
+@pytest.mark.parametrize("fmt", TRANSLATED)
+def test_facts_keep_the_response_format_in_raw(fmt: str) -> None:
+    call = translate_exchange(TRANSLATED[fmt](LOGIN_SCHEMA), None)
+    assert isinstance(call, InferenceCall) and call.source.name == fmt
+    assert call.raw["request"] == TRANSLATED[fmt](REDACTED_DEFAULT)
+    assert call.degradations == {"redacted_provider_key": str(call.raw).count(MARKER)}
+
+
+# Property names, credential-named or not, in schemas nested to any depth; strings that hold no
+# key or token shape (lower-case letters cannot make a bearer token), so only key names matter.
+schema_names = st.sampled_from([*sorted(CREDENTIAL_KEYS), "Password", "X-Api-Key", "query"])
+plain_text = st.text(alphabet="abcdefghijklmnopqrstuvwxyz ", max_size=20)
+schemas = st.recursive(
+    st.builds(lambda d: {"type": "string", "description": d}, plain_text),
+    lambda inner: (
+        st.builds(
+            lambda props: {"type": "object", "properties": props, "required": sorted(props)},
+            st.dictionaries(schema_names, inner, min_size=1, max_size=4),
+        )
+        | st.builds(lambda items: {"type": "array", "items": items}, inner)
+    ),
+    max_leaves=12,
+)
+schema_places = st.sampled_from(
+    [
+        *OUTPUT_SCHEMA_PLACES.values(),
+        lambda s: {"tools": [{"type": "function", "function": {"name": "f", "parameters": s}}]},
+        lambda s: {"tools": [{"name": "f", "input_schema": s}]},
+    ]
+)
+
+
+def _has_credential_name(schema: Any) -> bool:
+    if isinstance(schema, dict):
+        props = schema.get("properties", {})
+        return any(
+            _normalize(k) in CREDENTIAL_KEYS or _has_credential_name(v) for k, v in props.items()
+        ) or _has_credential_name(schema.get("items"))
+    return False
+
+
+def _normalize(key: str) -> str:
+    return key.lower().replace("-", "_")
+
+
+@given(schemas, schema_places)
+def test_any_schema_in_a_schema_place_is_kept(schema: dict[str, Any], place: Any) -> None:
+    doc = {"request": place(schema)}
+    counts: Counter[str] = Counter()
+    assert redact_value(doc, counts) is doc
+    assert not counts
+
+
+@given(schemas)
+def test_the_same_schema_elsewhere_follows_the_key_rule(schema: dict[str, Any]) -> None:
+    doc = {"request": {"metadata": schema}}
+    counts: Counter[str] = Counter()
+    out = redact_value(doc, counts)
+    assert (MARKER in str(out)) == _has_credential_name(schema)
+    assert set(counts) <= {"redacted_credential_field", "redacted_authorization"}

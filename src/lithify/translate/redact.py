@@ -38,12 +38,42 @@ CREDENTIAL_KEYS = frozenset(
         "passwd",
     }
 )
-# A tool's parameter schema names the arguments a tool takes, and a property may well be called
-# `password`: under these keys (within a list of tools) key names are not credentials. Strings
-# are still screened for credential shapes.
-_TOOL_LISTS = frozenset({"tools", "functions", "functiondeclarations", "function_declarations"})
+# A JSON Schema holds names, not secrets: a tool's parameters name its arguments, a response
+# format's schema names the fields of the answer, and either may have a property called
+# `password`. Inside one, key names are not credentials (strings are still screened for key and
+# token shapes). A schema is known by the keys on the way to it: `parameters` or `schema`
+# anywhere else follows the key rule. The walk's mode is where it stands on such a way.
+_PLAIN, _TOOLS, _TEXT, _OUTPUT, _FORMAT, _SCHEMA = range(6)
+_FROM_PLAIN = {
+    # Lists of tools: `tools`, `functions` (Chat's legacy list), Gemini's declarations.
+    **dict.fromkeys(
+        ("tools", "functions", "functiondeclarations", "function_declarations"), _TOOLS
+    ),
+    "text": _TEXT,  # Responses: text.format.schema
+    "output_config": _OUTPUT,  # Anthropic: output_config.format.schema
+    "output_format": _FORMAT,  # Anthropic's beta spelling: output_format.schema
+    "response_format": _FORMAT,  # Chat: response_format.json_schema.schema (or .schema)
+}
+_STEPS: dict[int, dict[str, int]] = {
+    _PLAIN: _FROM_PLAIN,
+    # Within a tool definition: its parameter schema (Gemini's `response` is its result's).
+    _TOOLS: dict.fromkeys(
+        (
+            "parameters",
+            "input_schema",
+            "parametersjsonschema",
+            "parameters_json_schema",
+            "response",
+        ),
+        _SCHEMA,
+    ),
+    _TEXT: {**_FROM_PLAIN, "format": _FORMAT},
+    _OUTPUT: {**_FROM_PLAIN, "format": _FORMAT},
+    _FORMAT: {**_FROM_PLAIN, "json_schema": _FORMAT, "schema": _SCHEMA},
+}
+# Gemini's response schemas (generationConfig, a declaration's result), wherever they sit.
 _SCHEMA_KEYS = frozenset(
-    {"parameters", "input_schema", "parametersjsonschema", "parameters_json_schema"}
+    {"responseschema", "response_schema", "responsejsonschema", "response_json_schema"}
 )
 # Opaque provider state (thinking signatures, encrypted reasoning and compaction) is replayed
 # verbatim, so it is never altered; base64 may spell `sk-` followed by key characters.
@@ -58,7 +88,6 @@ _OPAQUE_KEYS = frozenset(
 )
 # `data` is opaque only on these block types (elsewhere it may be anything).
 _OPAQUE_DATA_TYPES = frozenset({"redacted_thinking", "reasoning.encrypted"})
-_PLAIN, _TOOLS, _SCHEMA = 0, 1, 2
 
 # The token must look like one (a digit, + or = anywhere, or mixed case: four upper-case letters
 # after its first character), so prose ("the basic procedure", "basic JavaScript") is left alone.
@@ -194,10 +223,11 @@ def redact_value(value: Any, counts: Counter[str], *, under: str | None = None) 
 
 
 def _mode(mode: int, key: str) -> int:
-    """The walk's mode below a key: inside a tool's schema key names are not credentials."""
-    if mode == _SCHEMA or (mode == _TOOLS and key in _SCHEMA_KEYS):
+    """The walk's mode below a key: inside a schema key names are not credentials; below a
+    tool list the tool rule holds; elsewhere a key that leads nowhere starts over."""
+    if mode == _SCHEMA or key in _SCHEMA_KEYS:
         return _SCHEMA
-    return _TOOLS if key in _TOOL_LISTS else mode
+    return _STEPS[mode].get(key, _TOOLS if mode == _TOOLS else _PLAIN)
 
 
 def _opaque(key: str, value: Any, parent: dict[Any, Any]) -> bool:
