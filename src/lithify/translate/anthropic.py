@@ -8,7 +8,6 @@ through the same code, so the two give the same fact.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 from typing import Any
 
 import orjson
@@ -28,7 +27,7 @@ from lithify.translate._common import (
     tool_definition,
     transport_times,
 )
-from lithify.translate.openai_chat import is_thinking_chunk
+from lithify.translate.messages_format import messages_format
 from lithify.translate.sse import SSEEvent, event_json, raw_stream
 
 NAME = "anthropic"
@@ -43,53 +42,6 @@ _STREAM_TYPES = frozenset(
         "message_stop",
     }
 )
-# Block types only the Messages API uses; one of them settles an otherwise ambiguous request.
-_ANTHROPIC_BLOCKS = frozenset(
-    {
-        "tool_use",
-        "tool_result",
-        "thinking",
-        "redacted_thinking",
-        "document",
-        "search_result",
-        "server_tool_use",
-        "web_search_tool_result",
-        "web_fetch_tool_result",
-        "code_execution_tool_result",
-        "mcp_tool_use",
-        "mcp_tool_result",
-        "container_upload",
-        "compaction",
-    }
-)
-_ANTHROPIC_KEYS = ("system", "stop_sequences", "anthropic_version")
-# Chat Completions parameters the Messages API does not accept: their presence rules Anthropic out.
-_OPENAI_KEYS = frozenset(
-    {
-        "n",
-        "response_format",
-        "max_completion_tokens",
-        "logprobs",
-        "top_logprobs",
-        "frequency_penalty",
-        "presence_penalty",
-        "functions",
-        "function_call",
-        "stream_options",
-        "parallel_tool_calls",
-        "logit_bias",
-        "reasoning_effort",
-        "modalities",
-        "audio",
-        "prediction",
-        "user",
-        "stop",
-        "seed",
-    }
-)
-_OPENAI_ROLES = frozenset({"system", "developer", "tool", "function"})
-_OPENAI_PARTS = frozenset({"image_url", "input_audio", "file", "refusal"})
-
 # Anthropic platforms that serve the Messages API under another provider name (OTel names).
 _PLATFORMS = {"vertex": "gcp.vertex_ai", "bedrock": "aws.bedrock"}
 
@@ -101,48 +53,9 @@ _LEGACY_SESSION = re.compile(rf"(?:^|_)session_({_UUID})$")
 # --- shape detection ------------------------------------------------------------------------
 
 
-def _messages_of(doc: dict[str, Any]) -> list[Any] | None:
-    msgs = doc.get("messages")
-    return msgs if isinstance(msgs, list) else None
-
-
-def _content_blocks(messages: list[Any]) -> Iterable[dict[str, Any]]:
-    for m in messages:
-        if isinstance(m, dict) and isinstance(m.get("content"), list):
-            for b in m["content"]:
-                if isinstance(b, dict):
-                    yield b
-
-
 def looks_like_request(doc: dict[str, Any]) -> bool:
-    """A Messages request: ``messages`` plus something only Anthropic sends, and nothing only
-    Chat Completions sends (both share ``model`` + ``messages`` + ``max_tokens``)."""
-    msgs = _messages_of(doc)
-    if msgs is None or any(k in doc for k in _OPENAI_KEYS):
-        return False
-    for m in msgs:
-        if not isinstance(m, dict):
-            continue
-        if m.get("role") in _OPENAI_ROLES or "tool_calls" in m or "tool_call_id" in m:
-            return False
-    blocks = list(_content_blocks(msgs))
-    types = {t for b in blocks if isinstance(t := b.get("type"), str)}
-    if types & _OPENAI_PARTS or any(is_thinking_chunk(b) for b in blocks):
-        return False
-    if types & _ANTHROPIC_BLOCKS or any(k in doc for k in _ANTHROPIC_KEYS):
-        return True
-    if "image" in types:
-        return True
-    thinking = doc.get("thinking")
-    if isinstance(thinking, dict) and "budget_tokens" in thinking:
-        return True
-    tools = doc.get("tools")
-    if isinstance(tools, list) and any(
-        isinstance(t, dict) and "input_schema" in t and "function" not in t for t in tools
-    ):
-        return True
-    model = doc.get("model")
-    return isinstance(model, str) and model.startswith("claude") and "max_tokens" in doc
+    """A Messages request: ``messages`` that are not Chat Completions' (messages_format.py)."""
+    return messages_format(doc) == NAME
 
 
 def looks_like_response(doc: dict[str, Any]) -> bool:

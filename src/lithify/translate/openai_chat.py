@@ -1,16 +1,13 @@
 """OpenAI Chat Completions exchanges (plain or streamed) to facts.
 
-The mapping follows CANONICAL.md; the choices it leaves open are in docs/sources/openai.md. The
-helpers shared with the Responses translator (request parameters, transport metadata, the raw
-form of a stream) live here too.
+The mapping follows docs/canonical.md; the choices it leaves open are in docs/sources/openai.md.
+What it shares with the Responses translator is in openai_common.py.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from lithify.core.times import seconds_to_rfc3339
-from lithify.core.values import as_float, as_int
 from lithify.model import (
     InferenceCall,
     Message,
@@ -24,7 +21,6 @@ from lithify.translate._common import (
     Degradations,
     as_str,
     error_detail,
-    finish,
     finish_reason,
     parse_arguments,
     synthesized_call_id,
@@ -33,195 +29,26 @@ from lithify.translate._common import (
     tool_call,
     tool_definition,
 )
-from lithify.translate.sse import SSEEvent, iter_events, raw_stream
+from lithify.translate.messages_format import messages_format
+from lithify.translate.openai_common import Api, Exchange, field, is_thinking_chunk, thinking_text
+from lithify.translate.sse import SSEEvent
 
 NAME = "openai-chat"
-
-# ---------------------------------------------------------------------------------------------
-# Shared with openai_responses
-# ---------------------------------------------------------------------------------------------
-
-# Later keys win: the newer spelling of the max-tokens parameter over the older one.
-_PARAM_KEYS = (
-    ("temperature", "temperature"),
-    ("top_p", "top_p"),
-    ("max_tokens", "max_tokens"),
-    ("max_completion_tokens", "max_tokens"),
-    ("max_output_tokens", "max_tokens"),
-    ("stop", "stop"),
-    ("seed", "seed"),
-    ("n", "n"),
-    ("frequency_penalty", "frequency_penalty"),
-    ("presence_penalty", "presence_penalty"),
-    ("tool_choice", "tool_choice"),
-    ("reasoning_effort", "reasoning_effort"),
+API = Api(
+    NAME,
+    input_tokens=("prompt_tokens", "input_tokens"),
+    output_tokens=("completion_tokens", "output_tokens"),
+    created="created",
 )
-
-_SESSION_HEADERS = ("lithify-session-id", "x-lithify-session-id")
-
-
-def request_params(request: dict[str, Any] | None) -> dict[str, Any]:
-    """The sampling parameters the request set (null means not set), keys sorted."""
-    if request is None:
-        return {}
-    out: dict[str, Any] = {}
-    for key, name in _PARAM_KEYS:
-        if request.get(key) is not None:
-            out[name] = request[key]
-    reasoning = request.get("reasoning")
-    if (
-        "reasoning_effort" not in out
-        and isinstance(reasoning, dict)
-        and reasoning.get("effort") is not None
-    ):
-        out["reasoning_effort"] = reasoning["effort"]
-    # The pre-tools API spelled tool_choice as function_call.
-    if "tool_choice" not in out and request.get("function_call") is not None:
-        out["tool_choice"] = request["function_call"]
-    return dict(sorted(out.items()))
-
-
-def _session_from_meta(meta: dict[str, Any]) -> str | None:
-    sid = as_str(meta.get("session_id"))
-    if sid:
-        return sid
-    headers = meta.get("headers")
-    if isinstance(headers, dict):
-        for k, v in headers.items():
-            if isinstance(k, str) and k.lower() in _SESSION_HEADERS and as_str(v):
-                return str(v)
-    return None
-
-
-def _metadata_session(body: dict[str, Any] | None) -> str | None:
-    md = body.get("metadata") if body is not None else None
-    return as_str(md.get("session_id")) if isinstance(md, dict) else None
-
-
-def transport_fields(meta: dict[str, Any] | None, *bodies: dict[str, Any] | None) -> dict[str, Any]:
-    """Provider, session and timing the transport knew, then what the bodies carry."""
-    meta = meta if isinstance(meta, dict) else {}
-    session = _session_from_meta(meta)
-    for body in bodies:
-        session = session or _metadata_session(body)
-    duration = as_float(meta.get("duration_ms"))
-    return {
-        "provider": as_str(meta.get("provider")) or "openai",
-        "session_id": session,
-        "observed_at": as_str(meta.get("observed_at")),
-        "duration_ms": duration if duration is not None and duration >= 0 else None,
-    }
-
-
-def build(**fields: Any) -> InferenceCall | Skip:
-    """``finish``, except that a payload too deeply nested for the encoders (orjson reads 1024
-    levels; the encoders stop earlier) is a skip rather than an exception."""
-    try:
-        return finish(**fields)
-    except (TypeError, RecursionError) as e:
-        return Skip("undecodable", f"the payload cannot be encoded: {e}"[:200], fields["source"])
-
-
-def field(doc: Any, key: str = "type") -> str | None:
-    """A string field of an object (a type or role tag), else None: tags of other types are
-    unhashable or meaningless."""
-    value = doc.get(key) if isinstance(doc, dict) else None
-    return value if isinstance(value, str) else None
-
-
-def as_events(response: Any) -> list[SSEEvent] | None:
-    """The events of a streamed body (given as events or as SSE text), else None."""
-    if isinstance(response, str):
-        return list(iter_events(response))
-    if isinstance(response, list):
-        return [e for e in response if isinstance(e, SSEEvent)]
-    return None
-
-
-def json_events(events: list[SSEEvent]) -> list[tuple[SSEEvent, Any]]:
-    return [(e, e.json()) for e in events]
-
 
 # ---------------------------------------------------------------------------------------------
 # Shape detection
 # ---------------------------------------------------------------------------------------------
 
-_CHAT_ONLY_ROLES = frozenset({"system", "developer", "tool", "function"})
-_CHAT_ONLY_KEYS = frozenset(
-    {
-        "functions",
-        "function_call",
-        "max_completion_tokens",
-        "n",
-        "response_format",
-        "stream_options",
-        "logprobs",
-        "top_logprobs",
-        "logit_bias",
-        "frequency_penalty",
-        "presence_penalty",
-        "seed",
-        "reasoning_effort",
-        "parallel_tool_calls",
-        "modalities",
-        "prediction",
-    }
-)
-_ANTHROPIC_KEYS = frozenset({"system", "anthropic_version", "anthropic_beta", "stop_sequences"})
-_ANTHROPIC_BLOCKS = frozenset(
-    {
-        "tool_use",
-        "tool_result",
-        "thinking",
-        "redacted_thinking",
-        "document",
-        "image",
-        "search_result",
-        "server_tool_use",
-        "web_search_tool_result",
-        "container_upload",
-    }
-)
-_CHAT_PARTS = frozenset({"image_url", "input_audio", "file", "refusal"})
-
-
-def _message_signals(messages: list[Any]) -> tuple[bool, bool]:
-    chat = anthropic = False
-    for m in messages:
-        if not isinstance(m, dict):
-            continue
-        if field(m, "role") in _CHAT_ONLY_ROLES or any(
-            k in m for k in ("tool_calls", "function_call", "tool_call_id", "reasoning_content")
-        ):
-            chat = True
-        content = m.get("content")
-        if isinstance(content, list):
-            for p in content:
-                kind = field(p)
-                if kind in _CHAT_PARTS or is_thinking_chunk(p):
-                    chat = True
-                elif kind in _ANTHROPIC_BLOCKS:
-                    anthropic = True
-    return chat, anthropic
-
 
 def looks_like_request(doc: dict[str, Any]) -> bool:
-    """A Chat Completions request: ``messages``, and nothing that only Anthropic sends."""
-    if not isinstance(doc, dict) or not isinstance(doc.get("messages"), list):
-        return False
-    if "contents" in doc or "input" in doc:
-        return False
-    chat, anthropic = _message_signals(doc["messages"])
-    chat = chat or any(k in doc for k in _CHAT_ONLY_KEYS)
-    tools = doc.get("tools")
-    if isinstance(tools, list):
-        for t in tools:
-            if isinstance(t, dict) and isinstance(t.get("function"), dict):
-                chat = True
-            elif isinstance(t, dict) and "input_schema" in t:
-                anthropic = True
-    anthropic = anthropic or any(k in doc for k in _ANTHROPIC_KEYS)
-    return chat or not anthropic
+    """A Chat Completions request: ``messages`` that are not Anthropic's (messages_format.py)."""
+    return messages_format(doc) == NAME
 
 
 def _is_chat_choices(choices: Any, key: str) -> bool:
@@ -306,18 +133,6 @@ def _content_parts(content: Any, deg: Degradations) -> list[Part]:
         else:
             deg.add("unsupported_content")
     return parts
-
-
-def is_thinking_chunk(p: Any) -> bool:
-    """Mistral's reasoning content chunk, ``{"type": "thinking", "thinking": [text chunks]}``
-    (Anthropic's thinking block holds a string there, never a list)."""
-    return field(p) == "thinking" and isinstance(p.get("thinking"), list)
-
-
-def thinking_text(p: dict[str, Any]) -> str:
-    return "".join(
-        c["text"] for c in p["thinking"] if field(c) == "text" and isinstance(c.get("text"), str)
-    )
 
 
 def _server_side(msg: dict[str, Any], deg: Degradations) -> None:
@@ -688,14 +503,11 @@ def translate(
 ) -> InferenceCall | Skip:
     """One exchange to a fact. response is a body or the events of a streamed body; either
     side may be missing. meta carries what the transport knew (headers, session)."""
-    req = request if isinstance(request, dict) else None
+    ex = Exchange.of(request, response)
+    req, body = ex.req, ex.body
     ctx = _Context()
-    events = as_events(response)
-    body: dict[str, Any] | None = response if isinstance(response, dict) else None
-    raw_response: Any = body
-    if events is not None:
-        raw_response = raw_stream(events)
-        stream = _Stream(events)
+    if ex.events is not None:
+        stream = _Stream(ex.events)
         if stream.error is not None and not stream.chunks:
             return Skip("error_response", error_detail(stream.error), NAME)
         if not stream.chunks and req is None:
@@ -721,23 +533,4 @@ def translate(
         defs = req.get(key) if req is not None else None
         if isinstance(defs, list):
             tools += [t for t in (tool_definition(d, ctx.deg) for d in defs) if t is not None]
-    body = body or {}
-    usage = body.get("usage") if isinstance(body.get("usage"), dict) else {}
-    call_id = as_str(body.get("id"))
-    model = as_str(body.get("model")) or (as_str(req.get("model")) if req is not None else None)
-    return build(
-        source=NAME,
-        deg=ctx.deg,
-        identity=(NAME, call_id) if call_id else None,
-        raw={"request": request, "response": raw_response},
-        model=model,
-        input_messages=inputs,
-        output_messages=outputs,
-        tools=tools,
-        request=request_params(req),
-        input_tokens=as_int(usage.get("prompt_tokens", usage.get("input_tokens"))),
-        output_tokens=as_int(usage.get("completion_tokens", usage.get("output_tokens"))),
-        started_at=seconds_to_rfc3339(body.get("created")),
-        model_call_id=call_id,
-        **transport_fields(meta, req),
-    )
+    return ex.fact(API, body, ctx.deg, meta, inputs=inputs, outputs=outputs, tools=tools)

@@ -1,14 +1,13 @@
 """OpenAI Responses API exchanges (plain or streamed) to facts.
 
-The mapping follows CANONICAL.md; the choices it leaves open are in docs/sources/openai.md.
+The mapping follows docs/canonical.md; the choices it leaves open are in docs/sources/openai.md.
+What it shares with the Chat Completions translator is in openai_common.py.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from lithify.core.times import seconds_to_rfc3339
-from lithify.core.values import as_float, as_int
 from lithify.model import (
     InferenceCall,
     Message,
@@ -30,16 +29,18 @@ from lithify.translate._common import (
     tool_call,
     tool_definition,
 )
-from lithify.translate.openai_chat import (
-    as_events,
-    build,
-    field,
-    request_params,
-    transport_fields,
-)
-from lithify.translate.sse import SSEEvent, raw_stream
+from lithify.translate.openai_common import Api, Exchange, field
+from lithify.translate.sse import SSEEvent
 
 NAME = "openai-responses"
+API = Api(
+    NAME,
+    input_tokens=("input_tokens", "prompt_tokens"),
+    output_tokens=("output_tokens", "completion_tokens"),
+    created="created_at",
+    completed="completed_at",
+    echoes_metadata=True,
+)
 
 _FINAL_EVENTS = frozenset({"response.completed", "response.incomplete", "response.failed"})
 _START_EVENTS = frozenset({"response.created", "response.in_progress", "response.queued"})
@@ -448,13 +449,10 @@ def translate(
 ) -> InferenceCall | Skip:
     """One exchange to a fact. response is a body or the events of a streamed body; either
     side may be missing. meta carries what the transport knew (headers, session)."""
-    req = request if isinstance(request, dict) else None
+    ex = Exchange.of(request, response)
+    req, body, events = ex.req, ex.body, ex.events
     deg = Degradations()
-    events = as_events(response)
-    body: dict[str, Any] | None = response if isinstance(response, dict) else None
-    raw_response: Any = body
     if events is not None:
-        raw_response = raw_stream(events)
         stream = _Stream(events)
         if stream.error is not None and not stream.started and stream.final is None:
             return Skip("error_response", error_detail(stream.error), NAME)
@@ -489,32 +487,5 @@ def translate(
         if not produced and (reason is not None or events is None):
             produced = [Message("assistant", [])]
         outputs = [Message(m.role, m.parts, reason) for m in produced]
-
-    body = body or {}
-    usage = body.get("usage") if isinstance(body.get("usage"), dict) else {}
-    call_id = as_str(body.get("id"))
-    model = as_str(body.get("model")) or (as_str(req.get("model")) if req is not None else None)
-    return build(
-        source=NAME,
-        deg=deg,
-        identity=(NAME, call_id) if call_id else None,
-        raw={"request": request, "response": raw_response},
-        model=model,
-        input_messages=inputs,
-        output_messages=outputs,
-        tools=_tools(req, body, deg),
-        request=request_params(req),
-        input_tokens=as_int(usage.get("input_tokens", usage.get("prompt_tokens"))),
-        output_tokens=as_int(usage.get("output_tokens", usage.get("completion_tokens"))),
-        started_at=seconds_to_rfc3339(body.get("created_at")),
-        model_call_id=call_id,
-        **_with_duration(transport_fields(meta, req, body), body),
-    )
-
-
-def _with_duration(fields: dict[str, Any], body: dict[str, Any]) -> dict[str, Any]:
-    """The duration from the response's own times when the transport measured none."""
-    created, completed = as_float(body.get("created_at")), as_float(body.get("completed_at"))
-    if fields["duration_ms"] is None and created and completed and completed >= created:
-        fields["duration_ms"] = (completed - created) * 1000
-    return fields
+    tools = _tools(req, body, deg)
+    return ex.fact(API, body, deg, meta, inputs=inputs, outputs=outputs, tools=tools)
