@@ -1,7 +1,7 @@
 """OTel GenAI semantic conventions: span attributes, span events and log events to facts.
 
-One test per CANONICAL.md rule that applies to this source, the semconv spec cases, the wire
-forms (JSON string vs structured AnyValue, OTLP/JSON vs protobuf), and property tests.
+One test per rule of docs/canonical.md that applies to this source, the semconv spec cases, the
+wire forms (JSON string vs structured AnyValue, OTLP/JSON vs protobuf), and property tests.
 """
 
 from __future__ import annotations

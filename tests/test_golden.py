@@ -2,9 +2,9 @@
 
 Each corpus file (or request/response pair) converts to the facts in ``tests/golden/``, each
 recorded exchange (``tests/recorded/``) to those in ``tests/golden/recorded/``; the goldens
-were read and checked by hand against CANONICAL.md before they were committed. To regenerate after
-an intended change, run ``LITHIFY_UPDATE_GOLDENS=1 pytest tests/test_golden.py`` and review the
-diff line by line before committing it.
+were read and checked by hand against docs/canonical.md before they were committed. To
+regenerate after an intended change, run ``LITHIFY_UPDATE_GOLDENS=1 pytest tests/test_golden.py``
+and review the diff line by line before committing it.
 """
 
 from __future__ import annotations

@@ -293,7 +293,7 @@ _TIMES = st.one_of(
 
 @given(start=_TIMES, end=_TIMES)
 def test_any_span_times_still_give_the_fact(start: str, end: str) -> None:
-    # Bad numbers become null (CANONICAL.md); they never cost the span its fact.
+    # Bad numbers become null (docs/canonical.md, Shape); they never cost the span its fact.
     span = {
         "traceId": "5b8efff798038103d269b633813fc60c",
         "spanId": "eee19b7ec3c1b174",

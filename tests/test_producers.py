@@ -5,8 +5,8 @@ Each producer runs in its own venv (``bash scripts/producers-setup`` builds them
 in ``tests/producers/``; it writes, per scenario (``plain``: non-streamed, ``stream``: SSE), the
 capture as OTLP protobuf and OTLP/JSON plus the fake provider's record of every exchange. The tests
 check that both encodings give the same facts, one per model call, and that the facts say what the
-provider was sent and answered, in canonical terms (CANONICAL.md). The expected messages are built
-here from the recorded HTTP bodies, independently of lithify's translators.
+provider was sent and answered, in canonical terms (docs/canonical.md). The expected messages are
+built here from the recorded HTTP bodies, independently of lithify's translators.
 
 ``LITHIFY_UPDATE_EXAMPLES=1`` also copies each producer's non-streamed capture into
 ``src/lithify/examples/`` (the example telemetry the package ships).

@@ -88,7 +88,7 @@ FEEDBACK_TARGETS = ("call", "session", "trace")
 
 
 class Feedback(msgspec.Struct, frozen=True, kw_only=True):
-    """A score or label on a call, a session or a trace (docs: EXPORTS.md, Feedback).
+    """A score or label on a call, a session or a trace (docs/export.md and docs/feedback.md).
 
     ``feedback_id`` is deterministic from the source identity, so a redelivery is the same fact;
     ``target_id`` is an ``inference_call_id``, a ``session_id`` or a ``trace_id``; ``source``

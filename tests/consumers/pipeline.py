@@ -73,7 +73,8 @@ PARQUET_TWINS = {
 # Chat template (trl/chat_templates/<name>.jinja) → the export it renders, in the shape that
 # template reads: Qwen3 reads `reasoning_content`, gpt-oss `thinking`; DeepSeek-V3 concatenates
 # arguments, so it gets JSON strings. The first four are checked piece by piece
-# (test_templates.py); the others, the rest EXPORTS.md names, for the parts every template shows.
+# (test_templates.py); the others, the rest docs/export.md (Profiles) names, for the parts every
+# template shows.
 TEMPLATES = {
     "qwen3": "sft-trl",
     "llama3_1": "sft-trl",
@@ -96,7 +97,7 @@ NEMO_GYM_FILES = {
     "control/chat-style": "control-chat-style.jsonl",
 }
 # A chat-style assistant message in a NeMo Gym row: NeMo Gym reads it as a plain message and
-# drops its `tool_calls` without an error (EXPORTS.md). The tests use it to show that the
+# drops its `tool_calls` without an error (docs/export.md, Profiles). The tests use it to show that the
 # unchanged-dump check catches such a row.
 CHAT_STYLE_ROW = {
     "responses_create_params": {

@@ -1,4 +1,4 @@
-"""The trainer mapping (EXPORTS.md "Trainer messages") and Responses items, rule by rule."""
+"""The trainer mapping (docs/export.md, Trainer messages) and Responses items, rule by rule."""
 
 from __future__ import annotations
 

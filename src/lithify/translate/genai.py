@@ -265,7 +265,7 @@ class _Builder:
     ) -> list[Message]:
         """One source message: semconv ``{role, parts}`` or chat-style ``{role, content, …}``.
 
-        Tool results come out as their own ``tool`` messages (CANONICAL.md: one per result).
+        Tool results come out as their own ``tool`` messages (docs/canonical.md, Messages: one per result).
         """
         if isinstance(obj, list):
             # An early openai-v2 put an assistant turn's tool calls in the prompt as a bare list.
