@@ -485,9 +485,9 @@ def test_x_gzip_is_gzip(server: LiveServer, store: FactStore) -> None:
 
 
 @pytest.mark.parametrize("coding", [b"gzip, chunked", b"deflate,chunked", b"x-gzip, chunked"])
-def test_a_transfer_coding_other_than_chunked_is_501(server: LiveServer, coding: bytes) -> None:
+def test_a_transfer_coding_other_than_chunked_is_400(server: LiveServer, coding: bytes) -> None:
     """llhttp reads `gzip, chunked` as plain chunked and would pass compressed bytes on as the
-    body: refused before the app sees it, as h11 refuses it."""
+    body: refused before the app sees it (OTLP/HTTP: a request that cannot be decoded)."""
     body = gzip.compress(traces_pb(genai_spans("te", 1)))
     s = _raw(
         server.port,
@@ -496,7 +496,7 @@ def test_a_transfer_coding_other_than_chunked_is_501(server: LiveServer, coding:
     )
     status, data = _read_status(s)
     s.close()
-    assert status == 501, data
+    assert status == 400, data
     assert b"is not supported" in data and b"connection: close" in data.lower()
 
 

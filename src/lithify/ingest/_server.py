@@ -8,11 +8,12 @@ timer until a first response. h11 has ``max_incomplete_event_size`` (uvicorn's
 nor the time, and costs a pure-Python parse per request on the proxy's path. So the protocol here
 is uvicorn's httptools one with h11's rules added: the head held while incomplete is bounded in
 bytes (checked per read, as h11 does), its fields are counted as they arrive, the head must
-arrive within a time limit, and a transfer coding other than ``chunked`` is refused (h11: "Only
-Transfer-Encoding: chunked is supported"), as is a protocol upgrade. It can keep a half-closed
-connection open until its answers are written, and it tells every request of a lost connection
-that it is lost (uvicorn told only the newest; an older one went on writing to a closed
-transport, and uvicorn logged the RuntimeError at error level).
+arrive within a time limit, and a transfer coding other than ``chunked`` is refused, as is a
+protocol upgrade: with 400, the answer OTLP/HTTP gives a request it cannot decode (h11 and
+nginx answer 501 there; OTLP clients treat both as final, and a 5xx then says a fault of ours).
+It can keep a half-closed connection open until its answers are written, and it tells every
+request of a lost connection that it is lost (uvicorn told only the newest; an older one went on
+writing to a closed transport, and uvicorn logged the RuntimeError at error level).
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ def _upgrade() -> _Refused:
     # (h2c, websocket, CONNECT): its body would be taken as empty. There is no protocol to switch
     # to, and answering it as an ordinary request would answer one that was never read.
     return _Refused(
-        501, "upgrade",
+        400, "upgrade",
         "switching protocols (Connection: upgrade, CONNECT) is not supported: send the request "
         "without an Upgrade",
     )  # fmt: skip
@@ -76,7 +77,7 @@ class _Head:
 
 class BoundedHttpToolsProtocol(HttpToolsProtocol):
     """uvicorn's httptools protocol, with request heads bounded (HeadLimits), transfer codings
-    other than chunked and protocol upgrades refused (501), half-closed connections answered,
+    other than chunked and protocol upgrades refused (400), half-closed connections answered,
     and the requests of a lost connection all told so. Subclassed per server by ``protocol()``."""
 
     limits: ClassVar[HeadLimits] = HeadLimits()
@@ -156,7 +157,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         if codings and codings != [b"chunked"]:
             sent = b", ".join(codings).decode("latin-1")
             raise _Refused(
-                501, "transfer_encoding",
+                400, "transfer_encoding",
                 f"Transfer-Encoding {sent!r} is not supported: send the body as it is or "
                 "chunked, and compress it with Content-Encoding",
             )  # fmt: skip

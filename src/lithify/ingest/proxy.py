@@ -244,13 +244,12 @@ _GOOGLE_STATUS = {
     408: "DEADLINE_EXCEEDED",
     413: "INVALID_ARGUMENT",
     431: "INVALID_ARGUMENT",
-    501: "UNIMPLEMENTED",
     502: "UNAVAILABLE",
     504: "DEADLINE_EXCEEDED",
 }
 _ERROR_TYPE = {400: "invalid_request_error", 404: "not_found_error", 405: "invalid_request_error",
                408: "timeout_error", 413: "request_too_large", 431: "request_too_large",
-               501: "invalid_request_error", 502: "api_error", 504: "timeout_error"}  # fmt: skip
+               502: "api_error", 504: "timeout_error"}  # fmt: skip
 
 
 def error_body(upstream: str | None, status: int, message: str) -> bytes:

@@ -73,7 +73,7 @@ _ENCODING_ALIASES = {"x-gzip": "gzip"}  # RFC 9110 §8.4.1.3: x-gzip is gzip
 
 # google.rpc.Code values for the Status body (informative only: OTLP clients go by HTTP status).
 _RPC_CODE = {400: 3, 401: 16, 404: 5, 405: 12, 408: 4, 413: 8, 415: 3, 429: 8, 431: 8, 500: 13,
-             501: 12, 503: 14}  # fmt: skip
+             503: 14}  # fmt: skip
 
 # Units that could not be taken: a defect met them, or they were not OTLP objects at all.
 REJECTED = frozenset({"translator_error", "undecodable"})
