@@ -13,7 +13,7 @@ import msgspec
 
 from lithify.model import Feedback, InferenceCall, Message
 
-# Why a new segment starts (closed list, EXPORTS.md); None for the first segment of a session.
+# Why a new segment starts (closed list, docs/export.md); None for the first segment of a session.
 SPLIT_REASONS = {
     "prior_output_absent": "the previous call has no output message to continue from",
     "input_history_changed": "the input is not the previous input plus its output (e.g. a compacted context)",

@@ -1,4 +1,4 @@
-"""The canonical form messages are compared in (EXPORTS.md): bytes equal iff the messages are.
+"""The canonical form messages are compared in (docs/export.md): bytes equal iff the messages are.
 
 Two messages are the same when their roles and parts are, with ``finish_reason`` ignored (an
 output carries one, its replay in the next input does not) and dict key order ignored. Types

@@ -39,7 +39,7 @@ class DeriveStats:
 
 
 def call_order_key(fact: InferenceCall) -> tuple[str, str]:
-    """A session's call order (EXPORTS.md): (started_at or observed_at, inference_call_id),
+    """A session's call order (docs/export.md): (started_at or observed_at, inference_call_id),
     as the store's ``sort_at`` column and index order it ('' first when there is no time)."""
     t = fact.started_at or fact.observed_at
     return col(t) if t else "", col(fact.inference_call_id)

@@ -1,4 +1,4 @@
-"""Profiles: the same rows in the shape each trainer reads (EXPORTS.md "Profiles")."""
+"""Profiles: the same rows in the shape each trainer reads (docs/export.md, Profiles)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Row kinds: SFT, NeMo Gym, preference (DPO) and RL rows from segments (EXPORTS.md).
+"""Row kinds: SFT, NeMo Gym, preference (DPO) and RL rows from segments (docs/export.md).
 
 A ``RowBuilder`` turns segments into validated rows for one kind, shape and profile. Rows that
 cannot be represented are counted by reason (``skipped``), rows the ``--where`` filter leaves

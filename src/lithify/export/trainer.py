@@ -1,4 +1,4 @@
-"""Canonical messages → trainer messages and OpenAI Responses items (EXPORTS.md).
+"""Canonical messages → trainer messages and OpenAI Responses items (docs/export.md).
 
 Pure functions. What a target cannot express is never bent into shape: the row is skipped with
 a reason from ``SKIP_REASONS`` (``RowSkip``), and the export counts it.

@@ -37,7 +37,7 @@ SCHEMA_VERSION_TABLE = {
 
 # Query columns hold the escaped column form of strings (codec.col); the body holds the whole
 # fact (codec.encode) and is the only source of truth when reading facts back. `sort_at` is
-# started_at, else observed_at, else '' — the session order of EXPORTS.md — NOT NULL so that
+# started_at, else observed_at, else '' — the session order of docs/export.md — NOT NULL so that
 # both databases order facts without timestamps first. PostgreSQL columns use the "C"
 # collation so that both backends order text by code point, as SQLite's BINARY does.
 _V1_SQLITE = (
