@@ -14,9 +14,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from lithify.core.factfile import (
+    FactLineError,
+    InputError,
+    decode_line,
+    encode_line,
+    is_fact_line,
+    read_facts,
+)
 from lithify.ingest.convert import JsonlSink, open_output, run
-from lithify.ingest.factfile import FactLineError, decode_line, encode_line, is_fact_line
-from lithify.ingest.files import InputError, Located, expand, read_facts, read_file
+from lithify.ingest.files import Located, expand, read_file
 from lithify.model import (
     Feedback,
     InferenceCall,

@@ -12,7 +12,7 @@ import orjson
 from typer.testing import CliRunner
 
 from lithify.cli import app
-from lithify.ingest.factfile import encode_line
+from lithify.core.factfile import encode_line
 from lithify.model import Feedback, InferenceCall, Source, encode
 from lithify.store import FactFilter, open_store
 from tests.conftest import CORPUS

@@ -22,10 +22,10 @@ from rich.table import Table
 
 from lithify import __version__
 from lithify.cli_options import StoreOpt, err, json_flag, opened_store
+from lithify.core.factfile import encode_line
 from lithify.core.identity import part_count
 from lithify.exits import Exit
 from lithify.ingest.convert import JsonlSink, Sink, StrictError, Summary, open_output, run
-from lithify.ingest.factfile import encode_line
 from lithify.ingest.importer import StoreSink
 from lithify.model import (
     DEGRADATION_REASONS,

@@ -14,6 +14,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from lithify.cli_options import StoreOpt, err, json_flag
+from lithify.core.factfile import InputError, read_facts
 from lithify.derive import SPLIT_REASONS
 from lithify.derive.feedback import FEEDBACK_DROP_REASONS
 from lithify.derive.sessions import DeriveStats, resolve_facts
@@ -31,7 +32,6 @@ from lithify.export import (
     export,
     make_builder,
 )
-from lithify.ingest.files import InputError, read_facts
 from lithify.model import Feedback, InferenceCall
 from lithify.store import FactFilter, StoreError, open_store
 

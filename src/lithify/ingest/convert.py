@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Protocol
 
-from lithify.ingest.factfile import write_line
-from lithify.ingest.files import InputError, Located, expand, read_file, read_pair
+from lithify.core.factfile import InputError, write_line
+from lithify.ingest.files import Located, expand, read_file, read_pair
 from lithify.model import Feedback, InferenceCall, Skip
 
 
@@ -111,7 +111,7 @@ class Sink(Protocol):
 
 
 class JsonlSink:
-    """Facts as the lines of a fact file (factfile.py), buffered; feedback is not part of a
+    """Facts as the lines of a fact file (core/factfile.py), buffered; feedback is not part of a
     facts file and is only counted."""
 
     def __init__(self, out: IO[bytes]) -> None:

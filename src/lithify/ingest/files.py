@@ -1,7 +1,7 @@
 """Reading input files into translator results, one unit at a time, in constant memory.
 
 A unit is what one translator call sees: a JSONL line, a whole JSON document, an OTLP protobuf
-request, an SSE body. A line of lithify's own fact files (factfile.py) is a unit too, read back
+request, an SSE body. A line of lithify's own fact files (core/factfile.py) is a unit too, read back
 as the fact it holds, not translated. A unit that cannot be decoded becomes a
 ``Skip("undecodable")`` that names the file and line; a file that cannot be read at all raises
 ``InputError``.
@@ -19,7 +19,7 @@ from typing import IO, Any
 
 import orjson
 
-from lithify.ingest.factfile import Fact, FactLineError, decode_line, is_fact_line
+from lithify.core.factfile import FactLineError, InputError, decode_line, is_fact_line, open_file
 from lithify.model import Skip
 from lithify.translate import (
     Result,
@@ -39,10 +39,6 @@ JSONL_SUFFIXES = {".jsonl", ".ndjson"}
 SSE_SUFFIXES = {".sse"}
 
 
-class InputError(Exception):
-    """An input that could not be read at all."""
-
-
 @dataclass(slots=True, frozen=True)
 class Located:
     location: str
@@ -60,15 +56,6 @@ def expand(paths: Iterable[str | Path]) -> Iterator[Path]:
                         yield Path(root) / name
         else:
             yield p
-
-
-def _open(path: Path) -> IO[bytes]:
-    try:
-        if path.suffix == ".gz":
-            return gzip.open(path, "rb")
-        return open(path, "rb")
-    except OSError as e:
-        raise InputError(f"{path}: {e.strerror or e}") from None
 
 
 def _suffix(path: Path) -> str:
@@ -138,7 +125,7 @@ def read_file(path: Path, fmt: str = "auto", progress: Progress | None = None) -
     if not path.is_file():
         raise InputError(f"{path}: not a regular file")
     suffix = _suffix(path)
-    with _open(path) as fh:
+    with open_file(path) as fh:
         if suffix in JSONL_SUFFIXES:
             try:
                 yield from _lines(path, fh, fmt, progress)
@@ -196,27 +183,6 @@ def read_file(path: Path, fmt: str = "auto", progress: Progress | None = None) -
         yield Located(loc, r)
 
 
-def read_facts(path: Path) -> Iterator[tuple[str, Fact]]:
-    """The facts and feedback facts of a fact file (plain or gzipped), each with its file and
-    line; raises ``InputError`` at the first line that is not one."""
-    if not path.is_file():
-        raise InputError(f"{path}: {'no such file' if not path.exists() else 'not a regular file'}")
-    with _open(path) as fh:
-        try:
-            for lineno, line in enumerate(fh, 1):
-                if not line.strip():
-                    continue
-                try:
-                    fact = decode_line(line)
-                except FactLineError as e:
-                    raise InputError(f"{path}:{lineno}: {e}") from None
-                if fact is None:
-                    raise InputError(f"{path}:{lineno}: not a fact line") from None
-                yield f"{path}:{lineno}", fact
-        except (OSError, EOFError, gzip.BadGzipFile) as e:
-            raise InputError(f"{path}: {e}") from None
-
-
 def is_chunk_array(doc: Any) -> bool:
     return (
         isinstance(doc, list)
@@ -231,7 +197,7 @@ def _is_sse(data: bytes) -> bool:
 
 def load_body(path: Path) -> Any:
     """A request or response body for a file pair: JSON, or SSE text for a streamed response."""
-    with _open(path) as fh:
+    with open_file(path) as fh:
         data = _read_all(path, fh)
     if not data.strip():
         return None

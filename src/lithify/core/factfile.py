@@ -18,8 +18,11 @@ and read by msgspec straight from and into the structs.
 
 from __future__ import annotations
 
+import gzip
 import re
-from typing import Any
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
 
 import msgspec
 
@@ -44,6 +47,10 @@ Fact = InferenceCall | Feedback
 
 class FactLineError(ValueError):
     """A line that starts like a fact but is not one (corrupt, cut short, wrong field types)."""
+
+
+class InputError(Exception):
+    """An input that could not be read at all: a fact file, or (``ingest.files``) any input."""
 
 
 def write_line(obj: Fact, buf: bytearray) -> None:
@@ -185,3 +192,35 @@ def decode_line(line: bytes) -> Fact | None:
             f"not a {'fact' if kind is InferenceCall else 'feedback fact'}: {error}"
         )
     return None
+
+
+def open_file(path: Path) -> IO[bytes]:
+    """``path`` for reading, gunzipped when it ends in ``.gz`` (what every reader of lithify
+    takes .gz to mean); ``InputError`` when it cannot be opened."""
+    try:
+        if path.suffix == ".gz":
+            return gzip.open(path, "rb")
+        return open(path, "rb")
+    except OSError as e:
+        raise InputError(f"{path}: {e.strerror or e}") from None
+
+
+def read_facts(path: Path) -> Iterator[tuple[str, Fact]]:
+    """The facts and feedback facts of a fact file (plain or gzipped), each with its file and
+    line; raises ``InputError`` at the first line that is not one."""
+    if not path.is_file():
+        raise InputError(f"{path}: {'no such file' if not path.exists() else 'not a regular file'}")
+    with open_file(path) as fh:
+        try:
+            for lineno, line in enumerate(fh, 1):
+                if not line.strip():
+                    continue
+                try:
+                    fact = decode_line(line)
+                except FactLineError as e:
+                    raise InputError(f"{path}:{lineno}: {e}") from None
+                if fact is None:
+                    raise InputError(f"{path}:{lineno}: not a fact line") from None
+                yield f"{path}:{lineno}", fact
+        except (OSError, EOFError, gzip.BadGzipFile) as e:
+            raise InputError(f"{path}: {e}") from None
