@@ -22,13 +22,12 @@ import threading
 import time
 import zlib
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import orjson
-import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
@@ -457,12 +456,6 @@ def _slow_cases(port: int, head: bytes, results: list[Outcome]) -> list[threadin
     return [threading.Thread(target=f, daemon=True) for f in (trickle, trickle, idle, idle)]
 
 
-def _check_slow(slow: list[Outcome]) -> None:
-    assert sorted((o.case.what, o.statuses, o.error) for o in slow) == [
-        ("idle", [], None), ("idle", [], None), ("trickle", [408], None), ("trickle", [408], None),
-    ], slow  # fmt: skip
-
-
 def _header_bomb(port: int, size: int) -> Outcome:
     """A header sent without end, as fast as the server reads it: refused long before ``size``."""
     case = Case("header bomb", b"", answers=None)
@@ -511,20 +504,60 @@ class Run:
                 port, logged[port], [o for o in self.outcomes if o.port == port],
             )  # fmt: skip
 
+    def drive(
+        self,
+        port: int,
+        cases: st.SearchStrategy[Case],
+        valid: Callable[[int], tuple[Case, str]],
+        head: bytes,
+    ) -> float:
+        """Send REQUESTS generated cases, a valid request (``valid(n)``: the case and what will
+        be stored of it) after every tenth and a header bomb every 200th, while slow clients
+        send ``head`` too slowly or nothing; the seconds the generated ones took."""
+        slow: list[Outcome] = []
+        threads = _slow_cases(port, head, slow)
+        for t in threads:
+            t.start()
+        count = iter(range(1, 10**9))
 
-def _fuzz(send: Callable[[Case], None], cases: st.SearchStrategy[Case], n: int) -> None:
-    @settings(
-        max_examples=n,
-        deadline=None,
-        database=None,
-        phases=[Phase.generate, Phase.shrink],
-        suppress_health_check=list(HealthCheck),
-    )
-    @given(cases)
-    def one(case: Case) -> None:
-        send(case)
+        @settings(
+            max_examples=REQUESTS,
+            deadline=None,
+            database=None,
+            phases=[Phase.generate, Phase.shrink],
+            suppress_health_check=list(HealthCheck),
+        )
+        @given(cases)
+        def one(case: Case) -> None:
+            n = next(count)
+            self.outcomes.append(exchange(port, case))
+            if n % 10 == 0:
+                case, stored = valid(n)
+                o = exchange(port, case)
+                self.outcomes.append(o)
+                assert o.statuses == [200], o
+                self.valid.append(stored)
+            if n % 200 == 0:
+                self.outcomes.append(_header_bomb(port, 16 << 20))
 
-    one()
+        t0 = time.monotonic()
+        one()
+        elapsed = time.monotonic() - t0
+        for t in threads:
+            t.join(HEAD.timeout * 3)
+        assert sorted((o.case.what, o.statuses, o.error) for o in slow) == [
+            ("idle", [], None), ("idle", [], None), ("trickle", [408], None), ("trickle", [408], None),
+        ], slow  # fmt: skip
+        self.outcomes += slow
+        return elapsed
+
+    def check(self, allowed_5xx: frozenset[int], events: list[dict[str, Any]], *names: str) -> None:
+        """Answers, log lines, and no error logged."""
+        self.check_answers(allowed_5xx)
+        bombs = [o for o in self.outcomes if o.case.what == "header bomb"]
+        assert bombs and all(o.error is None for o in bombs), bombs
+        self.check_logged(_log_clients(events, names))
+        assert [e for e in events if e["level"] == "error"] == []
 
 
 # -- serve ----------------------------------------------------------------------------------------
@@ -602,38 +635,15 @@ def test_serve_survives_generated_hostile_requests(tmp_path: Path) -> None:
         for i in range(4):  # what the first requests load (translators, store) is not a leak
             run.outcomes.append(exchange(srv.port, Case("warm", _valid_serve_request(f"warm-{i}"))))
         base = {p: _rss_kib(p, "VmRSS") for p in (srv.proc.pid, worker)}
-        slow: list[Outcome] = []
-        threads = _slow_cases(srv.port, b"POST /v1/traces HTTP/1.1\r\nHost: x\r\n", slow)
-        for t in threads:
-            t.start()
-        count = iter(range(10**9))
 
-        def send(case: Case) -> None:
-            n = next(count)
-            run.outcomes.append(exchange(srv.port, case))
-            if n % 10 == 0:
-                tag = f"valid-{n}"
-                o = exchange(srv.port, Case("valid", _valid_serve_request(tag)))
-                run.outcomes.append(o)
-                assert o.statuses == [200], o
-                run.valid.append(tag)
-            if n % 200 == 0:
-                run.outcomes.append(_header_bomb(srv.port, 16 << 20))
+        def valid(n: int) -> tuple[Case, str]:
+            return Case("valid", _valid_serve_request(f"valid-{n}")), f"valid-{n}"
 
-        t0 = time.monotonic()
-        _fuzz(send, _serve_case(), REQUESTS)
-        elapsed = time.monotonic() - t0
-        for t in threads:
-            t.join(HEAD.timeout * 3)
+        elapsed = run.drive(srv.port, _serve_case(), valid, b"POST /v1/traces HTTP/1.1\r\n")
         peak = {p: _rss_kib(p, "VmHWM") for p in base}
     finally:
         assert srv.stop() == 0
-    _check_slow(slow)
-    run.outcomes += slow
-    run.check_answers(frozenset({503}))
-    assert all(o.error is None for o in run.outcomes if o.case.what == "header bomb"), run.outcomes
-    run.check_logged(_log_clients(srv.events(), ("request",)))
-    assert [e for e in srv.events() if e["level"] == "error"] == []
+    run.check(frozenset({503}), srv.events(), "request")
     # Valid requests sent between the others are all stored.
     with open_store(url) as store:
         ids = {f.inference_call_id for f in store.iter_facts()}
@@ -731,39 +741,16 @@ def test_proxy_survives_generated_hostile_requests(tmp_path: Path) -> None:
                 {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]}
             )
 
-            def valid(n: int) -> Case:
+            def valid(n: int) -> tuple[Case, str]:
                 headers = [(b"Content-Type", b"application/json"), (b"X-Test-N", b"%d" % n)]
-                return Case(
-                    "valid", _request(b"POST", b"/v1/chat/completions", headers, valid_body)
-                )
+                request = _request(b"POST", b"/v1/chat/completions", headers, valid_body)
+                return Case("valid", request), f"chatcmpl-fuzz{n}"
 
             for i in range(4):
-                run.outcomes.append(exchange(proxy.port, valid(10**8 + i)))
+                run.outcomes.append(exchange(proxy.port, valid(10**8 + i)[0]))
             base = _rss_kib(proxy.proc.pid, "VmRSS")
-            slow: list[Outcome] = []
-            threads = _slow_cases(
-                proxy.port, b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n", slow
-            )
-            for t in threads:
-                t.start()
-            count = iter(range(1, 10**9))
-
-            def send(case: Case) -> None:
-                n = next(count)
-                run.outcomes.append(exchange(proxy.port, case))
-                if n % 10 == 0:
-                    o = exchange(proxy.port, valid(n))
-                    run.outcomes.append(o)
-                    assert o.statuses == [200], o
-                    run.valid.append(f"chatcmpl-fuzz{n}")
-                if n % 200 == 0:
-                    run.outcomes.append(_header_bomb(proxy.port, 16 << 20))
-
-            t0 = time.monotonic()
-            _fuzz(send, _proxy_case(), REQUESTS)
-            elapsed = time.monotonic() - t0
-            for t in threads:
-                t.join(HEAD.timeout * 3)
+            head = b"POST /v1/chat/completions HTTP/1.1\r\n"
+            elapsed = run.drive(proxy.port, _proxy_case(), valid, head)
             peak = _rss_kib(proxy.proc.pid, "VmHWM")
             deadline = time.monotonic() + 60
             while True:
@@ -774,12 +761,7 @@ def test_proxy_survives_generated_hostile_requests(tmp_path: Path) -> None:
                 time.sleep(0.5)
         finally:
             assert proxy.stop() == 0
-    _check_slow(slow)
-    run.outcomes += slow
-    run.check_answers(frozenset())
-    assert all(o.error is None for o in run.outcomes if o.case.what == "header bomb"), run.outcomes
-    run.check_logged(_log_clients(proxy.events(), ("exchange", "refused")))
-    assert [e for e in proxy.events() if e["level"] == "error"] == []
+    run.check(frozenset(), proxy.events(), "exchange", "refused")
     assert set(run.valid) <= ids, len(set(run.valid) - ids)
     # Memory (docs/proxy.md): each call in flight holds its body and, recorded, its response;
     # a head is bounded per connection. One call at a time here, and the slow clients' heads.
@@ -791,10 +773,3 @@ def test_proxy_survives_generated_hostile_requests(tmp_path: Path) -> None:
         f"statuses {dict(sorted(run.statuses.items()))}; memory grew {peak - base} KiB (bound "
         f"{bound + slack})"
     )
-
-
-@pytest.fixture(autouse=True)
-def _no_proxy_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    for name in ("HTTP_PROXY", "http_proxy", "NO_PROXY", "no_proxy"):
-        monkeypatch.delenv(name, raising=False)
-    yield
