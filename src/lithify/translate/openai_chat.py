@@ -30,7 +30,14 @@ from lithify.translate._common import (
     tool_definition,
 )
 from lithify.translate.messages_format import messages_format
-from lithify.translate.openai_common import Api, Exchange, field, is_thinking_chunk, thinking_text
+from lithify.translate.openai_common import (
+    Api,
+    Exchange,
+    content_parts,
+    field,
+    is_thinking_chunk,
+    thinking_text,
+)
 from lithify.translate.sse import SSEEvent
 
 NAME = "openai-chat"
@@ -105,34 +112,21 @@ class _Context:
         return synthesized_id(NAME, "orphan", name, len(self.pending))
 
 
-def _content_parts(content: Any, deg: Degradations) -> list[Part]:
-    """Text from a string or a list of content parts; media and unknown parts are counted."""
-    if content is None:
-        return []
-    if isinstance(content, str):
-        return text_parts(content)
-    if isinstance(content, dict):
-        content = [content]
-    if not isinstance(content, list):
-        deg.add("unsupported_content")
-        return []
-    parts: list[Part] = []
-    for p in content:
-        if isinstance(p, str):
-            parts += text_parts(p)
-            continue
-        kind = p.get("type") if isinstance(p, dict) else None
-        if isinstance(p, dict) and kind == "text" and isinstance(p.get("text"), str | None):
-            parts += text_parts(p.get("text"))
-        elif isinstance(p, dict) and kind == "refusal" and isinstance(p.get("refusal"), str | None):
-            parts += text_parts(p.get("refusal"))
-        elif is_thinking_chunk(p):
-            text = thinking_text(p)
-            if text:
-                parts.append(ReasoningPart(text))
-        else:
-            deg.add("unsupported_content")
-    return parts
+def _content_part(p: Any, deg: Degradations) -> list[Part]:
+    """One entry of a content list: text (a bare string too), a refusal, Mistral's thinking
+    chunk; media and unknown parts are counted."""
+    if isinstance(p, str):
+        return text_parts(p)
+    kind = p.get("type") if isinstance(p, dict) else None
+    if isinstance(p, dict) and kind == "text" and isinstance(p.get("text"), str | None):
+        return text_parts(p.get("text"))
+    if isinstance(p, dict) and kind == "refusal" and isinstance(p.get("refusal"), str | None):
+        return text_parts(p.get("refusal"))
+    if is_thinking_chunk(p):
+        text = thinking_text(p)
+        return [ReasoningPart(text)] if text else []
+    deg.add("unsupported_content")
+    return []
 
 
 def _server_side(msg: dict[str, Any], deg: Degradations) -> None:
@@ -207,7 +201,7 @@ def _has_audio(audio: Any) -> bool:
 
 def _assistant_parts(msg: dict[str, Any], ctx: _Context) -> list[Part]:
     parts = _reasoning_parts(msg, ctx.deg)
-    parts += _content_parts(msg.get("content"), ctx.deg)
+    parts += content_parts(msg.get("content"), ctx.deg, _content_part)
     refusal = msg.get("refusal")
     if isinstance(refusal, str) and refusal:
         parts.append(TextPart(refusal))
@@ -244,7 +238,7 @@ def _input_message(msg: Any, ctx: _Context) -> Message | None:
         return Message("tool", [ToolCallResponsePart(id=the_id, result=msg.get("content"))])
     if role == "assistant":
         return Message(role, _assistant_parts(msg, ctx))
-    return Message(role, _content_parts(msg.get("content"), ctx.deg))
+    return Message(role, content_parts(msg.get("content"), ctx.deg, _content_part))
 
 
 def _choice_index(pos: int, choice: dict[str, Any]) -> tuple[int, int]:

@@ -9,13 +9,14 @@ telling the Chat and Anthropic request shapes apart needs them (messages_format.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from lithify.core.times import seconds_to_rfc3339
 from lithify.core.values import as_float, as_int
-from lithify.model import InferenceCall, Message, Skip, ToolDefinition
-from lithify.translate._common import Degradations, as_str, finish, transport_times
+from lithify.model import InferenceCall, Message, Part, Skip, ToolDefinition
+from lithify.translate._common import Degradations, as_str, finish, text_parts, transport_times
 from lithify.translate.sse import SSEEvent, iter_events, raw_stream
 
 
@@ -109,6 +110,23 @@ def field(doc: Any, key: str = "type") -> str | None:
     unhashable or meaningless."""
     value = doc.get(key) if isinstance(doc, dict) else None
     return value if isinstance(value, str) else None
+
+
+def content_parts(
+    content: Any, deg: Degradations, part: Callable[[Any, Degradations], list[Part]]
+) -> list[Part]:
+    """A message's content as parts: a string is its text; an object, or each entry of a list,
+    is read by ``part`` (each API has its own kinds); anything else is counted."""
+    if content is None:
+        return []
+    if isinstance(content, str):
+        return text_parts(content)
+    if isinstance(content, dict):
+        content = [content]
+    if not isinstance(content, list):
+        deg.add("unsupported_content")
+        return []
+    return [q for p in content for q in part(p, deg)]
 
 
 def is_thinking_chunk(p: Any) -> bool:

@@ -29,7 +29,7 @@ from lithify.translate._common import (
     tool_call,
     tool_definition,
 )
-from lithify.translate.openai_common import Api, Exchange, field
+from lithify.translate.openai_common import Api, Exchange, content_parts, field
 from lithify.translate.sse import SSEEvent
 
 NAME = "openai-responses"
@@ -139,7 +139,7 @@ class _Walker:
         kind = field(item)
         if kind == "message" or (kind is None and "role" in item):
             role = as_str(item.get("role")) or "user"
-            parts = _content(item.get("content"), self.deg)
+            parts = content_parts(item.get("content"), self.deg, _content_part)
             if role == "assistant":
                 self.add_assistant(parts)
             else:
@@ -195,28 +195,18 @@ class _Walker:
         return self.messages
 
 
-def _content(content: Any, deg: Degradations) -> list[Part]:
-    if content is None:
-        return []
-    if isinstance(content, str):
-        return text_parts(content)
-    if isinstance(content, dict):
-        content = [content]
-    if not isinstance(content, list):
-        deg.add("unsupported_content")
-        return []
-    parts: list[Part] = []
-    for p in content:
-        kind = field(p)
-        if isinstance(p, dict) and kind in _TEXT_PARTS and isinstance(p.get("text"), str | None):
-            if isinstance(p.get("annotations"), list):
-                deg.add("text_citation", len(p["annotations"]))
-            parts += text_parts(p.get("text"))
-        elif isinstance(p, dict) and kind == "refusal" and isinstance(p.get("refusal"), str | None):
-            parts += text_parts(p.get("refusal"))
-        else:
-            deg.add("unsupported_content")
-    return parts
+def _content_part(p: Any, deg: Degradations) -> list[Part]:
+    """One entry of a message's content: text (its citations counted) or a refusal; anything
+    else is counted."""
+    kind = field(p)
+    if isinstance(p, dict) and kind in _TEXT_PARTS and isinstance(p.get("text"), str | None):
+        if isinstance(p.get("annotations"), list):
+            deg.add("text_citation", len(p["annotations"]))
+        return text_parts(p.get("text"))
+    if isinstance(p, dict) and kind == "refusal" and isinstance(p.get("refusal"), str | None):
+        return text_parts(p.get("refusal"))
+    deg.add("unsupported_content")
+    return []
 
 
 def _reasoning(item: dict[str, Any], deg: Degradations) -> list[Part]:
