@@ -54,6 +54,18 @@ def test_credential_named_keys() -> None:
     assert doc["headers"]["x-api-key"] == "abc", "the input is not mutated"
 
 
+def test_any_service_api_key_is_a_credential() -> None:
+    counts: Counter[str] = Counter()
+    doc = {"metadata": {"Langfuse-Api-Key": "lf-123", "my_vendor_api_key": "v-9", "api_keys": 2}}
+    out = redact_value(doc, counts)
+    assert out["metadata"] == {
+        "Langfuse-Api-Key": MARKER,
+        "my_vendor_api_key": MARKER,
+        "api_keys": 2,
+    }
+    assert counts == {"redacted_credential_field": 2}
+
+
 def test_unchanged_values_are_not_copied() -> None:
     doc = {"a": [1, {"b": "c"}]}
     assert redact_value(doc, Counter()) is doc

@@ -222,6 +222,12 @@ def redact_value(value: Any, counts: Counter[str], *, under: str | None = None) 
     return _redact(value, counts, _mode(_PLAIN, _normalize_key(under)) if under else _PLAIN)
 
 
+def _credential(key: str) -> bool:
+    """A key whose value is a credential: the listed names, and any ``*_api_key`` (a
+    service's own key, ``langfuse_api_key`` or ``my_vendor_api_key``)."""
+    return key in CREDENTIAL_KEYS or key.endswith("_api_key")
+
+
 def _mode(mode: int, key: str) -> int:
     """The walk's mode below a key: inside a schema key names are not credentials; below a
     tool list the tool rule holds; elsewhere a key that leads nowhere starts over."""
@@ -244,7 +250,7 @@ def _redact(value: Any, counts: Counter[str], mode: int) -> Any:
         out: dict[Any, Any] | None = None
         for k, v in value.items():
             key = _normalize_key(k) if isinstance(k, str) else ""
-            if mode != _SCHEMA and v not in (None, "") and key in CREDENTIAL_KEYS:
+            if mode != _SCHEMA and v not in (None, "") and _credential(key):
                 if v == MARKER:
                     continue
                 nv: Any = MARKER
