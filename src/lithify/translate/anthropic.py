@@ -2,7 +2,8 @@
 
 Mapping rules: docs/canonical.md; the choices made where it is silent: docs/sources/anthropic-gemini.md.
 A streamed body is first reassembled into the message a non-streamed call returns, then both go
-through the same code, so the two give the same fact.
+through the same code, so the two give the same fact. One module past 500 lines: it is one
+format's whole mapping (request, response, stream), read top to bottom against its reference.
 """
 
 from __future__ import annotations

@@ -3,7 +3,9 @@
 Mapping rules: docs/canonical.md; the choices made where it is silent: docs/sources/anthropic-gemini.md.
 Field names are accepted in camelCase (the REST wire form) and snake_case (the google-genai SDK's
 own dumps). A streamed body is first reassembled into the response a non-streamed call returns,
-then both go through the same code, so the two give the same fact.
+then both go through the same code, so the two give the same fact. One module past 500 lines: it
+is one format's whole mapping (request, response, stream, Vertex and AI Studio), read top to bottom
+against its reference.
 """
 
 from __future__ import annotations

@@ -8,6 +8,9 @@ Three generations of the conventions are read (see docs/sources/otel-genai.md):
 - v1.28–1.36: one event per message (``gen_ai.user.message`` … ``gen_ai.choice``), as log
   records (grouped here by the span they belong to) or as span events;
 - before that: ``gen_ai.content.prompt`` / ``gen_ai.content.completion`` span events.
+
+One module past 500 lines: the generations share the message model and the merging of split
+outputs, and a reader follows one span from attributes to fact in one file.
 """
 
 from __future__ import annotations

@@ -1,7 +1,9 @@
 """OpenAI Chat Completions exchanges (plain or streamed) to facts.
 
 The mapping follows docs/canonical.md; the choices it leaves open are in docs/sources/openai.md.
-What it shares with the Responses translator is in openai_common.py.
+What it shares with the Responses translator is in openai_common.py. One module past 500 lines:
+it is one format's whole mapping (request, response, stream, vendor variants), read top to bottom
+against its reference.
 """
 
 from __future__ import annotations
