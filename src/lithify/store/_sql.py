@@ -17,7 +17,6 @@ from lithify.store._captures import (
     _ANY_CAPTURE,
     _DUPLICATE,
     _STORED,
-    CaptureIndex,
     _CapturesBusy,
     _result,
 )
@@ -33,6 +32,7 @@ from lithify.store._rows import (
     feedback_row,
     now,
 )
+from lithify.store._sessions import SessionQueries
 from lithify.store._types import (
     DegradationCount,
     FactFilter,
@@ -56,7 +56,7 @@ def _token_name(name: str) -> str:
     return name
 
 
-class SqlStore(CaptureIndex):
+class SqlStore(SessionQueries):
     """The shared half of both backends; subclasses supply connections and dialect hooks."""
 
     # -- schema ----------------------------------------------------------------------------

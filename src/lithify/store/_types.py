@@ -148,6 +148,73 @@ class FactFilter:
     order: Literal["time", "session"] = "time"
 
 
+FeedbackValue = bool | int | float | str
+
+
+@dataclass(frozen=True)
+class SessionFilter:
+    """Which sessions to list, and which page (docs/store.md, Browsing sessions).
+
+    A session is listed when one of its calls matches ``model``, ``provider``, ``source``,
+    ``since`` and ``until`` together (as ``FactFilter`` does), when it has feedback as asked
+    (``has_feedback``; ``feedback``: each name with that value), on the session or on one of
+    its calls, and when ``text`` (case-insensitive) is in the text of one of its calls'
+    messages. Sessions come newest first: by their last call's time, then id, descending.
+    ``after`` is the ``next`` of the page before (keyset pagination).
+    """
+
+    model: Match = None
+    provider: Match = None
+    source: Match = None
+    since: TimeBound = None
+    until: TimeBound = None
+    has_feedback: bool | None = None
+    feedback: tuple[tuple[str, FeedbackValue], ...] = ()
+    text: str | None = None
+    limit: int = 50
+    after: str | None = None
+
+
+class SessionSummary(msgspec.Struct, frozen=True):
+    """One session as a list shows it: its calls (one per call, not per capture) and their
+    totals; ``feedback`` counts the feedback facts on the session and on its calls;
+    ``labels`` holds the values of the feedback on the session itself, by name."""
+
+    session_id: str
+    calls: int
+    first_at: str | None
+    last_at: str | None
+    input_tokens: int
+    output_tokens: int
+    degraded_calls: int
+    models: list[str]
+    providers: list[str]
+    sources: list[str]
+    feedback: int
+    labels: dict[str, list[FeedbackValue]]
+
+
+class SessionPage(msgspec.Struct, frozen=True):
+    """A page of sessions; ``next`` (None on the last page) gives the next one as
+    ``SessionFilter.after``. A text search reads at most a bounded number of calls per page:
+    ``scanned`` says how many sessions it looked through, and a page may hold fewer than
+    ``limit`` sessions while ``next`` is not None."""
+
+    sessions: list[SessionSummary]
+    next: str | None
+    scanned: int = 0
+
+
+class FeedbackCoverage(msgspec.Struct, frozen=True):
+    """How much of the store has feedback: facts by name, and the calls and sessions that
+    have any (on a session, on one of its calls)."""
+
+    feedback: int
+    by_name: list[tuple[str, int]]
+    calls: int  # calls with feedback on themselves
+    sessions: int  # sessions with feedback on themselves or on one of their calls
+
+
 @dataclass(frozen=True)
 class FeedbackFilter:
     target_kind: Match = None
@@ -179,6 +246,9 @@ class FactStore(Protocol):
     def count_dropped(self, filters: FactFilter | None = None) -> int: ...
     def count_feedback(self, filters: FeedbackFilter | None = None) -> int: ...
     def stats(self, filters: FactFilter | None = None, *, session_limit: int = 20) -> Stats: ...
+    def sessions(self, filters: SessionFilter | None = None) -> SessionPage: ...
+    def feedback_coverage(self) -> FeedbackCoverage: ...
+    def size(self) -> int: ...
     def schema_version(self) -> int: ...
     def insert_prepared(
         self, batches: Sequence[Prepared]
