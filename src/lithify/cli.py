@@ -21,7 +21,7 @@ from rich.progress import (
 from rich.table import Table
 
 from lithify import __version__
-from lithify.cli_options import StoreOpt, err, json_flag, opened_store
+from lithify.cli_options import StoreOpt, err, json_flag, json_text, opened_store
 from lithify.core.factfile import encode_line
 from lithify.core.identity import part_count
 from lithify.exits import Exit
@@ -492,10 +492,7 @@ def demo_cmd(
         err.print(f"[red]store error:[/] {e}")
         raise typer.Exit(Exit.STORE) from None
     if as_json:
-        exports = {k: v.to_json() for k, v in result["exports"].items()}
-        typer.echo(
-            orjson.dumps({**result, "exports": exports}, option=orjson.OPT_INDENT_2).decode()
-        )
+        typer.echo(json_text(result))
         return
     print_demo(result)
 

@@ -3,21 +3,18 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
-import orjson
+import msgspec
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from lithify.cli_options import StoreOpt, err, json_flag
-from lithify.core.factfile import InputError, read_facts
+from lithify.cli_options import StoreOpt, err, json_flag, json_text
+from lithify.core.factfile import InputError
 from lithify.derive import SPLIT_REASONS
 from lithify.derive.feedback import FEEDBACK_DROP_REASONS
-from lithify.derive.sessions import DeriveStats, resolve_facts
 from lithify.exits import Exit
 from lithify.export import (
     KINDS,
@@ -28,59 +25,17 @@ from lithify.export import (
     ExportSummary,
     ProfileError,
     RowInvalid,
+    Selection,
     WhereError,
     export,
+    from_files,
+    from_store,
     make_builder,
 )
+from lithify.ingest.convert import run
+from lithify.ingest.importer import StoreSink
 from lithify.model import Feedback, InferenceCall
 from lithify.store import FactFilter, StoreError, open_store
-
-
-def read_fact_files(paths: list[Path]) -> tuple[list[InferenceCall], list[Feedback]]:
-    """Facts and feedback from fact files (``lithify convert`` output, plain or gzipped,
-    feedback lines among them), read as `lithify import` reads them. Held in memory: files
-    come in any order."""
-    facts: list[InferenceCall] = []
-    feedback: list[Feedback] = []
-    for path in paths:
-        for _, item in read_facts(path):
-            if isinstance(item, InferenceCall):
-                facts.append(item)
-            else:
-                feedback.append(item)
-    return facts, feedback
-
-
-def _match(value: str | None, wanted: list[str] | None) -> bool:
-    return not wanted or value in wanted
-
-
-def filter_facts(facts: list[InferenceCall], filters: FactFilter) -> list[InferenceCall]:
-    """The store's filters, applied to facts read from files (after the capture rule chose
-    each call's capture, as a store applies them)."""
-
-    def as_list(v: object) -> list[str] | None:
-        if v is None:
-            return None
-        return [v] if isinstance(v, str) else list(v)  # type: ignore[call-overload]
-
-    sessions, models = as_list(filters.session_id), as_list(filters.model)
-    sources = as_list(filters.source)
-    out = []
-    for f in facts:
-        at = f.started_at or f.observed_at or ""  # the store's time order
-        if not (
-            _match(f.session_id, sessions)
-            and _match(f.model, models)
-            and _match(f.source.name, sources)
-        ):
-            continue
-        if filters.since is not None and at < str(filters.since):
-            continue
-        if filters.until is not None and at >= str(filters.until):
-            continue
-        out.append(f)
-    return out
 
 
 def summary_table(summary: ExportSummary) -> Table:
@@ -90,11 +45,9 @@ def summary_table(summary: ExportSummary) -> Table:
     t.add_column("meaning", style="dim")
     t.add_row("facts read", str(summary.facts_read), "")
     d = summary.derive
-    t.add_row(
-        "calls", str(d.get("calls", 0)), f"{d.get('duplicates', 0)} duplicate captures dropped"
-    )
-    t.add_row("segments", str(d.get("segments", 0)), f"in {d.get('sessions', 0)} sessions")
-    for reason, n in d.get("splits", {}).items():
+    t.add_row("calls", str(d.calls), f"{d.duplicates} duplicate captures dropped")
+    t.add_row("segments", str(d.segments), f"in {d.sessions} sessions")
+    for reason, n in d.splits.items():
         t.add_row(f"segment start: {reason}", str(n), SPLIT_REASONS.get(reason, ""))
     for split in ("train", "eval"):
         t.add_row(
@@ -210,33 +163,14 @@ def export_cmd(
         source=source or None,
         since=since,
         until=until,
-        order="session",
     )
     show = sys.stderr.isatty() if progress is None else progress
     try:
         if facts_files:
-            facts, feedback = read_fact_files(facts_files)
-            kept, dropped, aliases = resolve_facts(facts)
-            stats = DeriveStats(duplicates=len(filter_facts(dropped, filters)))
-            selected = filter_facts(kept, filters)
-            summary = _run(selected, feedback, aliases, target, options, show, len(selected), stats)
+            summary = _run(from_files(facts_files, filters), target, options, show)
         else:
             with open_store(store_url) as store:
-                total = store.count(replace(filters, order="time"))
-                feedback = list(store.iter_feedback())
-                aliases = store.call_aliases(
-                    f.target_id for f in feedback if f.target_kind == "call"
-                )
-                summary = _run(
-                    store.iter_facts(filters),
-                    feedback,
-                    aliases,
-                    target,
-                    options,
-                    show,
-                    total,
-                    DeriveStats(duplicates=store.count_dropped(filters)),
-                )
+                summary = _run(from_store(store, filters), target, options, show)
     except InputError as e:
         err.print(f"[red]unreadable:[/] {e}")
         raise typer.Exit(Exit.UNREADABLE) from None
@@ -251,23 +185,14 @@ def export_cmd(
         err.print(f"[red]cannot write[/] {target}: {e.strerror or e}")
         raise typer.Exit(Exit.UNREADABLE) from None
     if as_json:
-        typer.echo(orjson.dumps(summary.to_json(), option=orjson.OPT_INDENT_2).decode())
+        typer.echo(json_text(summary))
     else:
         err.print(summary_table(summary))
 
 
-def _run(
-    facts: Iterator[InferenceCall] | list[InferenceCall],
-    feedback: list[Feedback],
-    aliases: dict[str, str],
-    target: Path,
-    options: ExportOptions,
-    show: bool,
-    total: int | None,
-    stats: DeriveStats | None,
-) -> ExportSummary:
+def _run(selection: Selection, target: Path, options: ExportOptions, show: bool) -> ExportSummary:
     if not show:
-        return export(facts, feedback, target, options, stats=stats, aliases=aliases)
+        return export(selection, target, options)
     bars = Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -277,28 +202,34 @@ def _run(
         transient=True,
     )
     with bars:
-        task = bars.add_task("facts", total=total)
-        return export(
-            facts,
-            feedback,
-            target,
-            options,
-            progress=lambda n: bars.advance(task, n),
-            stats=stats,
-            aliases=aliases,
-        )
+        task = bars.add_task("facts", total=selection.total)
+        return export(selection, target, options, progress=lambda n: bars.advance(task, n))
 
 
-def run_demo(examples: list[Path], out_dir: Path, store_url: str | None) -> dict[str, Any]:
+class DemoResult(msgspec.Struct, kw_only=True):
+    """What `lithify demo` did: the import of the examples (as `lithify import` counts it),
+    then one export per row kind. Fields in the order ``--json`` prints them."""
+
+    store: str
+    examples: list[str]
+    facts: int  # facts the examples converted to
+    stored: int
+    duplicates: int
+    variants: int
+    collisions: int
+    feedback_stored: int
+    feedback_duplicates: int
+    exports: dict[str, ExportSummary]
+
+
+def run_demo(examples: list[Path], out_dir: Path, store_url: str | None) -> DemoResult:
     """Import the example telemetry into the store, then export SFT rows and NeMo Gym rows of
-    those facts (selected by their trace ids) into ``out_dir``. Returns what happened.
+    those facts (selected by their trace ids) into ``out_dir``.
 
     A call captured as a span and as a log event is one call: the capture rule keeps the span
     (it starts first), the capture that carries the session, whatever the import order.
     """
     examples = sorted(examples, key=lambda p: (".logs." in p.name, p.name))
-    from lithify.ingest.convert import run
-    from lithify.ingest.importer import StoreSink
 
     class _Traces:
         """The store sink, noting the trace ids of the facts that pass."""
@@ -321,34 +252,41 @@ def run_demo(examples: list[Path], out_dir: Path, store_url: str | None) -> dict
     with open_store(store_url) as store:
         sink = _Traces(StoreSink(store))
         converted = run(examples, sink)
-        filters = FactFilter(trace_id=sorted(sink.traces) or ["-"], order="session")
-        exports = {}
-        for name, options in (
-            ("sft", ExportOptions(kind="sft")),
-            ("nemo-gym", ExportOptions(kind="nemo-gym", profile="nemo-gym")),
-        ):
-            exports[name] = export(store.iter_facts(filters), [], out_dir / name, options)
+        filters = FactFilter(trace_id=sorted(sink.traces))
+        exports = {
+            name: export(from_store(store, filters), out_dir / name, options)
+            for name, options in (
+                ("sft", ExportOptions(kind="sft")),
+                ("nemo-gym", ExportOptions(kind="nemo-gym", profile="nemo-gym")),
+            )
+        }
         url = store.url
-    return {
-        "store": url,
-        "examples": [str(p) for p in examples],
-        "facts": converted.facts,
-        **sink.inner.counts(),
-        "exports": exports,
-    }
-
-
-def print_demo(result: dict[str, Any]) -> None:
-    err.print(
-        f"Imported {len(result['examples'])} example files recorded from real instrumentations: "
-        f"{result['facts']} facts, [green]{result['stored']}[/] new calls in {result['store']}, "
-        f"{result['variants']} other captures of them kept as variants, "
-        f"{result['duplicates']} already there."
+    imported = sink.inner
+    return DemoResult(
+        store=url,
+        examples=[str(p) for p in examples],
+        facts=converted.facts,
+        stored=imported.stored,
+        duplicates=imported.duplicates,
+        variants=imported.variants,
+        collisions=imported.collisions,
+        feedback_stored=imported.feedback_stored,
+        feedback_duplicates=imported.feedback_duplicates,
+        exports=exports,
     )
-    for summary in result["exports"].values():
+
+
+def print_demo(result: DemoResult) -> None:
+    err.print(
+        f"Imported {len(result.examples)} example files recorded from real instrumentations: "
+        f"{result.facts} facts, [green]{result.stored}[/] new calls in {result.store}, "
+        f"{result.variants} other captures of them kept as variants, "
+        f"{result.duplicates} already there."
+    )
+    for summary in result.exports.values():
         err.print(summary_table(summary))
-    sft = result["exports"]["sft"].files["train"]
-    gym = result["exports"]["nemo-gym"].files["train"]
+    sft = result.exports["sft"].files["train"]
+    gym = result.exports["nemo-gym"].files["train"]
     err.print(f"SFT rows: [bold]{sft}[/]; NeMo Gym rows: [bold]{gym}[/]. Look at one with:")
     err.print(f"  head -n 1 {sft} | python3 -m json.tool")
     err.print("Next: `lithify export --help` for profiles (trl, openai, axolotl, nemo-gym).")

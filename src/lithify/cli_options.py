@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Annotated, Any
 
+import msgspec
 import typer
 from rich.console import Console
 
@@ -24,6 +25,11 @@ StoreOpt = Annotated[
         show_default=False,
     ),
 ]
+
+
+def json_text(value: Any) -> str:
+    """What ``--json`` prints for a typed result (a msgspec struct): its JSON, indented."""
+    return msgspec.json.format(msgspec.json.encode(value), indent=2).decode()
 
 
 def json_flag(help: str) -> Any:

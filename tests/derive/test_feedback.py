@@ -86,6 +86,14 @@ def test_a_segment_takes_its_latest_scored_call_then_its_session() -> None:
         "score": ("session", 0.5),
         "solved": ("session", False),
     }
+    # Each turn: its call's feedback, else its session's (what SFT and DPO rows use).
+    assert [[(f.name, f.target_id) for f in t.feedback] for t in loop.turns] == [
+        [("early", "c1"), ("score", "c1"), ("solved", "s")],
+        [("score", "c2"), ("solved", "s")],
+    ]
+    assert [[(f.name, f.target_id) for f in t.feedback] for t in other.turns] == [
+        [("score", "s"), ("solved", "s")]
+    ]
 
 
 def test_disagreeing_feedback_is_dropped_and_the_lookup_falls_back() -> None:

@@ -9,8 +9,7 @@ import msgspec
 import orjson
 
 from lithify.derive import Segment, Turn
-from lithify.derive.sessions import sort_facts
-from lithify.export import ExportOptions, ExportSummary, export
+from lithify.export import ExportOptions, ExportSummary, export, from_facts
 from lithify.ingest.files import read_file, read_pair
 from lithify.model import (
     Feedback,
@@ -153,7 +152,7 @@ def run_export(
     fb: list[Feedback] | None = None,
     **options: Any,
 ) -> ExportSummary:
-    return export(sort_facts(facts), fb or [], out, ExportOptions(**options))
+    return export(from_facts(facts, fb or []), out, ExportOptions(**options))
 
 
 def read_rows(path: Path) -> list[dict[str, Any]]:

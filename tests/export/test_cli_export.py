@@ -73,6 +73,31 @@ def test_export_from_a_store(store_url: str, tmp_path: Path) -> None:
     assert (tmp_path / "f" / "train.jsonl").read_bytes() == (out / "train.jsonl").read_bytes()
 
 
+def test_the_json_summary_is_the_typed_summary(tmp_path: Path) -> None:
+    facts = _facts_file(tmp_path)
+    summary = _export("sft", "--facts", str(facts), "-o", str(tmp_path / "o"), "--progress")
+    assert list(summary) == [
+        "kind",
+        "profile",
+        "shape",
+        "format",
+        "schema",
+        "exporter",
+        "output",
+        "files",
+        "facts_read",
+        "derive",
+        "rows",
+        "skipped",
+        "filtered",
+        "changes",
+        "feedback_dropped",
+    ]
+    derive = summary["derive"]
+    assert list(derive) == ["calls", "duplicates", "sessions", "segments", "splits"]  # type: ignore[call-overload]
+    assert summary["facts_read"] == derive["calls"] + derive["duplicates"] == 4  # type: ignore[index]
+
+
 def test_the_table_summary(tmp_path: Path) -> None:
     facts = _facts_file(tmp_path)
     res = runner.invoke(app, ["export", "sft", "--facts", str(facts), "-o", str(tmp_path / "o")])

@@ -40,9 +40,8 @@ SFT = [
 
 
 def _rows(profile: str, shape: str, facts: list[InferenceCall], **kw: Any) -> list[Row]:
-    index = FeedbackIndex([])
-    b = make_builder(ExportOptions(kind="sft", profile=profile, shape=shape, **kw), index)
-    return [r for seg in iter_segments(sort_facts(facts), index) for r in b.rows(seg)]
+    b = make_builder(ExportOptions(kind="sft", profile=profile, shape=shape, **kw))
+    return [r for seg in iter_segments(sort_facts(facts), FeedbackIndex([])) for r in b.rows(seg)]
 
 
 def _builder(profile: str, shape: str) -> RowBuilder:

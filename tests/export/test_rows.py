@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -10,10 +11,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import lithify
+from lithify.derive import Segment
 from lithify.derive.feedback import FeedbackIndex
 from lithify.export import ExportOptions, ProfileError, RowInvalid, make_builder
 from lithify.export.profiles import SUPPORTED
-from lithify.export.rows import EXPORTER, RowBuilder, split_of
+from lithify.export.rows import EXPORTER, Row, RowBuilder, split_of
 from lithify.export.validate import RowValidator
 from lithify.export.where import parse
 from lithify.model import InferenceCall, Message
@@ -35,16 +38,31 @@ from tests.export.helpers import (
 from tests.export.test_trainer import messages as message_lists
 
 
-def builder(
-    kind: str = "sft", profile: str = "canonical", fb: list[Any] = (), **kw: Any
-) -> RowBuilder:  # type: ignore[assignment]
-    return make_builder(ExportOptions(kind=kind, profile=profile, **kw), FeedbackIndex(fb))
+class Joined:
+    """A row builder fed segments with feedback joined to them, as derivation joins it."""
+
+    def __init__(self, rows: RowBuilder, index: FeedbackIndex) -> None:
+        self.builder, self.index = rows, index
+
+    def rows(self, segment: Segment) -> Iterator[Row]:
+        return self.builder.rows(self.index.attach(segment))
+
+    def __getattr__(self, name: str) -> Any:  # counts, pairs, validator: the builder's
+        return getattr(self.builder, name)
 
 
-def rows_of(b: RowBuilder, *segments: Any) -> list[dict[str, Any]]:
+def builder(kind: str = "sft", profile: str = "canonical", fb: list[Any] = (), **kw: Any) -> Joined:  # type: ignore[assignment]
+    return Joined(make_builder(ExportOptions(kind=kind, profile=profile, **kw)), FeedbackIndex(fb))
+
+
+def rows_of(b: Joined, *segments: Any) -> list[dict[str, Any]]:
     out = [r.data for s in segments for r in b.rows(s)]
     out.extend(r.data for r in b.pairs())
     return out
+
+
+def test_rows_name_the_version_lithify_reports() -> None:
+    assert f"lithify {lithify.__version__}" == EXPORTER
 
 
 # -- SFT --------------------------------------------------------------------------------------

@@ -10,7 +10,14 @@ from typing import Any
 
 from lithify.core.values import as_float, as_int
 
-__all__ = ["as_float", "as_int", "fixed_rfc3339", "ns_to_rfc3339", "seconds_to_rfc3339"]
+__all__ = [
+    "as_float",
+    "as_int",
+    "datetime_to_rfc3339",
+    "fixed_rfc3339",
+    "ns_to_rfc3339",
+    "seconds_to_rfc3339",
+]
 
 
 def ns_to_rfc3339(ns: Any) -> str | None:
@@ -58,3 +65,12 @@ def fixed_rfc3339(text: Any) -> str | None:
     except ValueError:  # a day or an hour out of range
         return None
     return ns_to_rfc3339(secs * 1_000_000_000 + int((m[3] or "0").ljust(9, "0")))
+
+
+def datetime_to_rfc3339(t: datetime) -> str:
+    """A datetime in the facts' fixed-width UTC form (a naive one is taken as UTC): what a
+    time bound is compared as."""
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=UTC)
+    t = t.astimezone(UTC)
+    return f"{t:%Y-%m-%dT%H:%M:%S}.{t.microsecond:06d}000Z"

@@ -34,6 +34,9 @@ class Turn(msgspec.Struct, frozen=True, kw_only=True):
     chosen: int
     # The other choices at this turn (candidates for preference pairs), in index order.
     alternatives: list[int] = msgspec.field(default_factory=list)
+    # The call's feedback (its own, else its trace's), else its session's: one fact per name,
+    # sorted by name; joined by derivation (feedback.py), unique-or-drop.
+    feedback: list[Feedback] = msgspec.field(default_factory=list)
 
 
 class Segment(msgspec.Struct, frozen=True, kw_only=True):

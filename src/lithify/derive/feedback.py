@@ -4,8 +4,12 @@ Rules, by name:
 
 - a call's feedback: what targets the call itself, else what targets its trace;
 - a session's feedback: what targets the session;
+- a turn's feedback: its call's, else its session's;
 - a segment's feedback: its latest call's that has one (turns read last to first), else its
   session's.
+
+``FeedbackIndex.attach`` is where derivation joins them to segments and turns: exports read
+``segment.feedback`` and ``turn.feedback`` and never look feedback up again.
 
 When feedback facts with one name on one target disagree, none of them is used: the join is
 ambiguous and counted, and the lookup goes on as if that target had none. Equal values given
@@ -43,6 +47,10 @@ def _value_key(value: object) -> tuple[str, object]:
 
 def _order(fb: Feedback) -> tuple[str, str]:
     return fb.observed_at or "", fb.feedback_id
+
+
+def _by_name(found: dict[str, Feedback]) -> dict[str, Feedback]:
+    return dict(sorted(found.items()))
 
 
 class FeedbackIndex:
@@ -102,29 +110,32 @@ class FeedbackIndex:
         own = self._get("call", call.inference_call_id)
         if not trace and not own:
             return {}  # most calls: no feedback
-        out = dict(trace)
-        out.update(own)
-        return dict(sorted(out.items()))
+        return _by_name({**trace, **own})
 
     def for_session(self, session_id: str | None) -> dict[str, Feedback]:
-        return dict(sorted(self._get("session", session_id).items()))
-
-    def for_segment(self, segment: Segment) -> dict[str, Feedback]:
-        """Feedback by name on a segment: its latest call's that has one, else its session's."""
-        out: dict[str, Feedback] = {}
-        for turn in reversed(segment.turns):
-            for name, fb in self.for_call(turn.call).items():
-                out.setdefault(name, fb)
-        for name, fb in self.for_session(segment.session_id).items():
-            out.setdefault(name, fb)
-        return dict(sorted(out.items()))
+        return _by_name(self._get("session", session_id))
 
     def attach(self, segment: Segment) -> Segment:
-        """The segment with ``feedback`` set: one fact per name, sorted by name."""
-        joined = list(self.for_segment(segment).values())
-        if not joined and not segment.feedback:
-            return segment  # nothing to join: the segment as it is
-        return msgspec.structs.replace(segment, feedback=joined)
+        """The segment with its feedback joined (the one place feedback is joined): each
+        turn's ``feedback``, its call's else its session's, and the segment's, its latest
+        call's else its session's; one fact per name each, sorted by name."""
+        session = self.for_session(segment.session_id)
+        calls = [self.for_call(turn.call) for turn in segment.turns]
+        if not session and not any(calls):
+            return segment  # most segments: nothing to join
+        joined: dict[str, Feedback] = {}
+        for own in reversed(calls):
+            for name, fb in own.items():
+                joined.setdefault(name, fb)
+        for name, fb in session.items():
+            joined.setdefault(name, fb)
+        turns = [
+            msgspec.structs.replace(turn, feedback=list(_by_name({**session, **own}).values()))
+            for turn, own in zip(segment.turns, calls, strict=True)
+        ]
+        return msgspec.structs.replace(
+            segment, turns=turns, feedback=list(_by_name(joined).values())
+        )
 
     def dropped(self) -> dict[str, int]:
         """Feedback facts not joined, by reason (FEEDBACK_DROP_REASONS); ``unmatched`` is final

@@ -167,7 +167,7 @@ def _segments_of(
         stats.segments += len(segments)
         for seg in segments:
             if seg.split_reason is not None:
-                stats.splits[seg.split_reason] += 1
+                stats.split(seg.split_reason)
     return segments
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
 
 import msgspec
 
@@ -18,24 +17,25 @@ from lithify.core.identity import Capture, aliases, assign, capture_digest, cont
 from lithify.model import InferenceCall
 
 
-@dataclass
-class DeriveStats:
-    """What derivation saw and made; the export summary prints it."""
+class DeriveStats(msgspec.Struct, kw_only=True):
+    """What derivation saw and made, counted as it goes; the export summary holds it as it is.
+    The facts read are ``calls + duplicates``."""
 
     calls: int = 0  # distinct calls, each in one segment
-    duplicates: int = 0  # facts dropped as another capture of a call (facts read: the sum)
+    # Facts dropped as another capture of a call: here, or by the capture rule of the source
+    # (a store, ``sort_facts``) that derivation reads from.
+    duplicates: int = 0
     sessions: int = 0  # groups with a session id
     segments: int = 0
-    splits: Counter[str] = field(default_factory=Counter)  # segment starts by SPLIT_REASONS
+    splits: dict[str, int] = msgspec.field(default_factory=dict)  # starts by SPLIT_REASONS
 
-    def as_dict(self) -> dict[str, object]:
-        return {
-            "calls": self.calls,
-            "duplicates": self.duplicates,
-            "sessions": self.sessions,
-            "segments": self.segments,
-            "splits": dict(sorted(self.splits.items())),
-        }
+    def split(self, reason: str) -> None:
+        """Count a segment start; reasons stay in name order, as summaries list them."""
+        n = self.splits.get(reason)
+        if n is None:  # a reason not seen yet: at most four times a derivation
+            self.splits = dict(sorted({**self.splits, reason: 1}.items()))
+        else:
+            self.splits[reason] = n + 1
 
 
 def call_order_key(fact: InferenceCall) -> tuple[str, str]:

@@ -12,14 +12,13 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
+from importlib.metadata import version
 from typing import Any
 
 import msgspec
 import orjson
 
-from lithify import __version__
 from lithify.derive import Segment, Turn
-from lithify.derive.feedback import FeedbackIndex
 from lithify.export.profiles import Profile
 from lithify.export.trainer import (
     LOSSY_DEGRADATIONS,
@@ -34,6 +33,7 @@ from lithify.export.trainer import (
 from lithify.export.validate import RowValidator, row_schema_id
 from lithify.export.where import Condition, Value, numeric
 from lithify.model import (
+    Feedback,
     InferenceCall,
     Message,
     ToolCallPart,
@@ -41,7 +41,9 @@ from lithify.model import (
     ToolDefinition,
 )
 
-EXPORTER = f"lithify {__version__}"
+# In every row's metadata. The distribution's version: a stage does not import the package's
+# face (lithify/__init__), and tests/export/test_rows.py holds the two equal.
+EXPORTER = f"lithify {version('lithify')}"
 
 # The shapes each kind can take (the first is the default).
 SHAPES: dict[str, tuple[str, ...]] = {
@@ -271,6 +273,11 @@ class _Candidate:
     source_ids: list[str]
 
 
+def _values(feedback: list[Feedback]) -> dict[str, Value]:
+    """Feedback values by name, as derivation joined them to a turn or a segment."""
+    return {f.name: f.value for f in feedback}
+
+
 class RowBuilder:
     """Rows of one kind, shape and profile; validated, encoded and assigned a split."""
 
@@ -284,7 +291,6 @@ class RowBuilder:
         where: Sequence[Condition] = (),
         reward: str = "score",
         keep_degraded: bool = False,
-        feedback: FeedbackIndex | None = None,
     ) -> None:
         self.kind = kind
         self.profile = profile
@@ -293,7 +299,6 @@ class RowBuilder:
         self.where = list(where)
         self.reward_name = reward
         self.keep_degraded = keep_degraded
-        self.feedback = feedback
         self.validator = RowValidator(kind, self.shape, profile)
         self.schema_id = row_schema_id(kind, self.shape, profile)
         self.counts = Counts()
@@ -375,13 +380,9 @@ class RowBuilder:
         self._last_tools = (call.tools, mapped)
         return mapped
 
-    def _call_values(self, segment: Segment, call: InferenceCall) -> dict[str, Value]:
-        """Feedback on one call: its own, else its trace's, else its session's."""
-        if self.feedback is None:
-            return {}
-        values = {n: f.value for n, f in self.feedback.for_session(segment.session_id).items()}
-        values.update({n: f.value for n, f in self.feedback.for_call(call).items()})
-        return values
+    def _wanted(self, values: dict[str, Value]) -> bool:
+        """Whether feedback ``values`` satisfy every ``--where`` condition."""
+        return all(c.matches(values) for c in self.where)
 
     # -- entry points ------------------------------------------------------------------------
     def rows(self, segment: Segment) -> Iterator[Row]:
@@ -406,10 +407,8 @@ class RowBuilder:
 
     def _guard(self, build: Any, segment: Segment) -> Row | None:
         calls = [t.call for t in segment.turns]
-        # The segment's feedback as derivation joins it: its latest call's, else its session's.
-        joined = self.feedback.for_segment(segment).values() if self.feedback else segment.feedback
-        values: dict[str, Value] = {f.name: f.value for f in joined}
-        if self.where and not all(c.matches(values) for c in self.where):
+        values = _values(segment.feedback)
+        if not self._wanted(values):
             self.counts.filtered += 1
             return None
         reward = numeric(values.get(self.reward_name))
@@ -451,9 +450,7 @@ class RowBuilder:
                 except RowSkip as e:
                     failure = e
             output = _output(turn)
-            wanted = not self.where or all(
-                c.matches(self._call_values(segment, call)) for c in self.where
-            )
+            wanted = not self.where or self._wanted(_values(turn.feedback))
             target: list[dict[str, Any]] = []
             if failure is None and output is not None:
                 try:
@@ -654,10 +651,10 @@ class RowBuilder:
                     target = self._messages([output], names)[0]
                 except RowSkip as e:
                     failure = e
-            values = self._call_values(segment, call)
+            values = _values(turn.feedback)
             score = numeric(values.get(self.reward_name))
             if score is not None and output is not None:
-                if self.where and not all(c.matches(values) for c in self.where):
+                if not self._wanted(values):
                     self.counts.filtered += 1
                 elif failure is not None:
                     self._skip(failure)

@@ -1,0 +1,130 @@
+"""The export pipeline: a ``Selection`` of facts → segments with feedback joined (derive) →
+rows of one kind and profile, validated → train/eval files, and the ``ExportSummary``."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from lithify.derive.feedback import FeedbackIndex
+from lithify.derive.segments import iter_segments
+from lithify.derive.sessions import DeriveStats
+from lithify.export.profiles import ProfileError, resolve
+from lithify.export.rows import RowBuilder
+from lithify.export.source import Selection
+from lithify.export.summary import ExportSummary
+from lithify.export.where import Condition, parse
+from lithify.export.writers import FORMATS, SplitWriter, columns_for
+from lithify.model import InferenceCall
+
+
+@dataclass(frozen=True)
+class ExportOptions:
+    kind: str
+    profile: str = "canonical"
+    reasoning_key: str | None = None
+    arguments: str | None = None
+    shape: str | None = None  # SFT: messages | prompt-completion
+    fmt: str = "jsonl"
+    eval_fraction: float = 0.0
+    where: tuple[str, ...] = ()
+    reward: str = "score"
+    keep_degraded: bool = False
+
+
+def make_builder(options: ExportOptions) -> RowBuilder:
+    """The row builder for ``options``; raises ``ProfileError``/``WhereError`` for options that
+    do not fit together (call it first to reject them before reading anything)."""
+    if options.fmt not in FORMATS:
+        raise ProfileError(f"--format must be one of {', '.join(FORMATS)}")
+    if not 0.0 <= options.eval_fraction <= 1.0:
+        raise ProfileError("--eval-fraction must be between 0 and 1")
+    profile = resolve(
+        options.kind,
+        options.profile,
+        reasoning_key=options.reasoning_key,
+        arguments=options.arguments,
+    )
+    if options.shape is not None and options.kind != "sft":
+        raise ProfileError("--shape applies to sft rows only")
+    conditions: list[Condition] = [parse(w) for w in options.where]
+    try:
+        return RowBuilder(
+            options.kind,
+            profile,
+            shape=options.shape,
+            eval_fraction=options.eval_fraction,
+            where=conditions,
+            reward=options.reward,
+            keep_degraded=options.keep_degraded,
+        )
+    except ValueError as e:
+        raise ProfileError(str(e)) from None
+
+
+_TICK = 256  # facts per progress report: a report per fact would cost more than the fact
+
+
+def _ticking(
+    facts: Iterable[InferenceCall], progress: Callable[[int], None]
+) -> Iterator[InferenceCall]:
+    n = 0
+    for f in facts:
+        yield f
+        n += 1
+        if n == _TICK:
+            progress(n)
+            n = 0
+    if n:
+        progress(n)
+
+
+def export(
+    selection: Selection,
+    out_dir: str | Path,
+    options: ExportOptions,
+    *,
+    progress: Callable[[int], None] | None = None,
+) -> ExportSummary:
+    """Derive and write the rows of ``options.kind`` from ``selection`` (``export.source``).
+
+    ``progress`` is told of facts read. Raises ``RowInvalid`` when a row fails its schema
+    (nothing is written then), and what reading the facts raises.
+    """
+    builder = make_builder(options)
+    index = FeedbackIndex(selection.feedback, selection.aliases)
+    stats = DeriveStats(duplicates=selection.dropped)  # derivation counts the rest
+    facts = selection.facts if progress is None else _ticking(selection.facts, progress)
+    out = Path(out_dir)
+    writer = SplitWriter(out, options.fmt, columns_for(options.kind, builder.shape))
+    with writer:
+        for segment in iter_segments(facts, index, stats):
+            for row in builder.rows(segment):
+                writer.write(row)
+        for row in builder.pairs():
+            writer.write(row)
+    counts = builder.counts
+    skipped = Counter(counts.skipped)
+    skipped["eval_prompt_in_train"] += writer.eval_prompt_in_train
+    return ExportSummary(
+        kind=options.kind,
+        profile=builder.profile.name,
+        shape=builder.shape,
+        fmt=options.fmt,
+        schema=builder.schema_id,
+        output=str(out),
+        files={k: str(v) for k, v in writer.paths.items()},
+        facts_read=stats.calls + stats.duplicates,
+        derive=stats,
+        rows=dict(writer.written),
+        skipped=_by_reason(skipped),
+        filtered=counts.filtered,
+        changes=_by_reason(counts.changes),
+        feedback_dropped=index.dropped(),
+    )
+
+
+def _by_reason(counts: Counter[str]) -> dict[str, int]:
+    return {k: n for k, n in sorted(counts.items()) if n}

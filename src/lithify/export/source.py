@@ -1,0 +1,133 @@
+"""Where an export's facts come from: a store query, fact files, or facts in memory, all
+selected by one ``FactFilter`` with one meaning (docs/export.md, Where rows come from).
+
+A ``Selection`` is what the pipeline derives rows from: the calls the filter selects, each as
+the capture the identity rule keeps (docs/store.md), grouped by session; the feedback, with the
+other capture ids of those calls it may name; and how many other captures of the selected
+calls the rule left out. A store applies the filter in SQL; facts held in memory go through
+``select``, which honours every field of ``FactFilter`` as the store does, so a store and the
+fact files it was imported from give the same facts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from itertools import islice
+from operator import attrgetter
+from pathlib import Path
+
+from lithify.core.factfile import read_facts
+from lithify.core.times import datetime_to_rfc3339
+from lithify.derive.sessions import call_order_key, resolve_facts, session_order_key
+from lithify.model import Feedback, InferenceCall
+from lithify.store import FactFilter, FactStore
+
+__all__ = ["Selection", "from_facts", "from_files", "from_store", "matcher", "select"]
+
+
+@dataclass(frozen=True, slots=True)
+class Selection:
+    """Facts to export, and what derivation needs beside them."""
+
+    # Grouped by session, in the store's session order (``FactFilter(order="session")``), one
+    # capture per call: what ``derive.segments.iter_segments`` reads.
+    facts: Iterable[InferenceCall]
+    feedback: Sequence[Feedback] = ()
+    # Ids of other captures of the calls → the id of the call (``FeedbackIndex`` aliases).
+    aliases: Mapping[str, str] = field(default_factory=dict)
+    dropped: int = 0  # captures the identity rule left out that the filter matches
+    total: int | None = None  # how many facts ``facts`` holds, for progress; None: unknown
+
+
+def from_store(store: FactStore, filters: FactFilter) -> Selection:
+    """The facts ``filters`` select in an open store (grouped by session, whatever
+    ``filters.order`` says), read as the export goes; all its feedback."""
+    filters = replace(filters, order="session")
+    total = store.count(filters)
+    if filters.limit is not None:
+        total = min(total, max(0, filters.limit))
+    feedback = list(store.iter_feedback())
+    aliases = store.call_aliases(f.target_id for f in feedback if f.target_kind == "call")
+    dropped = store.count_dropped(filters)
+    return Selection(store.iter_facts(filters), feedback, aliases, dropped, total)
+
+
+def from_files(paths: Iterable[Path], filters: FactFilter) -> Selection:
+    """The facts ``filters`` select in fact files (``lithify convert`` output, plain or gzipped,
+    feedback lines among them), read as `lithify import` reads them. Files come in any order,
+    so everything is held in memory. Raises ``InputError`` at a line that is not a fact."""
+    facts: list[InferenceCall] = []
+    feedback: list[Feedback] = []
+    for path in paths:
+        for _, item in read_facts(path):
+            if isinstance(item, InferenceCall):
+                facts.append(item)
+            else:
+                feedback.append(item)
+    return from_facts(facts, feedback, filters)
+
+
+def from_facts(
+    facts: Iterable[InferenceCall],
+    feedback: Iterable[Feedback] = (),
+    filters: FactFilter | None = None,
+) -> Selection:
+    """The facts ``filters`` select among ``facts`` (any order, other captures of a call
+    included), after the identity rule chose each call's capture, as a store does."""
+    filters = replace(filters or FactFilter(), order="session")
+    kept, dropped, aliases = resolve_facts(facts)
+    selected = select(kept, filters)
+    wanted = matcher(filters)
+    left_out = sum(1 for f in dropped if wanted(f))  # as a store counts them: with no limit
+    return Selection(selected, list(feedback), aliases, left_out, len(selected))
+
+
+def select(kept: Iterable[InferenceCall], filters: FactFilter) -> list[InferenceCall]:
+    """``filters`` over calls in memory (one capture each), as a store applies them: the facts
+    ``matcher`` accepts, in ``filters.order``, at most ``filters.limit``."""
+    if filters.order not in ("time", "session"):
+        raise ValueError(f"unknown fact order {filters.order!r}: use 'time' or 'session'")
+    key = call_order_key if filters.order == "time" else session_order_key
+    wanted = matcher(filters)
+    ordered = sorted((f for f in kept if wanted(f)), key=key)
+    if filters.limit is None:
+        return ordered
+    return list(islice(ordered, max(0, int(filters.limit))))
+
+
+def matcher(filters: FactFilter) -> Callable[[InferenceCall], bool]:
+    """Whether a fact matches ``filters``' fields and time bounds (order and limit aside).
+
+    As in SQL: a field matches one of its values (none when the list is empty; a fact without
+    the field matches no value), and the time is ``started_at``, else ``observed_at``, else
+    empty, compared as text in column form with ``since`` (inclusive) and ``until``.
+    """
+    fields: list[tuple[Callable[[InferenceCall], str | None], frozenset[str]]] = []
+    for name, match in (
+        ("session_id", filters.session_id),
+        ("model", filters.model),
+        ("source.name", filters.source),
+        ("provider", filters.provider),
+        ("trace_id", filters.trace_id),
+    ):
+        if match is not None:
+            values = frozenset([match] if isinstance(match, str) else match)
+            fields.append((attrgetter(name), values))
+    since, until = _bound(filters.since), _bound(filters.until)
+
+    def wanted(fact: InferenceCall) -> bool:
+        for get, values in fields:
+            if get(fact) not in values:
+                return False
+        if since is None and until is None:
+            return True
+        at = call_order_key(fact)[0]
+        return (since is None or at >= since) and (until is None or at < until)
+
+    return wanted
+
+
+def _bound(value: str | datetime | None) -> str | None:
+    return value if value is None or isinstance(value, str) else datetime_to_rfc3339(value)

@@ -1,0 +1,30 @@
+"""What an export did, as one typed value: the CLI prints it as a table or encodes it once for
+``--json``; any other caller reads its fields."""
+
+from __future__ import annotations
+
+import msgspec
+
+from lithify.derive.sessions import DeriveStats
+from lithify.export.rows import EXPORTER
+
+
+class ExportSummary(msgspec.Struct, kw_only=True):
+    """One export: where rows went, how many per split, and every row not written, by reason.
+    Fields are in the order ``--json`` prints them; count maps are sorted by reason."""
+
+    kind: str
+    profile: str
+    shape: str
+    fmt: str = msgspec.field(name="format")
+    schema: str  # the row schema id, as rows carry it in metadata.schema
+    exporter: str = EXPORTER
+    output: str
+    files: dict[str, str]  # split → file
+    facts_read: int  # the facts selected, other captures of their calls included
+    derive: DeriveStats
+    rows: dict[str, int]  # split → rows written
+    skipped: dict[str, int]  # SKIP_REASONS → rows
+    filtered: int  # rows --where left out
+    changes: dict[str, int]  # PROFILE_CHANGES → rows
+    feedback_dropped: dict[str, int]  # FEEDBACK_DROP_REASONS → feedback facts

@@ -1,0 +1,161 @@
+"""Fact sources: a store and facts in memory (fact files) select the same facts for the same
+``FactFilter``, every field of it honoured, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from lithify.core.codec import encode
+from lithify.core.factfile import encode_line
+from lithify.derive.sessions import resolve_facts
+from lithify.export import from_facts, from_files, from_store, select
+from lithify.model import InferenceCall, Message, ReasoningPart, TextPart
+from lithify.store import FactFilter, open_store
+from tests.export.helpers import feedback
+from tests.store.helpers import make_fact
+
+TIMES = [
+    "2025-05-01T10:00:00.000000000Z",
+    "2025-05-01T10:00:05.000000000Z",
+    "2025-05-01T11:30:00.000000000Z",
+]
+SESSIONS = [None, "s1", "s2", "a\x00b", "é"]
+MODELS = [None, "m1", "m2"]
+SOURCES = ["otlp", "proxy"]
+PROVIDERS = [None, "openai", "anthropic"]
+TRACES = [None, "t1", "t2"]
+BOUNDS = [
+    "2025-05-01",
+    "2025-05-01T10:00:05",
+    "2025-05-01T10:00:05.000000000Z",
+    "2025-05-02",
+    datetime(2025, 5, 1, 10, 0, 5),  # naive: UTC
+    datetime(2025, 5, 1, 12, 0, tzinfo=timezone(timedelta(hours=2))),  # 10:00 UTC
+    datetime(2025, 5, 1, 11, 0, tzinfo=UTC),
+]
+
+
+@st.composite
+def _captures(draw: st.DrawFn) -> list[InferenceCall]:
+    """Captures of a few calls that share identities at random (so the identity rule keeps
+    some and drops others), with every field a filter reads drawn from a small pool."""
+    out = []
+    for n in range(draw(st.integers(1, 9))):
+        steps = [ReasoningPart("Think.")] * draw(st.integers(0, 1))
+        text = TextPart("Sunny in Paris." if draw(st.booleans()) else "Sunny")
+        t = draw(st.sampled_from([None, *TIMES]))
+        out.append(
+            make_fact(
+                draw(st.sampled_from("abcd")),
+                model_call_id=draw(st.sampled_from([None, "r1", "r2"])),
+                session_id=draw(st.sampled_from(SESSIONS)),
+                started_at=t if draw(st.booleans()) else None,
+                observed_at=t,
+                model=draw(st.sampled_from(MODELS)),
+                source=draw(st.sampled_from(SOURCES)),
+                provider=draw(st.sampled_from(PROVIDERS)),
+                trace_id=draw(st.sampled_from(TRACES)),
+                output_messages=[Message("assistant", [*steps, text], "stop")],
+                raw={"capture": n},
+            )
+        )
+    return out
+
+
+def _match(pool: list[Any]) -> st.SearchStrategy[Any]:
+    values = [v for v in pool if v is not None]
+    return st.one_of(st.none(), st.sampled_from(values), st.lists(st.sampled_from(values)))
+
+
+# One strategy per FactFilter field: a field added to FactFilter fails this test until it is
+# given one here, and so until `select` is checked to honour it.
+FIELDS: dict[str, st.SearchStrategy[Any]] = {
+    "session_id": _match(SESSIONS),
+    "model": _match(MODELS),
+    "source": _match(SOURCES),
+    "provider": _match(PROVIDERS),
+    "trace_id": _match(TRACES),
+    "since": st.none() | st.sampled_from(BOUNDS),
+    "until": st.none() | st.sampled_from(BOUNDS),
+    "limit": st.none() | st.integers(0, 10),
+    "order": st.sampled_from(["time", "session"]),
+}
+
+
+def test_every_filter_field_is_drawn() -> None:
+    assert set(FIELDS) == {f.name for f in dataclasses.fields(FactFilter)}
+
+
+def _ids(facts: Any) -> list[bytes]:
+    return [encode(f) for f in facts]
+
+
+@settings(
+    max_examples=30,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(captures=_captures(), filters=st.fixed_dictionaries(FIELDS).map(lambda d: FactFilter(**d)))
+def test_a_store_and_facts_in_memory_select_the_same_facts(
+    new_store_url: Callable[[], str], captures: list[InferenceCall], filters: FactFilter
+) -> None:
+    kept, _, _ = resolve_facts(captures)
+    targets = sorted({f.inference_call_id for f in captures})
+    fb = [feedback(t, 1) for t in targets]
+    with open_store(new_store_url()) as store:
+        store.insert_facts(captures)
+        store.insert_feedback(fb)
+        # The filter itself, in either order.
+        assert _ids(store.iter_facts(filters)) == _ids(select(kept, filters))
+        # The sources export reads from: always grouped by session.
+        stored, held = from_store(store, filters), from_facts(captures, fb, filters)
+        assert _ids(stored.facts) == _ids(held.facts)
+        assert (stored.dropped, stored.total) == (held.dropped, held.total)
+        assert stored.aliases == {k: v for k, v in held.aliases.items() if k in targets}
+        assert _ids(stored.feedback) == _ids(held.feedback)
+
+
+def test_every_filter_narrows_fact_files_as_it_narrows_a_store(
+    tmp_path: Path, store_url: str
+) -> None:
+    """Provider, trace and limit too (an earlier reader of fact files ignored them); time
+    bounds at a fact's very time."""
+    facts = [
+        make_fact(
+            f"c{i}",
+            session_id=f"s{i % 3}",
+            provider=PROVIDERS[1 + i % 2],
+            trace_id=TRACES[1 + i % 2],
+            started_at=TIMES[i % 3],
+        )
+        for i in range(12)
+    ]
+    path = tmp_path / "facts.jsonl"
+    path.write_bytes(b"".join(encode_line(f) for f in reversed(facts)))
+    with open_store(store_url) as store:
+        store.insert_facts(facts)
+        for filters in (
+            FactFilter(provider="openai"),
+            FactFilter(trace_id=["t2"]),
+            FactFilter(limit=5),
+            FactFilter(provider="anthropic", trace_id="t2", limit=2),
+            FactFilter(since=TIMES[1]),  # inclusive
+            FactFilter(until=datetime(2025, 5, 1, 10, 0, 5)),  # exclusive, naive: UTC
+            FactFilter(session_id=[]),
+        ):
+            files = list(from_files([path], filters).facts)
+            assert _ids(files) == _ids(from_store(store, filters).facts), filters
+            assert len(files) < len(facts)
+
+
+def test_an_unknown_order_is_refused() -> None:
+    with pytest.raises(ValueError, match="unknown fact order"):
+        select([], FactFilter(order="random"))  # type: ignore[arg-type]
