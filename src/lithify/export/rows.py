@@ -21,6 +21,7 @@ import orjson
 from lithify.derive import Segment, Turn
 from lithify.export.profiles import Profile
 from lithify.export.trainer import (
+    EXCLUDE_FEEDBACK,
     LOSSY_DEGRADATIONS,
     RowSkip,
     check_id,
@@ -353,13 +354,18 @@ class RowBuilder:
     def _skip(self, e: RowSkip) -> None:
         self.counts.skipped[e.reason] += 1
 
-    def _degraded(self, calls: Sequence[InferenceCall]) -> RowSkip | None:
+    def _degraded(self, turns: Sequence[Turn]) -> RowSkip | None:
+        """Why rows holding these turns are left out: a call excluded by a person (always), or
+        one that lost content at conversion (unless ``keep_degraded``)."""
+        for t in turns:
+            if any(f.name == EXCLUDE_FEEDBACK and f.value is True for f in t.feedback):
+                return RowSkip("excluded", t.call.inference_call_id)
         if self.keep_degraded:
             return None
-        for c in calls:
-            reason = _lossy(c)
+        for t in turns:
+            reason = _lossy(t.call)
             if reason is not None:
-                return RowSkip("degraded_fact", f"{c.inference_call_id}: {reason}")
+                return RowSkip("degraded_fact", f"{t.call.inference_call_id}: {reason}")
         return None
 
     def _tools(self, call: InferenceCall) -> _Tools:
@@ -406,14 +412,13 @@ class RowBuilder:
                 yield row
 
     def _guard(self, build: Any, segment: Segment) -> Row | None:
-        calls = [t.call for t in segment.turns]
         values = _values(segment.feedback)
         if not self._wanted(values):
             self.counts.filtered += 1
             return None
         reward = numeric(values.get(self.reward_name))
         try:
-            failure = self._degraded(calls)
+            failure = self._degraded(segment.turns)
             if failure is not None:
                 raise failure
             if not has_prompt(m.role for m in segment.turns[0].new_messages):
@@ -441,7 +446,7 @@ class RowBuilder:
             call = turn.call
             ids.append(call.inference_call_id)
             if failure is None:
-                failure = self._degraded([call])
+                failure = self._degraded([turn])
             if failure is None:
                 try:
                     msgs, d = self._messages(turn.new_messages, names)
@@ -638,7 +643,7 @@ class RowBuilder:
             call = turn.call
             ids.append(call.inference_call_id)
             if failure is None:
-                failure = self._degraded([call])
+                failure = self._degraded([turn])
             if failure is None:
                 try:
                     context.extend(self._messages(turn.new_messages, names)[0])

@@ -43,6 +43,8 @@ SKIP_REASONS: dict[str, str] = {
     "beyond 64 bits, a lone surrogate",
     "degraded_fact": "a call that lost content at conversion (see LOSSY_DEGRADATIONS); "
     "--keep-degraded exports it anyway",
+    "excluded": "a call a person excluded: feedback `exclude` = true on it, its trace or its "
+    "session (lithify ui's exclude)",
     "no_reward": "an RL row without a numeric reward from feedback",
     "identical_pair": "a preference pair whose chosen and rejected completions are the same",
     "eval_prompt_in_train": "an eval row whose exact prompt is also a train row's prompt",
@@ -61,6 +63,10 @@ LOSSY_DEGRADATIONS = frozenset(
         "unsupported_tool",
     }
 )
+
+# The feedback that keeps a call out of every export (``excluded``): true on the call, its trace
+# or its session, as derivation joins feedback to a turn.
+EXCLUDE_FEEDBACK = "exclude"
 
 TEXT_ROLES = frozenset({"system", "developer", "user"})
 # Text parts are one stream of characters: joined as they are. Reasoning parts are separate
