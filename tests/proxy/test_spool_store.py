@@ -12,7 +12,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from lithify.exits import Exit
+from lithify.cli.exits import Exit
 from lithify.ingest.recorder import Recorder, RecorderConfig, encode_exchange
 from lithify.ingest.spool import (
     SpoolError,

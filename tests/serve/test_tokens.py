@@ -167,7 +167,7 @@ def test_require_token_refuses_everything_until_a_token_exists(sqlite_store_url:
 
 
 def test_sizes_and_bad_flags() -> None:
-    from lithify.cli_serve import parse_size
+    from lithify.cli.serve import parse_size
 
     assert parse_size("20MiB") == parse_size("20M") == 20 * 1024 * 1024
     assert parse_size("1048576") == 1024 * 1024 and parse_size("512 KiB") == 512 * 1024

@@ -32,7 +32,7 @@ from uvicorn.protocols.http.httptools_impl import (
     RequestResponseCycle,
 )
 
-from lithify.exits import Exit
+from lithify.cli.exits import Exit
 
 
 @dataclass(frozen=True)

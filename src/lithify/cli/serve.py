@@ -11,8 +11,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from lithify.cli_options import StoreOpt, err, json_flag, opened_store, store_or_none
-from lithify.exits import Exit
+from lithify.cli.exits import Exit
+from lithify.cli.options import StoreOpt, err, json_flag, opened_store, store_or_none
 from lithify.store import StoreError, TokenExists
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b?)\s*$", re.IGNORECASE)
@@ -208,9 +208,3 @@ def token_revoke(
         err.print(f"[red]no active token named {name!r}[/]")
         raise typer.Exit(Exit.NOT_FOUND)
     err.print(f"Token [bold]{name}[/] revoked.")
-
-
-def register(app: typer.Typer) -> None:
-    """Add the serve and token commands to the main app."""
-    app.command("serve")(serve_cmd)
-    app.add_typer(token_app, name="token")

@@ -1,4 +1,6 @@
-"""`lithify export KIND`: training rows from the store or from fact files (docs/export.md)."""
+"""`lithify export KIND`: training rows from the store or from fact files (docs/export.md),
+through the export library (``lithify.export``): this module adds flags, a progress bar, the
+summary and exit codes."""
 
 from __future__ import annotations
 
@@ -6,16 +8,24 @@ import sys
 from pathlib import Path
 from typing import Annotated
 
-import msgspec
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from lithify.cli_options import StoreOpt, err, json_flag, json_text
+from lithify.cli.exits import Exit
+from lithify.cli.options import (
+    ModelOpt,
+    SessionOpt,
+    StoreOpt,
+    UntilOpt,
+    err,
+    fact_filter,
+    json_flag,
+    json_text,
+)
 from lithify.core.factfile import InputError
 from lithify.derive import SPLIT_REASONS
 from lithify.derive.feedback import FEEDBACK_DROP_REASONS
-from lithify.exits import Exit
 from lithify.export import (
     KINDS,
     PROFILE_CHANGES,
@@ -32,10 +42,7 @@ from lithify.export import (
     from_store,
     make_builder,
 )
-from lithify.ingest.convert import run
-from lithify.ingest.importer import StoreSink
-from lithify.model import Feedback, InferenceCall
-from lithify.store import FactFilter, StoreError, open_store
+from lithify.store import StoreError, open_store
 
 
 def summary_table(summary: ExportSummary) -> Table:
@@ -64,11 +71,6 @@ def summary_table(summary: ExportSummary) -> Table:
     for reason, n in summary.feedback_dropped.items():
         t.add_row(f"feedback not joined: {reason}", str(n), FEEDBACK_DROP_REASONS.get(reason, ""))
     return t
-
-
-def register(app: typer.Typer) -> None:
-    """Add `lithify export` to the main app."""
-    app.command("export")(export_cmd)
 
 
 def export_cmd(
@@ -120,15 +122,13 @@ def export_cmd(
     keep_degraded: Annotated[
         bool, typer.Option(help="Also export rows from calls that lost content at conversion.")
     ] = False,
-    session: Annotated[
-        list[str] | None, typer.Option("--session", help="Session id (repeatable).")
-    ] = None,
-    model: Annotated[list[str] | None, typer.Option(help="Model (repeatable).")] = None,
+    session: SessionOpt = None,
+    model: ModelOpt = None,
     source: Annotated[
         list[str] | None, typer.Option(help="Translator that made the fact (repeatable).")
     ] = None,
     since: Annotated[str | None, typer.Option(help="From this time on (RFC 3339).")] = None,
-    until: Annotated[str | None, typer.Option(help="Before this time (RFC 3339).")] = None,
+    until: UntilOpt = None,
     as_json: Annotated[bool, json_flag("Print the summary as JSON.")] = False,
     progress: Annotated[
         bool | None,
@@ -157,13 +157,7 @@ def export_cmd(
         err.print(f"[red]{e}[/]")
         raise typer.Exit(Exit.USAGE) from None
     target = out_dir if out_dir is not None else Path(f"export-{kind}")
-    filters = FactFilter(
-        session_id=session or None,
-        model=model or None,
-        source=source or None,
-        since=since,
-        until=until,
-    )
+    filters = fact_filter(session, model, source, since=since, until=until)
     show = sys.stderr.isatty() if progress is None else progress
     try:
         if facts_files:
@@ -204,89 +198,3 @@ def _run(selection: Selection, target: Path, options: ExportOptions, show: bool)
     with bars:
         task = bars.add_task("facts", total=selection.total)
         return export(selection, target, options, progress=lambda n: bars.advance(task, n))
-
-
-class DemoResult(msgspec.Struct, kw_only=True):
-    """What `lithify demo` did: the import of the examples (as `lithify import` counts it),
-    then one export per row kind. Fields in the order ``--json`` prints them."""
-
-    store: str
-    examples: list[str]
-    facts: int  # facts the examples converted to
-    stored: int
-    duplicates: int
-    variants: int
-    collisions: int
-    feedback_stored: int
-    feedback_duplicates: int
-    exports: dict[str, ExportSummary]
-
-
-def run_demo(examples: list[Path], out_dir: Path, store_url: str | None) -> DemoResult:
-    """Import the example telemetry into the store, then export SFT rows and NeMo Gym rows of
-    those facts (selected by their trace ids) into ``out_dir``.
-
-    A call captured as a span and as a log event is one call: the capture rule keeps the span
-    (it starts first), the capture that carries the session, whatever the import order.
-    """
-    examples = sorted(examples, key=lambda p: (".logs." in p.name, p.name))
-
-    class _Traces:
-        """The store sink, noting the trace ids of the facts that pass."""
-
-        def __init__(self, inner: StoreSink) -> None:
-            self.inner = inner
-            self.traces: set[str] = set()
-
-        def fact(self, call: InferenceCall) -> None:
-            if call.trace_id:
-                self.traces.add(call.trace_id)
-            self.inner.fact(call)
-
-        def feedback(self, item: Feedback) -> None:
-            self.inner.feedback(item)
-
-        def flush(self) -> None:
-            self.inner.flush()
-
-    with open_store(store_url) as store:
-        sink = _Traces(StoreSink(store))
-        converted = run(examples, sink)
-        filters = FactFilter(trace_id=sorted(sink.traces))
-        exports = {
-            name: export(from_store(store, filters), out_dir / name, options)
-            for name, options in (
-                ("sft", ExportOptions(kind="sft")),
-                ("nemo-gym", ExportOptions(kind="nemo-gym", profile="nemo-gym")),
-            )
-        }
-        url = store.url
-    imported = sink.inner
-    return DemoResult(
-        store=url,
-        examples=[str(p) for p in examples],
-        facts=converted.facts,
-        stored=imported.stored,
-        duplicates=imported.duplicates,
-        variants=imported.variants,
-        collisions=imported.collisions,
-        feedback_stored=imported.feedback_stored,
-        feedback_duplicates=imported.feedback_duplicates,
-        exports=exports,
-    )
-
-
-def print_demo(result: DemoResult) -> None:
-    err.print(
-        f"Imported {len(result.examples)} example files recorded from real instrumentations: "
-        f"{result.facts} facts, [green]{result.stored}[/] new calls in {result.store}, "
-        f"{result.variants} other captures of them kept as variants, "
-        f"{result.duplicates} already there."
-    )
-    for summary in result.exports.values():
-        err.print(summary_table(summary))
-    sft = result.exports["sft"].files["train"]
-    gym = result.exports["nemo-gym"].files["train"]
-    err.print(f"SFT rows: [bold]{sft}[/]; NeMo Gym rows: [bold]{gym}[/]. Look at one with:")
-    err.print(f"  head -n 1 {sft} | python3 -m json.tool")
-    err.print("Next: `lithify export --help` for profiles (trl, openai, axolotl, nemo-gym).")

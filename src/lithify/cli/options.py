@@ -1,4 +1,5 @@
-"""What every command shares: the stderr console, the store option and its opening, --json."""
+"""What every command shares: the stderr console, the store option and its opening, the store
+filter options, --json."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ import msgspec
 import typer
 from rich.console import Console
 
-from lithify.exits import Exit
-from lithify.store import FactStore, StoreError, StoreUnavailable, open_store
+from lithify.cli.exits import Exit
+from lithify.store import FactFilter, FactStore, StoreError, StoreUnavailable, open_store
 
 err = Console(stderr=True, soft_wrap=True)  # paths and locations stay on one line
 
@@ -25,6 +26,40 @@ StoreOpt = Annotated[
         show_default=False,
     ),
 ]
+
+SessionOpt = Annotated[list[str] | None, typer.Option("--session", help="Session id (repeatable).")]
+ModelOpt = Annotated[list[str] | None, typer.Option("--model", help="Model (repeatable).")]
+FactSourceOpt = Annotated[
+    list[str] | None,
+    typer.Option("--source", help="Translator that made the fact, e.g. otel-genai (repeatable)."),
+]
+ProviderOpt = Annotated[list[str] | None, typer.Option("--provider", help="Provider (repeatable).")]
+SinceOpt = Annotated[
+    str | None,
+    typer.Option(help="From this time on (RFC 3339, e.g. 2026-11-01 or 2026-11-01T12:00:00Z)."),
+]
+UntilOpt = Annotated[str | None, typer.Option(help="Before this time (RFC 3339).")]
+
+
+def fact_filter(
+    session: list[str] | None = None,
+    model: list[str] | None = None,
+    source: list[str] | None = None,
+    provider: list[str] | None = None,
+    since: str | None = None,
+    until: str | None = None,
+    limit: int | None = None,
+) -> FactFilter:
+    """The store filter the options above give (a repeatable option not given: no filter)."""
+    return FactFilter(
+        session_id=session or None,
+        model=model or None,
+        source=source or None,
+        provider=provider or None,
+        since=since,
+        until=until,
+        limit=limit,
+    )
 
 
 def json_text(value: Any) -> str:

@@ -7,9 +7,9 @@ from typing import Annotated
 
 import typer
 
-from lithify.cli_options import StoreOpt, err, store_or_none
-from lithify.cli_serve import parse_size
-from lithify.exits import Exit
+from lithify.cli.exits import Exit
+from lithify.cli.options import StoreOpt, err, store_or_none
+from lithify.cli.serve import parse_size
 from lithify.ingest.spool import (
     SpoolOfAnotherStore,
     SpoolReader,
@@ -157,8 +157,3 @@ def _warn_of_the_shared_spool() -> None:
             "record, for a store it did not note; this proxy leaves them. To record them: "
             f"`lithify proxy --spool {shared} --store URL` with the store they were for.[/]"
         )
-
-
-def register(app: typer.Typer) -> None:
-    """Add the proxy command to the main app."""
-    app.command("proxy")(proxy_cmd)

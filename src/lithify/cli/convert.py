@@ -1,0 +1,212 @@
+"""`lithify convert` and `lithify import`: inputs to facts, into a fact file or the store."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import orjson
+import typer
+from rich.progress import (
+    BarColumn,
+    DownloadColumn,
+    Progress,
+    TextColumn,
+    TimeRemainingColumn,
+    TransferSpeedColumn,
+)
+from rich.table import Table
+
+from lithify.cli.exits import Exit
+from lithify.cli.options import StoreOpt, err, json_flag, opened_store
+from lithify.ingest.convert import JsonlSink, Sink, StrictError, Summary, open_output, run
+from lithify.ingest.importer import StoreSink
+from lithify.model import DEGRADATION_REASONS, NO_FACT_REASONS
+from lithify.translate import FORMATS
+
+
+def _summary_table(summary: Summary, output: str) -> None:
+    t = Table(title="lithify convert", show_header=True, header_style="bold")
+    t.add_column("what")
+    t.add_column("count", justify="right")
+    t.add_column("meaning", style="dim")
+    t.add_row("inputs read", str(summary.inputs), "")
+    t.add_row("units seen", str(summary.units), "documents, lines, requests, streams")
+    t.add_row("[green]facts written[/]", str(summary.facts), output)
+    if summary.feedback:
+        t.add_row("feedback read", str(summary.feedback), "not written: `lithify import` stores it")
+    for reason, n in sorted(summary.skipped.items()):
+        t.add_row(f"no fact: {reason}", str(n), NO_FACT_REASONS.get(reason, ""))
+    for reason, n in sorted(summary.degradations.items()):
+        t.add_row(f"degraded: {reason}", str(n), DEGRADATION_REASONS.get(reason, ""))
+    err.print(t)
+    for path, reasons in summary.no_fact_inputs.items():
+        why = ", ".join(f"{r} ×{n}" for r, n in reasons.items())
+        err.print(f"[yellow]no fact from[/] {path}: {why}")
+    for line in summary.corrupt:
+        err.print(f"[red]corrupt[/] {line}")
+    for line in summary.unreadable:
+        err.print(f"[red]unreadable[/] {line}")
+
+
+def _progress_factory(progress: Progress | None):  # type: ignore[no-untyped-def]
+    if progress is None:
+        return None
+
+    def start(path: Path):  # type: ignore[no-untyped-def]
+        try:
+            total = path.stat().st_size if path.suffix != ".gz" else None
+        except OSError:
+            total = None
+        task = progress.add_task(path.name, total=total)
+        return lambda n: progress.advance(task, n)
+
+    return start
+
+
+SourceOpt = Annotated[
+    str,
+    typer.Option(
+        "--from",
+        "-f",
+        help=f"Source format: {', '.join(FORMATS)}. 'auto' recognises each document by shape.",
+        envvar="LITHIFY_FROM",
+    ),
+]
+PathsArg = Annotated[
+    list[Path] | None,
+    typer.Argument(help="Files or folders: OTLP (.json, .jsonl, .pb), provider bodies, SSE."),
+]
+RequestOpt = Annotated[
+    Path | None, typer.Option(help="A provider request body, paired with --response.")
+]
+ResponseOpt = Annotated[
+    Path | None, typer.Option(help="A provider response body (JSON, or SSE for a stream).")
+]
+StrictOpt = Annotated[
+    bool, typer.Option("--strict", help="Stop at the first corrupt line or document.")
+]
+JsonOpt = Annotated[bool, json_flag("Print the summary as JSON (for scripts).")]
+ProgressOpt = Annotated[
+    bool | None,
+    typer.Option("--progress/--no-progress", help="Progress bars (default: on a terminal)."),
+]
+
+
+def _pipeline(
+    paths: list[Path] | None,
+    sink: Sink,
+    *,
+    source: str,
+    strict: bool,
+    request: Path | None,
+    response: Path | None,
+    progress: bool | None,
+) -> Summary:
+    """Check the inputs, run the pipeline into ``sink`` with progress bars on a terminal."""
+    if source not in FORMATS:
+        err.print(f"[red]unknown --from {source!r}[/]; choose one of: {', '.join(FORMATS)}")
+        raise typer.Exit(Exit.USAGE)
+    if not paths and request is None and response is None:
+        err.print("[red]nothing to read:[/] give PATH… or --request/--response")
+        raise typer.Exit(Exit.USAGE)
+    options = {"fmt": source, "strict": strict, "request": request, "response": response}
+    show = sys.stderr.isatty() if progress is None else progress
+    try:
+        if not show:
+            return run(paths or [], sink, **options)
+        bars = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            DownloadColumn(),
+            TransferSpeedColumn(),
+            TimeRemainingColumn(),
+            console=err,
+            transient=True,
+        )
+        with bars:
+            return run(paths or [], sink, progress=_progress_factory(bars), **options)
+    except StrictError as e:
+        err.print(f"[red]corrupt input (--strict):[/] {e.skip.detail}")
+        raise typer.Exit(Exit.STRICT) from None
+
+
+def convert_cmd(
+    paths: PathsArg = None,
+    source: SourceOpt = "auto",
+    output: Annotated[
+        str,
+        typer.Option(
+            "--output", "-o", help="Facts JSONL file ('-' for stdout).", envvar="LITHIFY_OUTPUT"
+        ),
+    ] = "-",
+    request: RequestOpt = None,
+    response: ResponseOpt = None,
+    strict: StrictOpt = False,
+    as_json: JsonOpt = False,
+    progress: ProgressOpt = None,
+) -> None:
+    """Convert telemetry and provider payloads into canonical facts, one JSON object per line.
+
+    Reads OTLP traces and logs (protobuf, OTLP/JSON, the Collector's JSONL), flat attribute maps, and provider request/response bodies; writes facts in input order. Units that give no fact (non-GenAI spans, error bodies, corrupt lines) are counted in the summary with their reason.
+    """
+    with open_output(output) as out:
+        summary = _pipeline(
+            paths, JsonlSink(out), source=source, strict=strict, request=request,
+            response=response, progress=progress,
+        )  # fmt: skip
+    to_stdout = output == "-"
+    if as_json:
+        data = orjson.dumps(summary.to_json(), option=orjson.OPT_INDENT_2).decode()
+        (err.print if to_stdout else typer.echo)(data)
+    else:
+        _summary_table(summary, "stdout" if to_stdout else output)
+    if summary.unreadable:
+        raise typer.Exit(Exit.UNREADABLE)
+
+
+def import_cmd(
+    paths: PathsArg = None,
+    store_url: StoreOpt = None,
+    source: SourceOpt = "auto",
+    request: RequestOpt = None,
+    response: ResponseOpt = None,
+    strict: StrictOpt = False,
+    as_json: JsonOpt = False,
+    progress: ProgressOpt = None,
+) -> None:
+    """Import whatever `lithify convert` reads (and feedback documents), or what it writes (fact files, plain or .gz), into the fact store.
+
+    Idempotent: a fact already stored (same identity, or same provider response id) is counted as a duplicate and never changed, so importing a file twice stores nothing new. Another capture of a stored call with different content (a span's log event, the proxy's view of a response) is kept apart, as a variant; a call that shares an id with a stored call it contradicts is stored as a call of its own and counted as a collision.
+    """
+    with opened_store(store_url) as store:
+        sink = StoreSink(store)
+        summary = _pipeline(
+            paths, sink, source=source, strict=strict, request=request, response=response,
+            progress=progress,
+        )  # fmt: skip
+        url = store.url
+    report = {"store": url, **summary.to_json(), **sink.counts()}
+    if as_json:
+        typer.echo(orjson.dumps(report, option=orjson.OPT_INDENT_2).decode())
+    else:
+        _summary_table(summary, url)
+        err.print(
+            f"stored [green]{sink.stored}[/] new facts, {sink.duplicates} already stored"
+            + (f", {sink.variants} other captures of stored calls" if sink.variants else "")
+            + (
+                f", {sink.collisions} calls sharing an id with another call (id_collision)"
+                if sink.collisions
+                else ""
+            )
+            + (
+                f"; feedback: {sink.feedback_stored} new, {sink.feedback_duplicates} already stored"
+                if summary.feedback
+                else ""
+            )
+        )
+        if summary.facts and not sink.stored and not sink.variants:
+            err.print("nothing new: every fact was already in the store")
+    if summary.unreadable:
+        raise typer.Exit(Exit.UNREADABLE)
