@@ -1,8 +1,8 @@
 """Reading input files into translator results, one unit at a time, in constant memory.
 
 A unit is what one translator call sees: a JSONL line, a whole JSON document, an OTLP protobuf
-request, an SSE body. A line of lithify's own fact files (core/factfile.py) is a unit too, read back
-as the fact it holds, not translated. A unit that cannot be decoded becomes a
+request, an SSE body. A line of lithify's own fact files (core/factfile.py) is a unit too, read
+back as the fact it holds, not translated. A unit that cannot be decoded becomes a
 ``Skip("undecodable")`` that names the file and line; a file that cannot be read at all raises
 ``InputError``.
 """
