@@ -650,11 +650,15 @@ def test_serve_survives_generated_hostile_requests(tmp_path: Path) -> None:
     wanted = {s.call_id for tag in run.valid for s in genai_spans(tag, 2)}
     assert wanted <= ids, len(wanted - ids)
     # Memory (docs/serve.md): the event loop holds the bodies of the requests admitted (each
-    # also pickled once for its worker) and a bounded head per connection; a worker holds one
+    # also pickled once for its worker), a bounded head per connection and the store's page
+    # cache (SQLite: 64 MiB at most, and never more than the store); a worker holds one
     # request: its body inflated and its decoded form (at worst 30 times the body, for a body
     # of nothing but empty values). 16 MiB of slack per process for the allocator's arenas.
     slack = 16 * 1024
-    loop_bound = inflight * 2 * BODY_LIMIT // 1024 + 8 * (HEAD.max_bytes + READ) // 1024
+    store_bytes = sum(p.stat().st_size for p in tmp_path.glob("facts.db*"))
+    loop_bound = (
+        inflight * 2 * BODY_LIMIT + 8 * (HEAD.max_bytes + READ) + min(64 << 20, store_bytes)
+    ) // 1024
     worker_bound = 32 * BODY_LIMIT // 1024
     grew = {p: peak[p] - base[p] for p in base}
     assert grew[srv.proc.pid] <= loop_bound + slack, grew
