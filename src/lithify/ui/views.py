@@ -1,0 +1,312 @@
+"""What each page shows, as plain data: the JSON twin of a page is exactly this, and its HTML is
+a template over it. Built from the store API and derivation's own functions, never from
+copies of them."""
+
+from __future__ import annotations
+
+import getpass
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import Any
+
+import msgspec
+
+from lithify import __version__
+from lithify.core.hashing import stable_hash
+from lithify.core.times import datetime_to_rfc3339
+from lithify.derive import SPLIT_REASONS, Segment
+from lithify.derive.feedback import FeedbackIndex
+from lithify.derive.segments import segment_session
+from lithify.model import DEGRADATION_REASONS, Feedback, InferenceCall, ToolCallResponsePart
+from lithify.store import FactFilter, FactStore, FeedbackFilter, FeedbackValue, SessionFilter
+
+# The feedback names the viewer writes (docs/ui.md, Curate); `exclude` keeps a call or a
+# session out of every export unless it asks for them.
+LABEL, SCORE, COMMENT, EXCLUDE = "label", "score", "comment", "exclude"
+SOURCE = "ui"
+
+
+def _builtins(value: Any) -> Any:
+    return msgspec.to_builtins(value)
+
+
+def _feedback(items: Iterable[Feedback]) -> list[dict[str, Any]]:
+    return [
+        {
+            "feedback_id": f.feedback_id,
+            "target_kind": f.target_kind,
+            "target_id": f.target_id,
+            "name": f.name,
+            "value": f.value,
+            "source": f.source,
+            "observed_at": f.observed_at,
+            "by": f.raw.get("by") if isinstance(f.raw, dict) else None,
+        }
+        for f in items
+    ]
+
+
+# -- overview ----------------------------------------------------------------------------------
+def overview(store: FactStore) -> dict[str, Any]:
+    stats = store.stats(session_limit=10)
+    coverage = store.feedback_coverage()
+    return {
+        "store": {"url": store.url, "size_bytes": store.size()},
+        "facts": stats.facts + stats.dropped_captures,  # every capture stored
+        "calls": stats.facts,
+        "sessions": stats.sessions,
+        "input_tokens": stats.input_tokens,
+        "output_tokens": stats.output_tokens,
+        "dropped_captures": stats.dropped_captures,
+        "id_collisions": stats.id_collisions,
+        "models": _builtins(stats.by_model),
+        "providers": _builtins(stats.by_provider),
+        "sources": _builtins(stats.by_source),
+        "top_sessions": _builtins(stats.by_session),
+        "degradations": [
+            {**_builtins(d), "meaning": DEGRADATION_REASONS.get(d.reason, "")}
+            for d in stats.degradations
+        ],
+        "feedback": {
+            "facts": coverage.feedback,
+            "by_name": [{"name": n, "count": c} for n, c in coverage.by_name],
+            "calls": coverage.calls,
+            "sessions": coverage.sessions,
+        },
+    }
+
+
+# -- sessions ----------------------------------------------------------------------------------
+def session_filter(params: dict[str, str]) -> SessionFilter:
+    """The list's filter from its query parameters (docs/ui.md, JSON twins); ValueError for a
+    value that is not one."""
+
+    def one(name: str) -> str | None:
+        v = params.get(name, "").strip()
+        return v or None
+
+    has = one("feedback")
+    if has not in (None, "yes", "no"):
+        raise ValueError("feedback is yes or no")
+    wanted: list[tuple[str, FeedbackValue]] = []
+    if one("label"):
+        wanted.append((LABEL, one("label") or ""))
+    if one("exclude") == "yes":
+        wanted.append((EXCLUDE, True))
+    limit = int(one("limit") or 50)
+    if not 1 <= limit <= 500:
+        raise ValueError("limit is 1 to 500")
+    return SessionFilter(
+        model=one("model"),
+        provider=one("provider"),
+        source=one("source"),
+        since=one("since"),
+        until=one("until"),
+        has_feedback=None if has is None else has == "yes",
+        feedback=tuple(wanted),
+        text=one("q"),
+        limit=limit,
+        after=one("after"),
+    )
+
+
+def _duration_s(first: str | None, last: str | None) -> float | None:
+    try:
+        a = datetime.fromisoformat((first or "")[:26].replace("Z", "") + "+00:00")
+        b = datetime.fromisoformat((last or "")[:26].replace("Z", "") + "+00:00")
+    except ValueError:
+        return None
+    return round((b - a).total_seconds(), 3)
+
+
+def sessions(store: FactStore, params: dict[str, str]) -> dict[str, Any]:
+    f = session_filter(params)
+    page = store.sessions(f)
+    return {
+        "filter": {k: v for k, v in params.items() if k != "after" and v},
+        "sessions": [
+            {**_builtins(s), "duration_s": _duration_s(s.first_at, s.last_at)}
+            for s in page.sessions
+        ],
+        "next": page.next,
+        "scanned": page.scanned,
+    }
+
+
+# -- a session ---------------------------------------------------------------------------------
+def _feedback_facts(
+    store: FactStore, session_id: str, calls: list[InferenceCall]
+) -> list[Feedback]:
+    """Every feedback fact on the session, its calls and their traces."""
+    ids = [c.inference_call_id for c in calls]
+    traces = sorted({c.trace_id for c in calls if c.trace_id})
+    found = list(store.iter_feedback(FeedbackFilter(target_kind="session", target_id=session_id)))
+    if ids:
+        found += store.iter_feedback(FeedbackFilter(target_kind="call", target_id=ids))
+    if traces:
+        found += store.iter_feedback(FeedbackFilter(target_kind="trace", target_id=traces))
+    return found
+
+
+def _results(segment: Segment) -> dict[str, Any]:
+    """Tool results by the id of the call they answer, within a segment: shown beside it."""
+    out: dict[str, Any] = {}
+    for turn in segment.turns:
+        for m in turn.new_messages:
+            for p in m.parts:
+                if isinstance(p, ToolCallResponsePart):
+                    out.setdefault(p.id, p.result)
+    return out
+
+
+def _turn(index: FeedbackIndex, turn: Any, own: dict[str, list[Feedback]]) -> dict[str, Any]:
+    call: InferenceCall = turn.call
+    chosen = call.output_messages[turn.chosen] if call.output_messages else None
+    return {
+        "call_id": call.inference_call_id,
+        "model": call.model,
+        "provider": call.provider,
+        "source": call.source.name,
+        "started_at": call.started_at or call.observed_at,
+        "duration_ms": call.duration_ms,
+        "input_tokens": call.input_tokens,
+        "output_tokens": call.output_tokens,
+        "finish_reason": chosen.finish_reason if chosen else None,
+        "degradations": call.degradations,
+        "opaque_reasoning": call.degradations.get("opaque_reasoning", 0),
+        "tools": [t.name for t in call.tools],
+        "new_messages": _builtins(turn.new_messages),
+        "output": _builtins(chosen) if chosen else None,
+        "chosen": turn.chosen,
+        "alternatives": [_builtins(call.output_messages[i]) for i in turn.alternatives],
+        "feedback_joined": {n: f.value for n, f in index.for_call(call).items()},
+        "feedback": _feedback(own.get(call.inference_call_id, [])),
+    }
+
+
+def session(store: FactStore, session_id: str) -> dict[str, Any] | None:
+    """A session as its segments (derivation's own), calls in order; None when it has none."""
+    calls = list(store.iter_facts(FactFilter(session_id=session_id, order="session")))
+    if not calls:
+        return None
+    items = _feedback_facts(store, session_id, calls)
+    aliases = store.call_aliases(f.target_id for f in items if f.target_kind == "call")
+    index = FeedbackIndex(items, aliases)
+    own: dict[str, list[Feedback]] = {}
+    for f in items:
+        if f.target_kind == "call":
+            own.setdefault(aliases.get(f.target_id, f.target_id), []).append(f)
+    segments = [index.attach(s) for s in segment_session(session_id, calls)]
+    return {
+        "session_id": session_id,
+        "calls": len(calls),
+        "input_tokens": sum(c.input_tokens or 0 for c in calls),
+        "output_tokens": sum(c.output_tokens or 0 for c in calls),
+        "first_at": calls[0].started_at or calls[0].observed_at,
+        "last_at": calls[-1].started_at or calls[-1].observed_at,
+        "feedback": _feedback(f for f in items if f.target_kind != "call"),
+        "feedback_joined": {n: f.value for n, f in index.for_session(session_id).items()},
+        "segments": [
+            {
+                "segment_id": s.segment_id,
+                "index": s.index,
+                "split_reason": s.split_reason,
+                "split_meaning": SPLIT_REASONS.get(s.split_reason or "", ""),
+                "feedback_joined": {f.name: f.value for f in s.feedback},
+                "tool_results": _results(s),
+                "turns": [_turn(index, t, own) for t in s.turns],
+            }
+            for s in segments
+        ],
+    }
+
+
+# -- a call ------------------------------------------------------------------------------------
+def call(store: FactStore, call_id: str) -> dict[str, Any] | None:
+    """A call's captures (the one reads and exports use marked) with their raw payloads."""
+    captures = store.captures(call_id)
+    fact = store.get_fact(call_id)
+    if fact is None and not captures:
+        return None
+    return {
+        "call_id": call_id,
+        "session_id": fact.session_id if fact else None,
+        "fact": _builtins(fact) if fact else None,
+        "captures": [
+            {
+                "inference_call_id": c.fact.inference_call_id,
+                "call_id": c.call_id,
+                "used": c.first and c.call_id == call_id,
+                "source": c.fact.source.name,
+                "session_id": c.fact.session_id,
+                "observed_at": c.fact.observed_at,
+                "degradations": c.fact.degradations,
+                "raw": _builtins(c.fact.raw),
+            }
+            for c in captures
+        ],
+    }
+
+
+# -- curate ------------------------------------------------------------------------------------
+class Conflict(Exception):
+    """Feedback of that name with another value is already on the target: both would be
+    dropped as ambiguous, so it is refused (facts are never edited)."""
+
+
+class NoTarget(LookupError):
+    """The call or session to label does not exist."""
+
+
+def who(user: str | None) -> str:
+    """The token's name, else (on loopback) the local user."""
+    if user:
+        return user
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "local"
+
+
+def _same(a: FeedbackValue, b: FeedbackValue) -> bool:
+    """Equal as JSON values, as derivation compares them: 1 is 1.0, true is not 1."""
+    if isinstance(a, bool) or isinstance(b, bool) or isinstance(a, str) or isinstance(b, str):
+        return type(a) is type(b) and a == b
+    return a == b
+
+
+def curate(
+    store: FactStore, target_kind: str, target_id: str, name: str, value: FeedbackValue, by: str
+) -> dict[str, Any]:
+    """Store one feedback fact from the viewer (source ``ui``); the same label again is the
+    same fact."""
+    if target_kind == "session":
+        if store.count(FactFilter(session_id=target_id)) == 0:
+            raise NoTarget(f"no session {target_id!r}")
+    elif target_kind == "call":
+        if store.get_fact(target_id) is None:
+            raise NoTarget(f"no call {target_id!r}")
+    else:
+        raise ValueError("a label targets a call or a session")
+    if not name or len(name) > 200:
+        raise ValueError("a feedback name is 1 to 200 characters")
+    for f in store.iter_feedback(
+        FeedbackFilter(target_kind=target_kind, target_id=target_id, name=name)
+    ):
+        if not _same(f.value, value):
+            raise Conflict(
+                f"{target_kind} {target_id!r} already has {name} = {f.value!r}: feedback facts "
+                "are never edited, and two values of one name are both dropped as ambiguous"
+            )
+    fb = Feedback(
+        feedback_id=stable_hash(SOURCE, target_kind, target_id, name, value),
+        target_kind=target_kind,  # type: ignore[arg-type]
+        target_id=target_id,
+        name=name,
+        value=value,
+        source=SOURCE,
+        observed_at=datetime_to_rfc3339(datetime.now(UTC)),
+        raw={"by": by, "via": f"lithify ui {__version__}"},
+    )
+    result = store.insert_feedback([fb])
+    return {"stored": result.inserted, "duplicates": result.duplicates, **_feedback([fb])[0]}

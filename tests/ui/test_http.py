@@ -1,0 +1,189 @@
+"""The viewer over real HTTP, without a browser: the JSON twins (on SQLite and PostgreSQL),
+curation's rules, CSRF, the Host check, tokens beyond loopback, bounded request heads."""
+
+from __future__ import annotations
+
+import socket
+from urllib.parse import quote, urlencode
+
+import orjson
+import pytest
+
+from lithify.ingest.receiver import new_token, token_hash, token_prefix
+from lithify.store import FactStore, FeedbackFilter, open_store
+from lithify.ui import UiConfig
+from lithify.ui.server import NoToken, make_server
+from tests.http_client import Reply, request
+from tests.ui.conftest import HOSTILE_SESSION, Running, running, sample_facts
+
+FORM = {"content-type": "application/x-www-form-urlencoded"}
+
+
+def _get(v: Running, path: str, **headers: str) -> Reply:
+    return request(v.port, "GET", path, headers=headers)
+
+
+def _csrf(v: Running) -> str:
+    return str(_get(v, "/api/csrf").json()["csrf"])
+
+
+def _label(v: Running, body: dict[str, object], **headers: str) -> Reply:
+    h = {"content-type": "application/json", "x-csrf-token": _csrf(v), **headers}
+    return request(v.port, "POST", "/api/feedback", orjson.dumps(body), h)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def both(request: pytest.FixtureRequest) -> FactStore:
+    url = request.getfixturevalue(
+        {"sqlite": "sqlite_store_url", "postgres": "pg_store_url"}[request.param]
+    )
+    store = open_store(url)
+    store.insert_facts(sample_facts())
+    request.addfinalizer(store.close)
+    return store
+
+
+def test_json_twins(both: FactStore) -> None:
+    with running(both) as v:
+        overview = _get(v, "/api/overview").json()
+        assert (overview["calls"], overview["sessions"]) == (7, 4)
+        assert overview["models"][0] == {
+            "key": "gpt-4o", "facts": 4, "input_tokens": 360, "output_tokens": 100
+        }  # fmt: skip
+        listed = _get(v, "/api/sessions?limit=2").json()
+        assert [s["session_id"] for s in listed["sessions"]] == [HOSTILE_SESSION, "chat-3"]
+        rest = _get(v, "/api/sessions?" + urlencode({"limit": 2, "after": listed["next"]})).json()
+        assert [s["session_id"] for s in rest["sessions"]] == ["chat-2", "agent-1"]
+        assert rest["next"] is None
+        assert [
+            s["session_id"] for s in _get(v, "/api/sessions?provider=anthropic").json()["sessions"]
+        ] == ["chat-2"]
+        session = _get(v, "/api/sessions/agent-1").json()
+        assert [s["split_reason"] for s in session["segments"]] == [None, "input_history_changed"]
+        first, second = session["segments"][0]["turns"]
+        assert first["new_messages"][1] == {
+            "role": "user", "parts": [{"type": "text", "content": "Weather in Paris?"}], "finish_reason": None,
+        }  # fmt: skip
+        assert [m["role"] for m in second["new_messages"]] == ["tool"]  # only what is new
+        assert session["segments"][0]["tool_results"] == {"c1": {"temp": 21, "sky": "clear"}}
+        call = _get(v, f"/api/calls/{quote(first['call_id'])}").json()
+        assert [c["used"] for c in call["captures"]] == [True]
+        assert call["fact"]["inference_call_id"] == first["call_id"]
+        hostile = _get(v, "/api/sessions/" + quote(HOSTILE_SESSION, safe="")).json()
+        assert (
+            len(hostile["segments"][0]["turns"][0]["new_messages"][1]["parts"][0]["content"])
+            > 2_000_000
+        )
+        for path in ("/api/sessions/nope", "/api/calls/nope", "/sessions/nope"):
+            assert _get(v, path).status == 404
+        assert _get(v, "/api/sessions?feedback=maybe").status == 400
+        assert _get(v, "/api/sessions?after=garbage").status == 400
+
+
+def test_curation_stores_feedback_facts_and_never_changes_one(viewer: Running) -> None:
+    ok = _label(
+        viewer, {"target_kind": "session", "target_id": "chat-3", "name": "label", "value": "good"}
+    )
+    assert ok.status == 201 and ok.json()["source"] == "ui" and ok.json()["by"]
+    again = _label(
+        viewer, {"target_kind": "session", "target_id": "chat-3", "name": "label", "value": "good"}
+    )
+    assert again.status == 200 and again.json()["duplicates"] == 1
+    other = _label(
+        viewer, {"target_kind": "session", "target_id": "chat-3", "name": "label", "value": "bad"}
+    )
+    assert other.status == 409 and "never edited" in other.json()["error"]
+    missing = _label(
+        viewer, {"target_kind": "call", "target_id": "nope", "name": "score", "value": 1}
+    )
+    assert missing.status == 404
+    bad = _label(viewer, {"target_kind": "trace", "target_id": "t", "name": "score", "value": 1})
+    assert bad.status == 400
+    (fb,) = viewer.store.iter_feedback(FeedbackFilter(source="ui"))
+    assert (fb.target_kind, fb.target_id, fb.name, fb.value) == (
+        "session",
+        "chat-3",
+        "label",
+        "good",
+    )
+    assert fb.raw["by"] and fb.observed_at
+
+
+def test_every_state_changing_request_needs_the_csrf_token(viewer: Running) -> None:
+    body = urlencode({"target_kind": "session", "target_id": "chat-3", "action": "good"}).encode()
+    assert request(viewer.port, "POST", "/curate", body, FORM).status == 403
+    wrong = body + b"&csrf=wrong"
+    assert request(viewer.port, "POST", "/curate", wrong, FORM).status == 403
+    right = body + f"&csrf={_csrf(viewer)}&next=//elsewhere.example/".encode()
+    cross = {**FORM, "origin": "http://elsewhere.example", "sec-fetch-site": "cross-site"}
+    assert request(viewer.port, "POST", "/curate", right, cross).status == 403
+    done = request(viewer.port, "POST", "/curate", right, FORM)
+    assert (done.status, done.headers["location"]) == (303, "/")  # never a redirect elsewhere
+    json_body = orjson.dumps(
+        {"target_kind": "session", "target_id": "chat-2", "name": "x", "value": 1}
+    )
+    plain = request(
+        viewer.port, "POST", "/api/feedback", json_body, {"content-type": "application/json"}
+    )
+    assert plain.status == 403
+    big = request(viewer.port, "POST", "/curate", b"x" * 70_000, FORM)
+    assert big.status == 413
+    assert viewer.store.count_feedback() == 1
+
+
+def test_security_headers_and_the_host_check(viewer: Running) -> None:
+    page = _get(viewer, "/sessions")
+    assert page.headers["content-security-policy"].startswith(
+        "default-src 'none'; script-src 'self'"
+    )
+    assert page.headers["x-frame-options"] == "DENY"
+    assert _get(viewer, "/", host="localhost:1").status == 200
+    rebound = _get(viewer, "/api/overview", host="attacker.example")
+    assert rebound.status == 421  # a rebound DNS name cannot read a loopback viewer
+
+
+def test_request_heads_are_bounded_as_serves_are(viewer: Running) -> None:
+    with socket.create_connection(("127.0.0.1", viewer.port), timeout=10) as s:
+        head = b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n" + b"".join(
+            b"X-%d: y\r\n" % i for i in range(150)
+        )
+        s.sendall(head + b"\r\n")
+        assert s.recv(100).startswith(b"HTTP/1.1 431")
+
+
+def test_beyond_loopback_a_token_is_required(store: FactStore) -> None:
+    with pytest.raises(NoToken):
+        make_server(store, UiConfig(host="0.0.0.0"))
+    token = new_token()
+    store.create_token("alice", token_hash(token), token_prefix(token))
+    with running(store, UiConfig(host="0.0.0.0")) as v:  # its rules; it listens on loopback
+        assert _get(v, "/api/overview").status == 401
+        page = _get(v, "/sessions")
+        assert (page.status, page.headers["location"]) == (303, "/login")
+        assert _get(v, "/api/overview", authorization="Bearer lith_wrong").status == 401
+        assert _get(v, "/api/overview", authorization=f"Bearer {token}").status == 200
+        csrf = _get(v, "/api/csrf", authorization=f"Bearer {token}").json()["csrf"]
+        login = urlencode({"token": token, "csrf": csrf}).encode()
+        failed = request(
+            v.port, "POST", "/login", urlencode({"token": "x", "csrf": csrf}).encode(), FORM
+        )
+        assert failed.status == 401
+        signed = request(v.port, "POST", "/login", login, FORM)
+        assert signed.status == 303
+        cookie = signed.headers["set-cookie"]
+        assert "HttpOnly" in cookie and "SameSite=strict" in cookie
+        jar = cookie.split(";", 1)[0]
+        assert _get(v, "/sessions", cookie=jar).status == 200
+        body = orjson.dumps(
+            {"target_kind": "session", "target_id": "chat-2", "name": "label", "value": "good"}
+        )
+        json_h = {"content-type": "application/json"}
+        # the cookie alone, as a forged request would carry it: refused without the CSRF token
+        assert (
+            request(v.port, "POST", "/api/feedback", body, {**json_h, "cookie": jar}).status == 403
+        )
+        # a script holding the token itself needs no CSRF token: no browser sends that header
+        made = request(
+            v.port, "POST", "/api/feedback", body, {**json_h, "authorization": f"Bearer {token}"}
+        )
+        assert made.status == 201 and made.json()["by"] == "alice"
