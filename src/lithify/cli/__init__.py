@@ -2,7 +2,7 @@
 
 One module per command group, each command registered below, explicitly, in the order
 `lithify --help` lists them: convert.py (convert, import), facts.py (facts, stats), demo.py,
-serve.py (serve, token), export.py, proxy.py; options.py holds what they share and exits.py
+serve.py (serve, token), export.py, proxy.py, ui.py; options.py holds what they share and exits.py
 what their exit codes mean.
 """
 
@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 
 from lithify import __version__
-from lithify.cli import convert, demo, export, facts, proxy, serve
+from lithify.cli import convert, demo, export, facts, proxy, serve, ui
 
 app = typer.Typer(
     name="lithify",
@@ -57,6 +57,7 @@ app.command("serve")(serve.serve_cmd)
 app.add_typer(serve.token_app, name="token")
 app.command("export")(export.export_cmd)
 app.command("proxy")(proxy.proxy_cmd)
+app.command("ui")(ui.ui_cmd)
 
 
 def main() -> None:  # the console entry point

@@ -3,12 +3,14 @@ import` of it, then `lithify export` of its facts, through the same stages."""
 
 from __future__ import annotations
 
+import shlex
 from importlib.resources import files
 from pathlib import Path
 from typing import Annotated
 
 import msgspec
 import typer
+from rich.markup import escape
 
 from lithify.cli.exits import Exit
 from lithify.cli.export import summary_table
@@ -123,3 +125,5 @@ def print_demo(result: DemoResult) -> None:
     err.print(f"SFT rows: [bold]{sft}[/]; NeMo Gym rows: [bold]{gym}[/]. Look at one with:")
     err.print(f"  head -n 1 {sft} | python3 -m json.tool")
     err.print("Next: `lithify export --help` for profiles (trl, openai, axolotl, nemo-gym).")
+    command = escape(f"lithify ui --store {shlex.quote(result.store)} --open")
+    err.print(f"Read and curate them in a browser: [bold]{command}[/]")
