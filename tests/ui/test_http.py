@@ -4,6 +4,7 @@ curation's rules, CSRF, the Host check, tokens beyond loopback, bounded request 
 from __future__ import annotations
 
 import socket
+import time
 from urllib.parse import quote, urlencode
 
 import orjson
@@ -187,3 +188,9 @@ def test_beyond_loopback_a_token_is_required(store: FactStore) -> None:
             v.port, "POST", "/api/feedback", body, {**json_h, "authorization": f"Bearer {token}"}
         )
         assert made.status == 201 and made.json()["by"] == "alice"
+        assert store.revoke_token("alice") == 1
+        deadline = time.monotonic() + 5
+        while _get(v, "/api/overview", authorization=f"Bearer {token}").status == 200:
+            assert time.monotonic() < deadline, "a revoked token still works"
+            time.sleep(0.2)
+        assert _get(v, "/sessions", cookie=jar).status == 303

@@ -7,6 +7,8 @@ block, so the endpoints are plain functions Starlette runs in its thread pool.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import math
 from collections.abc import AsyncIterator
@@ -30,6 +32,7 @@ from lithify.store import FactStore, FeedbackValue, StoreError
 from lithify.ui import views
 from lithify.ui.security import COOKIE, CSRF_FIELD, Guard, middleware, read_form
 
+REFRESH = 2.0  # seconds between reloads of the store's tokens (beyond loopback)
 CLIP = 20_000  # characters of one text shown in a page; the JSON twin has all of it
 
 
@@ -230,9 +233,22 @@ def build_app(store: FactStore, config: UiConfig | None = None) -> Starlette:
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        if guard.token_required:
-            await _threaded(guard.reload, store)
-        yield
+        if not guard.token_required:
+            yield
+            return
+        await _threaded(guard.reload, store)
+
+        async def refresh() -> None:  # a revoked token stops working within REFRESH seconds
+            while True:
+                await asyncio.sleep(REFRESH)
+                with contextlib.suppress(StoreError):
+                    await _threaded(guard.reload, store)
+
+        task = asyncio.create_task(refresh())
+        try:
+            yield
+        finally:
+            task.cancel()
 
     app = Starlette(
         routes=[
