@@ -11,6 +11,7 @@ from typing import Any
 import orjson
 
 from lithify.core import codec
+from lithify.core.times import datetime_to_rfc3339
 from lithify.model import FEEDBACK_TARGETS, Feedback, InferenceCall
 from lithify.store._types import Prepared, TimeBound
 
@@ -62,17 +63,13 @@ _feedback_decoder = codec.Decoder(Feedback)
 
 def now() -> str:
     """The current UTC time in the fact timestamp format (fixed width, sorts as text)."""
-    t = datetime.now(UTC)
-    return f"{t:%Y-%m-%dT%H:%M:%S}.{t.microsecond:06d}000Z"
+    return datetime_to_rfc3339(datetime.now(UTC))
 
 
 def time_bound(value: TimeBound) -> str | None:
     if value is None or isinstance(value, str):
         return value
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=UTC)
-    t = value.astimezone(UTC)
-    return f"{t:%Y-%m-%dT%H:%M:%S}.{t.microsecond:06d}000Z"
+    return datetime_to_rfc3339(value)
 
 
 def _tokens(value: Any) -> int | None:
