@@ -147,3 +147,27 @@ def test_facts_json_is_a_fact_file_import_reads_back(store_url: str, tmp_path: P
     with open_store(store_url) as a, open_store(elsewhere) as b:
         assert [encode_line(f) for f in a.iter_facts()] == [encode_line(f) for f in b.iter_facts()]
         assert same(b.get_fact("n"), odd)
+
+
+def test_feedback_survives_convert_then_import(
+    new_store_url: Callable[[], str], tmp_path: Path
+) -> None:
+    """Feedback documents and evaluation events that convert reads are written as feedback
+    lines, so a store filled through a fact file holds the same feedback as a direct import."""
+    docs = tmp_path / "feedback.jsonl"
+    docs.write_bytes(
+        b'{"target": {"kind": "call", "id": "c1"}, "name": "score", "value": 0.8}\n'
+        b'{"session_id": "conv-42", "name": "resolved", "value": true, "source": "support-ui"}\n'
+    )
+    facts = tmp_path / "facts.jsonl"
+    converted = _cli("convert", str(EXAMPLES), str(docs), "-o", str(facts))
+    assert converted["feedback"] == 2
+    assert (
+        sum(1 for line in facts.read_bytes().splitlines() if line.startswith(b'{"feedback_id"'))
+        == 2
+    )
+    direct, via_file = new_store_url(), new_store_url()
+    _cli("import", str(EXAMPLES), str(docs), "--store", direct)
+    got = _cli("import", str(facts), "--store", via_file)
+    assert got["feedback_stored"] == 2
+    assert _contents(via_file) == _contents(direct)

@@ -35,7 +35,7 @@ def _summary_table(summary: Summary, output: str) -> None:
     t.add_row("units seen", str(summary.units), "documents, lines, requests, streams")
     t.add_row("[green]facts written[/]", str(summary.facts), output)
     if summary.feedback:
-        t.add_row("feedback read", str(summary.feedback), "not written: `lithify import` stores it")
+        t.add_row("feedback", str(summary.feedback), "feedback facts written beside the facts")
     for reason, n in sorted(summary.skipped.items()):
         t.add_row(f"no fact: {reason}", str(n), NO_FACT_REASONS.get(reason, ""))
     for reason, n in sorted(summary.degradations.items()):

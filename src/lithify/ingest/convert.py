@@ -111,8 +111,8 @@ class Sink(Protocol):
 
 
 class JsonlSink:
-    """Facts as the lines of a fact file (core/factfile.py), buffered; feedback is not part of a
-    facts file and is only counted."""
+    """Facts and feedback facts as the lines of a fact file (core/factfile.py), buffered, in the
+    order they came: what `lithify import` and `lithify export --facts` read back."""
 
     def __init__(self, out: IO[bytes]) -> None:
         self.out = out
@@ -124,7 +124,9 @@ class JsonlSink:
             self.flush()
 
     def feedback(self, item: Feedback) -> None:
-        pass
+        write_line(item, self.buf)
+        if len(self.buf) >= 1 << 20:
+            self.flush()
 
     def flush(self) -> None:
         self.out.write(self.buf)
