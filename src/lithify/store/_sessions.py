@@ -28,12 +28,17 @@ from lithify.store._types import (
 # A text search reads calls' bodies (there is no text index): it looks through sessions in
 # batches and stops after this many calls, handing back where it stopped, so that one request
 # costs a bounded time whatever the store holds.
-_SEARCH_BATCH = 25
-_SEARCH_CALLS = 20_000
+_SEARCH_BATCH = 100
+_SEARCH_CALLS = 10_000
 _MAX_LIMIT = 500
 
 # (session_id, calls, first_at, last_at, input_tokens, output_tokens, degraded_calls)
 _Row = tuple[str, int, str, str, int, int, int]
+
+_AGGREGATES = (
+    "session_id, COUNT(*), MIN(sort_at), MAX(sort_at), COALESCE(SUM(input_tokens), 0), "
+    "COALESCE(SUM(output_tokens), 0), SUM(CASE WHEN degradations = '{}' THEN 0 ELSE 1 END)"
+)
 
 _SIZE_SQL = {
     "sqlite": "SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()",
@@ -132,19 +137,47 @@ class SessionQueries(CaptureIndex):
     ) -> list[_Row]:
         calls = self._calls(cur)
         conds, params = self._session_where(calls, f)
+        if not conds and calls == "facts":
+            return self._latest_rows(cur, after, limit)
         having = ""
         if after is not None:
             having = " HAVING (MAX(sort_at), session_id) < (?, ?)"
             params = [*params, *after]
         cur.execute(
-            "SELECT session_id, COUNT(*), MIN(sort_at), MAX(sort_at), "
-            "COALESCE(SUM(input_tokens), 0), COALESCE(SUM(output_tokens), 0), "
-            "SUM(CASE WHEN degradations = '{}' THEN 0 ELSE 1 END) "
-            f"FROM {calls} WHERE session_id IS NOT NULL{conds} GROUP BY session_id{having} "
+            f"SELECT {_AGGREGATES} FROM {calls} WHERE session_id IS NOT NULL{conds} "
+            f"GROUP BY session_id{having} "
             f"ORDER BY MAX(sort_at) DESC, session_id DESC LIMIT {int(limit)}",
             params,
         )
         return [tuple(r) for r in cur.fetchall()]  # type: ignore[misc]
+
+    def _latest_rows(self, cur: Cursor, after: tuple[str, str] | None, limit: int) -> list[_Row]:
+        """The unfiltered list, without aggregating every session: walk the calls newest
+        first (facts_order) keeping each session's last call (one facts_session seek each),
+        then aggregate the page's sessions alone. The same order and cursor as the GROUP BY."""
+        keyset, params = "", []
+        if after is not None:
+            keyset = " AND f.sort_at <= ? AND (f.sort_at < ? OR f.session_id < ?)"
+            params = [after[0], after[0], after[1]]
+        cur.execute(
+            "SELECT f.session_id FROM facts AS f WHERE f.session_id IS NOT NULL"
+            f"{keyset} AND NOT EXISTS (SELECT 1 FROM facts AS g WHERE g.session_id = "
+            "f.session_id AND (g.sort_at, g.inference_call_id) > (f.sort_at, "
+            "f.inference_call_id)) ORDER BY f.sort_at DESC, f.session_id DESC "
+            f"LIMIT {int(limit)}",
+            params,
+        )
+        ids = [r[0] for r in cur.fetchall()]
+        rows = {
+            r[0]: tuple(r)
+            for r in _select_in(
+                cur,
+                f"SELECT {_AGGREGATES} FROM facts WHERE session_id",
+                ids,
+                " GROUP BY session_id",
+            )
+        }
+        return [rows[i] for i in ids]  # type: ignore[misc]
 
     def _summaries(self, cur: Cursor, rows: Sequence[_Row]) -> list[SessionSummary]:
         ids = [r[0] for r in rows]
