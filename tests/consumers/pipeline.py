@@ -281,6 +281,7 @@ def trl_manifest(root: Path, summaries: dict[str, dict[str, Any]]) -> dict[str, 
         loads[key] = {"builder": "json" if fmt == "jsonl" else "parquet", "data_files": files}
     return {
         "datasets": loads,
+        "folders": {key: str(ex / key) for key in summaries},
         "trl": {k: str(ex / k / "train.jsonl") for k in TRL_ROWS},
         "templates": {t: str(ex / k / "train.jsonl") for t, k in TEMPLATES.items()},
         "sft_trainer": {

@@ -7,6 +7,8 @@ Usage: ``python run_trl.py MANIFEST.json OUT.json``. The manifest:
 
 - ``datasets``: ``{id: {"builder": "json"|"parquet", "data_files": {split: path}}}`` →
   ``load_dataset`` each; the report holds every split's rows as ``datasets`` returns them.
+- ``folders``: ``{id: export folder}`` → ``load_dataset(folder)`` with no other argument (the
+  dataset card's ``configs`` name the files), reported the same way.
 - ``trl``: ``{id: path}`` (JSONL of TRL-profile rows) → per row ``trl.data_utils
   .is_conversational`` and ``maybe_apply_chat_template`` (Qwen3's template, the row's tools).
 - ``templates``: ``{template: path}`` → per row, the text TRL's ``apply_chat_template`` renders
@@ -75,7 +77,12 @@ def error(e: BaseException) -> dict[str, str]:
 
 def load(spec: dict[str, Any], cache: str) -> dict[str, Any]:
     try:
-        ds = datasets.load_dataset(spec["builder"], data_files=spec["data_files"], cache_dir=cache)
+        if "folder" in spec:  # the export folder alone: its README.md names the split files
+            ds = datasets.load_dataset(spec["folder"], cache_dir=cache)
+        else:
+            ds = datasets.load_dataset(
+                spec["builder"], data_files=spec["data_files"], cache_dir=cache
+            )
         return {
             "splits": {s: ds[s].to_list() for s in ds},
             "features": {s: str(ds[s].features) for s in ds},
@@ -178,6 +185,7 @@ def main() -> None:
         "python": sys.version.split()[0],
         "template_files": {},
         "datasets": {},
+        "folders": {},
         "trl": {},
         "templates": {},
         "sft_trainer": {},
@@ -185,6 +193,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as cache:
         for key, spec in manifest.get("datasets", {}).items():
             report["datasets"][key] = load(spec, cache)
+        for key, folder in manifest.get("folders", {}).items():
+            report["folders"][key] = load({"folder": folder}, cache)
         for key, path in manifest.get("trl", {}).items():
             report["trl"][key] = trl_checks(path)
         for name, path in manifest.get("templates", {}).items():

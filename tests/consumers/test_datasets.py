@@ -81,3 +81,20 @@ def test_datasets_loads_parquet_rows_equal_to_the_jsonl_export(
                 else:
                     decoded[column] = value
             assert canon(decoded) == canon(want), f"{key}/{split} row {n} differs from {twin}"
+
+
+@pytest.mark.parametrize("key", list(EXPORTS))
+def test_datasets_loads_the_export_folder_by_its_card_alone(
+    consumers: Consumers, trl_report: dict, key: str
+) -> None:
+    """``load_dataset(OUT_DIR)``, no builder, no files: the card's ``configs`` find the splits
+    that hold rows, and they are the rows ``load_dataset`` reads from the files named."""
+    result = trl_report["folders"][key]
+    assert "error" not in result, f"datasets could not load {key}: {result.get('traceback')}"
+    by_folder = result["splits"]
+    assert sorted(by_folder) == sorted(_splits(consumers, key))
+    by_files = _loaded(trl_report, key)
+    for split, rows in by_folder.items():
+        assert len(rows) == consumers.summaries[key]["rows"][split]
+        assert canon(rows) == canon(by_files[split]), f"{key}/{split}"
+    assert result["features"] == trl_report["datasets"][key]["features"]

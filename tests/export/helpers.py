@@ -213,3 +213,14 @@ def captured_twice() -> list[InferenceCall]:
     # Same identity as b, the response id of a: the rule keeps at most one capture of each.
     out.append(_recapture(b, model_call_id="resp-3a", raw={"chain": 1}, started_at=at(1)))
     return out
+
+
+def export_files(folder: Path) -> dict[str, bytes]:
+    """Every file of an export, but its manifest and card without where the facts came from
+    (a store or fact files: the one thing that differs between the exports compared)."""
+    files = {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+    manifest = orjson.loads(files["manifest.json"])
+    del manifest["provenance"], manifest["files"]["README.md"]
+    files["manifest.json"] = orjson.dumps(manifest)
+    files["README.md"] = files["README.md"].split(b"\n## Provenance\n")[0]
+    return files

@@ -16,7 +16,7 @@ from lithify.cli import app
 from lithify.model import Feedback, InferenceCall, encode
 from lithify.store import open_store
 from tests.derive.helpers import EXAMPLES, facts_of
-from tests.export.helpers import captured_twice, feedback, read_rows
+from tests.export.helpers import captured_twice, export_files, feedback, read_rows
 
 runner = CliRunner()
 
@@ -47,10 +47,6 @@ def _export(args: list[str], out: Path) -> dict[str, object]:
     return orjson.loads(res.stdout)
 
 
-def _files(out: Path) -> dict[str, bytes]:
-    return {p.name: p.read_bytes() for p in sorted(out.iterdir())}
-
-
 @pytest.mark.parametrize("kind", sorted(KINDS))
 def test_any_import_order_exports_what_the_fact_file_gives(
     new_store_url: Callable[[], str], tmp_path: Path, kind: str
@@ -62,7 +58,7 @@ def test_any_import_order_exports_what_the_fact_file_gives(
     lines += [encode(x) for x in [*made, *_feedback()]]
     reference.write_bytes(b"".join(line + b"\n" for line in lines))
     summary = _export([*KINDS[kind], "--facts", str(reference)], tmp_path / "from-file")
-    want = _files(tmp_path / "from-file")
+    want = export_files(tmp_path / "from-file")
     rows = read_rows(tmp_path / "from-file" / "train.jsonl")
     assert rows  # not trivially equal
     if kind == "sft":  # feedback that joined through another capture's id let these in
@@ -85,5 +81,5 @@ def test_any_import_order_exports_what_the_fact_file_gives(
             store.insert_feedback(_feedback())
         out = tmp_path / f"from-store-{seed}"
         from_store = _export([*KINDS[kind], "--store", url], out)
-        assert _files(out) == want, seed
+        assert export_files(out) == want, seed
         assert {k: from_store[k] for k in SUMMARY} == {k: summary[k] for k in SUMMARY}

@@ -46,7 +46,9 @@ def test_shuffled_facts_give_byte_identical_files(
         out = tmp_path / str(seed)
         run_export(shuffled, out, shuffled_fb, fmt=fmt, eval_fraction=0.3, **opts)
         outputs.append(_files(out))
-    assert sorted(outputs[0]) == [f"eval.{fmt}", f"train.{fmt}"]
+    # Rows, digests, card and manifest: every file an export writes.
+    want = ["README.md", f"eval.{fmt}", "facts.sha256", "manifest.json", f"train.{fmt}"]
+    assert sorted(outputs[0]) == want
     assert outputs[0] == outputs[1] == outputs[2]
     assert outputs[0][f"train.{fmt}"]  # not trivially equal
 

@@ -34,9 +34,11 @@ from lithify.export import (
     ExportOptions,
     ExportSummary,
     ProfileError,
+    Provenance,
     RowInvalid,
     Selection,
     WhereError,
+    cli_provenance,
     export,
     from_files,
     from_store,
@@ -161,10 +163,13 @@ def export_cmd(
     show = sys.stderr.isatty() if progress is None else progress
     try:
         if facts_files:
-            summary = _run(from_files(facts_files, filters), target, options, show)
+            origin = cli_provenance(options, facts=facts_files, filters=filters)
+            summary = _run(from_files(facts_files, filters), target, options, show, origin)
         else:
             with open_store(store_url) as store:
-                summary = _run(from_store(store, filters), target, options, show)
+                url = store_url or getattr(store, "url", None)
+                origin = cli_provenance(options, store=url, filters=filters)
+                summary = _run(from_store(store, filters), target, options, show, origin)
     except InputError as e:
         err.print(f"[red]unreadable:[/] {e}")
         raise typer.Exit(Exit.UNREADABLE) from None
@@ -184,9 +189,11 @@ def export_cmd(
         err.print(summary_table(summary))
 
 
-def _run(selection: Selection, target: Path, options: ExportOptions, show: bool) -> ExportSummary:
+def _run(
+    selection: Selection, target: Path, options: ExportOptions, show: bool, origin: Provenance
+) -> ExportSummary:
     if not show:
-        return export(selection, target, options)
+        return export(selection, target, options, provenance=origin)
     bars = Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -197,4 +204,5 @@ def _run(selection: Selection, target: Path, options: ExportOptions, show: bool)
     )
     with bars:
         task = bars.add_task("facts", total=selection.total)
-        return export(selection, target, options, progress=lambda n: bars.advance(task, n))
+        tick = lambda n: bars.advance(task, n)  # noqa: E731
+        return export(selection, target, options, progress=tick, provenance=origin)

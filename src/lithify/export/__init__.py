@@ -14,6 +14,7 @@ derives segments with their feedback (``lithify.derive``), builds and validates 
 from __future__ import annotations
 
 from lithify.derive.feedback import FEEDBACK_DROP_REASONS
+from lithify.export.manifest import Manifest, Provenance, cli_provenance
 from lithify.export.pipeline import ExportOptions, export, make_builder
 from lithify.export.profiles import KINDS, PROFILE_CHANGES, PROFILES, ProfileError
 from lithify.export.rows import EXPORTER
@@ -34,10 +35,13 @@ __all__ = [
     "SKIP_REASONS",
     "ExportOptions",
     "ExportSummary",
+    "Manifest",
     "ProfileError",
+    "Provenance",
     "RowInvalid",
     "Selection",
     "WhereError",
+    "cli_provenance",
     "export",
     "from_facts",
     "from_files",

@@ -11,6 +11,7 @@ from pathlib import Path
 from lithify.derive.feedback import FeedbackIndex
 from lithify.derive.segments import iter_segments
 from lithify.derive.sessions import DeriveStats
+from lithify.export.manifest import FactDigests, Provenance, publish, unpublish
 from lithify.export.profiles import ProfileError, resolve
 from lithify.export.rows import RowBuilder
 from lithify.export.source import Selection
@@ -87,8 +88,10 @@ def export(
     options: ExportOptions,
     *,
     progress: Callable[[int], None] | None = None,
+    provenance: Provenance | None = None,
 ) -> ExportSummary:
-    """Derive and write the rows of ``options.kind`` from ``selection`` (``export.source``).
+    """Derive and write the rows of ``options.kind`` from ``selection`` (``export.source``),
+    then their manifest and card (``export.manifest``; ``provenance``: where the facts came from).
 
     ``progress`` is told of facts read. Raises ``RowInvalid`` when a row fails its schema
     (nothing is written then), and what reading the facts raises.
@@ -96,9 +99,12 @@ def export(
     builder = make_builder(options)
     index = FeedbackIndex(selection.feedback, selection.aliases)
     stats = DeriveStats(duplicates=selection.dropped)  # derivation counts the rest
-    facts = selection.facts if progress is None else _ticking(selection.facts, progress)
+    digests = FactDigests()
+    facts = digests.watch(selection.facts)
+    facts = facts if progress is None else _ticking(facts, progress)
     out = Path(out_dir)
-    writer = SplitWriter(out, options.fmt, columns_for(options.kind, builder.shape))
+    columns = columns_for(options.kind, builder.shape)
+    writer = SplitWriter(out, options.fmt, columns, before_commit=lambda: unpublish(out))
     with writer:
         for segment in iter_segments(facts, index, stats):
             for row in builder.rows(segment):
@@ -108,7 +114,7 @@ def export(
     counts = builder.counts
     skipped = Counter(counts.skipped)
     skipped["eval_prompt_in_train"] += writer.eval_prompt_in_train
-    return ExportSummary(
+    summary = ExportSummary(
         kind=options.kind,
         profile=builder.profile.name,
         shape=builder.shape,
@@ -124,6 +130,16 @@ def export(
         changes=_by_reason(counts.changes),
         feedback_dropped=index.dropped(),
     )
+    origin = provenance if provenance is not None else Provenance()
+    publish(
+        out,
+        summary=summary,
+        options=options,
+        digests=digests,
+        feedback=selection.feedback,
+        origin=origin,
+    )
+    return summary
 
 
 def _by_reason(counts: Counter[str]) -> dict[str, int]:

@@ -328,7 +328,13 @@ class SplitWriter:
     Leaving the block normally commits both files; an exception discards everything written.
     """
 
-    def __init__(self, folder: Path, fmt: str, columns: tuple[tuple[str, str], ...]) -> None:
+    def __init__(
+        self,
+        folder: Path,
+        fmt: str,
+        columns: tuple[tuple[str, str], ...],
+        before_commit: Callable[[], None] | None = None,
+    ) -> None:
         if fmt not in FORMATS:
             raise ValueError(f"format must be one of {', '.join(FORMATS)}")
         self.folder = Path(folder)
@@ -338,6 +344,8 @@ class SplitWriter:
         self.written = {"train": 0, "eval": 0}
         self.eval_prompt_in_train = 0
         self._temps: list[Path] = []
+        # Called once the files are complete, right before they replace earlier ones.
+        self.before_commit = before_commit
 
     def __enter__(self) -> SplitWriter:
         self.folder.mkdir(parents=True, exist_ok=True)
@@ -397,6 +405,8 @@ class SplitWriter:
                 evals.add(encoded, None)
             self.train.close()
             evals.close()
+            if self.before_commit is not None:
+                self.before_commit()
             self.train.commit()
             evals.commit()
             _fsync_dir(self.folder)

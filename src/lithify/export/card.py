@@ -1,0 +1,217 @@
+"""``README.md``: the dataset card of an export, in the Hugging Face format, made from its
+manifest alone (docs/export.md, Manifest and dataset card).
+
+The YAML header's ``configs`` name the split files, so ``datasets.load_dataset(OUT_DIR)`` loads
+the train and eval splits with no other argument (and ignores the manifest and digests beside
+them). The body says only what the manifest holds: counts, hashes, options and input.
+"""
+
+from __future__ import annotations
+
+import shlex
+import unicodedata
+from typing import TYPE_CHECKING
+
+import orjson
+
+from lithify.derive import SPLIT_REASONS
+from lithify.derive.feedback import FEEDBACK_DROP_REASONS
+from lithify.export.profiles import PROFILE_CHANGES
+from lithify.export.trainer import LOSSY_DEGRADATIONS, SKIP_REASONS
+from lithify.export.writers import columns_for
+from lithify.model import DEGRADATION_REASONS
+
+if TYPE_CHECKING:
+    from lithify.export.manifest import Manifest
+
+SPLITS = ("train", "eval")
+
+
+def _yaml(text: str) -> str:
+    # A JSON string is a YAML double-quoted scalar: any character is safe.
+    return orjson.dumps(text).decode()
+
+
+def _cell(value: object) -> str:
+    """A Markdown table cell: backslashes and pipes escaped; control characters and line or
+    paragraph separators, which would break the table's line, as ``\\uXXXX``."""
+    text = str(value).replace("\\", "\\\\").replace("|", "\\|")
+    return "".join(
+        f"\\u{ord(c):04x}" if unicodedata.category(c) in ("Cc", "Zl", "Zp") else c for c in text
+    )
+
+
+def _code(value: str) -> str:
+    # A code span that holds any backticks the value has.
+    longest = 0
+    run = 0
+    for ch in value:
+        run = run + 1 if ch == "`" else 0
+        longest = max(longest, run)
+    ticks = "`" * (longest + 1)
+    pad = " " if value.startswith("`") or value.endswith("`") else ""
+    return f"{ticks}{pad}{_cell(value)}{pad}{ticks}"
+
+
+def _size_category(rows: int) -> str:
+    """The Hub's ``size_categories`` bucket for ``rows``."""
+    for limit, name in ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K")):
+        if rows < limit:
+            return name
+    for limit, name in ((1_000_000, "100K<n<1M"), (10_000_000, "1M<n<10M")):
+        if rows < limit:
+            return name
+    return "n>10M"
+
+
+def data_files(manifest: Manifest) -> list[tuple[str, str]]:
+    """(split, file) for the splits that hold rows; the train file when none does."""
+    ext = manifest.fmt
+    found = [(s, f"{s}.{ext}") for s in SPLITS if manifest.rows.get(s)]
+    return found or [("train", f"train.{ext}")]
+
+
+def _header(manifest: Manifest) -> list[str]:
+    lines = ["---", "configs:", "- config_name: default", "  data_files:"]
+    for split, path in data_files(manifest):
+        lines += [f"  - split: {split}", f"    path: {_yaml(path)}"]
+    total = sum(manifest.rows.values())
+    lines += [
+        "tags:",
+        "- lithify",
+        f"- {_yaml(manifest.kind)}",
+        "size_categories:",
+        f"- {_yaml(_size_category(total))}",
+        "---",
+    ]
+    return lines
+
+
+def _table(head: tuple[str, ...], rows: list[tuple[object, ...]]) -> list[str]:
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    out += ["| " + " | ".join(_cell(v) for v in r) + " |" for r in rows]
+    return [*out, ""]
+
+
+def render(manifest: Manifest) -> str:
+    """The card's text (``manifest.files`` need not list the card itself)."""
+    m = manifest
+    total = sum(m.rows.values())
+    lines = _header(m)
+    lines += [
+        "",
+        f"# {m.kind} rows, {m.profile} profile",
+        "",
+        f"{total} rows made by {m.lithify} from {m.facts.count} facts "
+        f"({m.derive.calls} calls in {m.derive.segments} segments of {m.derive.sessions} "
+        f"sessions). Everything below is read from `manifest.json`, which holds the SHA-256 "
+        f"of every file here.",
+        "",
+        "```python",
+        "import datasets",
+        "",
+        'ds = datasets.load_dataset("path/to/this/folder")  # '
+        + ", ".join(s for s, _ in data_files(m)),
+        "```",
+        "",
+        "## Splits",
+        "",
+    ]
+    lines += _table(
+        ("split", "file", "rows", "sha256"),
+        [
+            (s, f"{s}.{m.fmt}", m.rows.get(s, 0), m.files[f"{s}.{m.fmt}"].sha256)
+            for s in SPLITS
+            if f"{s}.{m.fmt}" in m.files
+        ],
+    )
+    columns = columns_for(m.kind, m.shape)
+    lines += [
+        "## Row schema",
+        "",
+        f"Rows of kind `{m.kind}`, shape `{m.shape}`, profile `{m.profile}`, valid against the "
+        f"JSON Schema `{m.schema}` (named in every row's `metadata.schema`). Columns: "
+        + ", ".join(f"`{name}`" for name, _ in columns)
+        + (
+            "; in Parquet, nested values are JSON text."
+            if m.fmt == "parquet"
+            else "; one JSON object per line."
+        ),
+        "",
+        "## Sources",
+        "",
+        "Facts read, by the translator that made them:",
+        "",
+    ]
+    lines += _table(("source", "facts"), [(_code(k), n) for k, n in m.sources.items()])
+    lines += ["Facts read, by model:", ""]
+    lines += _table(
+        ("model", "facts"), [(_code(k) if k else "(none)", n) for k, n in m.models.items()]
+    )
+    lines += _degradations(m)
+    lines += _left_out(m)
+    lines += _provenance(m)
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def _degradations(m: Manifest) -> list[str]:
+    lines = ["## Degradations", ""]
+    if not m.degradations:
+        return [*lines, "No fact read lost content at conversion.", ""]
+    keep = bool(m.options.get("keep_degraded"))
+    lines += [
+        "Content the source format could not carry, by the facts read that carry it "
+        "(docs/canonical.md). Lossy ones (marked) "
+        + (
+            "were kept: `--keep-degraded` was given, so rows may hold these calls."
+            if keep
+            else "skip the rows built on them (`degraded_fact` below); the others are in rows."
+        ),
+        "",
+    ]
+    rows = [
+        (f"`{k}`", n, "yes" if k in LOSSY_DEGRADATIONS else "", DEGRADATION_REASONS.get(k, ""))
+        for k, n in m.degradations.items()
+    ]
+    return lines + _table(("degradation", "facts", "lossy", "meaning"), rows)
+
+
+def _left_out(m: Manifest) -> list[str]:
+    rows: list[tuple[object, ...]] = [
+        (f"skipped: `{k}`", n, SKIP_REASONS.get(k, "")) for k, n in m.skipped.items()
+    ]
+    if m.filtered:
+        rows.append(("filtered", m.filtered, "rows the --where conditions left out"))
+    rows += [(f"changed: `{k}`", n, PROFILE_CHANGES.get(k, "")) for k, n in m.changes.items()]
+    rows += [
+        (f"segment start: `{k}`", n, SPLIT_REASONS.get(k, "")) for k, n in m.derive.splits.items()
+    ]
+    rows += [
+        (f"feedback not joined: `{k}`", n, FEEDBACK_DROP_REASONS.get(k, ""))
+        for k, n in m.feedback.dropped.items()
+    ]
+    if not rows:
+        return ["## Rows left out or changed", "", "None.", ""]
+    return ["## Rows left out or changed", "", *_table(("what", "count", "meaning"), rows)]
+
+
+def _provenance(m: Manifest) -> list[str]:
+    p = m.provenance
+    lines = ["## Provenance", ""]
+    if p.command is not None:
+        lines += ["```", shlex.join(p.command), "```", ""]
+    if p.store is not None:
+        lines.append(f"- store: {_code(p.store)}")
+    for path in p.facts or ():
+        lines.append(f"- fact file: {_code(path)}")
+    if p.command is None and p.store is None and not p.facts:
+        lines.append("- input: facts given in memory to the export library")
+    for name, value in (p.filters or {}).items():
+        lines.append(f"- filter `{name}`: {_code(orjson.dumps(value).decode())}")
+    lines += [
+        f"- facts: {m.facts.count}, SHA-256 `{m.facts.sha256}` (of their lines in `facts.sha256`)",
+        f"- feedback: {m.feedback.count} read, {m.feedback.joined} joined, "
+        f"SHA-256 `{m.feedback.sha256}`",
+        "",
+    ]
+    return lines
