@@ -29,14 +29,24 @@ EXAMPLES = ROOT / "src" / "lithify" / "examples"
 LITHIFY = Path(sys.executable).with_name("lithify")
 SETUP = "bash scripts/consumers-setup"
 
+# The chat template checks need every tool-call shape the corpus has, also calls whose tool
+# definitions the capture did not record (dropped by default: docs/export.md, Quality flags).
+UNDEFINED_TOOLS = ("--keep-flag", "undefined_tool_call")
 # Export id → `lithify export` arguments (without the store and the folder).
 EXPORTS: dict[str, tuple[str, ...]] = {
     "sft-canonical": ("sft", "--eval-fraction", "0.5"),
     "sft-canonical-parquet": ("sft", "--format", "parquet", "--eval-fraction", "0.5"),
-    "sft-trl": ("sft", "--profile", "trl"),
-    "sft-trl-parquet": ("sft", "--profile", "trl", "--format", "parquet"),
-    "sft-trl-thinking": ("sft", "--profile", "trl", "--reasoning-key", "thinking"),
-    "sft-trl-string": ("sft", "--profile", "trl", "--arguments", "string"),
+    "sft-trl": ("sft", "--profile", "trl", *UNDEFINED_TOOLS),
+    "sft-trl-parquet": ("sft", "--profile", "trl", *UNDEFINED_TOOLS, "--format", "parquet"),
+    "sft-trl-thinking": (
+        "sft",
+        "--profile",
+        "trl",
+        "--reasoning-key",
+        "thinking",
+        *UNDEFINED_TOOLS,
+    ),
+    "sft-trl-string": ("sft", "--profile", "trl", "--arguments", "string", *UNDEFINED_TOOLS),
     "sft-trl-pc": ("sft", "--profile", "trl", "--shape", "prompt-completion"),
     "sft-openai": ("sft", "--profile", "openai"),
     "sft-axolotl": ("sft", "--profile", "axolotl"),

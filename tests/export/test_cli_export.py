@@ -91,6 +91,7 @@ def test_the_json_summary_is_the_typed_summary(tmp_path: Path) -> None:
         "skipped",
         "filtered",
         "changes",
+        "flags",
         "feedback_dropped",
     ]
     derive = summary["derive"]

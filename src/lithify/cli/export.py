@@ -44,6 +44,7 @@ from lithify.export import (
     from_store,
     make_builder,
 )
+from lithify.export.flags import FLAGS
 from lithify.store import StoreError, open_store
 
 
@@ -70,6 +71,8 @@ def summary_table(summary: ExportSummary) -> Table:
         t.add_row(f"skipped: {reason}", str(n), SKIP_REASONS.get(reason, ""))
     for reason, n in sorted(summary.changes.items()):
         t.add_row(f"changed: {reason}", str(n), PROFILE_CHANGES.get(reason, ""))
+    for flag, n in summary.flags.items():
+        t.add_row(f"flag: {flag}", str(n), FLAGS.get(flag, ""))
     for reason, n in summary.feedback_dropped.items():
         t.add_row(f"feedback not joined: {reason}", str(n), FEEDBACK_DROP_REASONS.get(reason, ""))
     return t
@@ -124,6 +127,18 @@ def export_cmd(
     keep_degraded: Annotated[
         bool, typer.Option(help="Also export rows from calls that lost content at conversion.")
     ] = False,
+    drop_flag: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Leave out rows carrying this quality flag (repeatable; docs/export.md)."
+        ),
+    ] = None,
+    keep_flag: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Write rows carrying this quality flag, dropped by default (repeatable)."
+        ),
+    ] = None,
     session: SessionOpt = None,
     model: ModelOpt = None,
     source: Annotated[
@@ -152,6 +167,8 @@ def export_cmd(
         where=tuple(where or ()),
         reward=reward,
         keep_degraded=keep_degraded,
+        drop_flags=tuple(drop_flag or ()),
+        keep_flags=tuple(keep_flag or ()),
     )
     try:
         make_builder(options)  # reject bad options before reading anything

@@ -16,6 +16,7 @@ import orjson
 
 from lithify.derive import SPLIT_REASONS
 from lithify.derive.feedback import FEEDBACK_DROP_REASONS
+from lithify.export.flags import FLAGS, dropped_flags
 from lithify.export.profiles import PROFILE_CHANGES
 from lithify.export.trainer import LOSSY_DEGRADATIONS, SKIP_REASONS
 from lithify.export.writers import columns_for
@@ -148,10 +149,29 @@ def render(manifest: Manifest) -> str:
     lines += _table(
         ("model", "facts"), [(_code(k) if k else "(none)", n) for k, n in m.models.items()]
     )
+    lines += _flags(m)
     lines += _degradations(m)
     lines += _left_out(m)
     lines += _provenance(m)
     return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def _flags(m: Manifest) -> list[str]:
+    lines = ["## Quality flags", ""]
+    if not m.flags:
+        return [*lines, "No row carries a quality flag.", ""]
+    drop = dropped_flags(m.options.get("drop_flags", ()), m.options.get("keep_flags", ()))
+    lines += [
+        "Rows built carrying each flag (a row may carry several); rows carrying a dropped flag "
+        "are not in the files (`skipped: flagged` below), the others carry theirs in "
+        "`metadata.flags`.",
+        "",
+    ]
+    rows = [
+        (f"`{k}`", n, "dropped" if k in drop else "kept", FLAGS.get(k, ""))
+        for k, n in m.flags.items()
+    ]
+    return lines + _table(("flag", "rows", "rows are", "meaning"), rows)
 
 
 def _degradations(m: Manifest) -> list[str]:

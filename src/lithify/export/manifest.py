@@ -92,6 +92,10 @@ def cli_provenance(
         cmd += ["--where", w]
     if options.keep_degraded:
         cmd.append("--keep-degraded")
+    for flag in options.drop_flags:
+        cmd += ["--drop-flag", flag]
+    for flag in options.keep_flags:
+        cmd += ["--keep-flag", flag]
     if masked is not None:
         cmd += ["--store", masked]
     for path in paths or ():
@@ -143,6 +147,7 @@ class Manifest(msgspec.Struct, kw_only=True):
     skipped: dict[str, int]
     filtered: int
     changes: dict[str, int]
+    flags: dict[str, int]  # FLAGS → rows built carrying it (written or left out)
     files: dict[str, OutputFile]  # file name in the folder → its bytes' hash
 
 
@@ -282,6 +287,7 @@ def publish(
         skipped=dict(summary.skipped),
         filtered=summary.filtered,
         changes=dict(summary.changes),
+        flags=dict(summary.flags),
         files=dict(sorted(files.items())),
     )
     card = render(manifest).encode()

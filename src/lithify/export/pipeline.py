@@ -11,6 +11,7 @@ from pathlib import Path
 from lithify.derive.feedback import FeedbackIndex
 from lithify.derive.segments import iter_segments
 from lithify.derive.sessions import DeriveStats
+from lithify.export.flags import Flagger, dropped_flags, note_flags
 from lithify.export.manifest import FactDigests, Provenance, publish, unpublish
 from lithify.export.profiles import ProfileError, resolve
 from lithify.export.rows import RowBuilder
@@ -33,6 +34,8 @@ class ExportOptions:
     where: tuple[str, ...] = ()
     reward: str = "score"
     keep_degraded: bool = False
+    drop_flags: tuple[str, ...] = ()  # quality flags whose rows are left out (export.flags)
+    keep_flags: tuple[str, ...] = ()
 
 
 def make_builder(options: ExportOptions) -> RowBuilder:
@@ -52,6 +55,7 @@ def make_builder(options: ExportOptions) -> RowBuilder:
         raise ProfileError("--shape applies to sft rows only")
     conditions: list[Condition] = [parse(w) for w in options.where]
     try:
+        dropped_flags(options.drop_flags, options.keep_flags)
         return RowBuilder(
             options.kind,
             profile,
@@ -100,16 +104,17 @@ def export(
     index = FeedbackIndex(selection.feedback, selection.aliases)
     stats = DeriveStats(duplicates=selection.dropped)  # derivation counts the rest
     digests = FactDigests()
-    facts = digests.watch(selection.facts)
+    flagger = Flagger(options.kind, dropped_flags(options.drop_flags, options.keep_flags))
+    facts = flagger.watch(digests.watch(selection.facts))
     facts = facts if progress is None else _ticking(facts, progress)
     out = Path(out_dir)
     columns = columns_for(options.kind, builder.shape)
     writer = SplitWriter(out, options.fmt, columns, before_commit=lambda: unpublish(out))
     with writer:
         for segment in iter_segments(facts, index, stats):
-            for row in builder.rows(segment):
+            for row in flagger.apply(builder.rows(segment)):
                 writer.write(row)
-        for row in builder.pairs():
+        for row in flagger.apply(builder.pairs()):
             writer.write(row)
     counts = builder.counts
     skipped = Counter(counts.skipped)
@@ -130,6 +135,7 @@ def export(
         changes=_by_reason(counts.changes),
         feedback_dropped=index.dropped(),
     )
+    note_flags(summary, flagger)
     origin = provenance if provenance is not None else Provenance()
     publish(
         out,

@@ -27,4 +27,5 @@ class ExportSummary(msgspec.Struct, kw_only=True):
     skipped: dict[str, int]  # SKIP_REASONS → rows
     filtered: int  # rows --where left out
     changes: dict[str, int]  # PROFILE_CHANGES → rows
+    flags: dict[str, int] = msgspec.field(default_factory=dict)  # FLAGS → rows built with it
     feedback_dropped: dict[str, int]  # FEEDBACK_DROP_REASONS → feedback facts

@@ -48,6 +48,8 @@ SKIP_REASONS: dict[str, str] = {
     "no_reward": "an RL row without a numeric reward from feedback",
     "identical_pair": "a preference pair whose chosen and rejected completions are the same",
     "eval_prompt_in_train": "an eval row whose exact prompt is also a train row's prompt",
+    "flagged": "a row carrying a quality flag that is dropped (--drop-flag, --keep-flag; "
+    "its defaults: docs/export.md, Quality flags)",
 }
 
 # Degradations that change what the model saw or said; rows built on such calls are skipped

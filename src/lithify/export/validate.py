@@ -16,6 +16,7 @@ from typing import Any
 import jsonschema_rs
 import orjson
 
+from lithify.export.flags import FLAGS
 from lithify.export.profiles import Profile
 from lithify.schemas import schema as canonical_schema
 
@@ -168,6 +169,7 @@ METADATA = {
         "rejected_call_id": {"type": "string"},
         "chosen_score": {"type": "number"},
         "rejected_score": {"type": "number"},
+        "flags": {"type": "array", "items": {"enum": list(FLAGS)}, "uniqueItems": True},
     },
 }
 

@@ -1,0 +1,198 @@
+"""Quality flags: what a written row may teach wrong, from a closed list, in every row's
+``metadata.flags`` (docs/export.md, Quality flags).
+
+A flag is a property of the row's calls as the facts hold them, judged against the row: its
+``source_call_ids`` name the calls, its ``tools`` the tools it defines. ``--drop-flag`` and
+``--keep-flag`` decide per flag whether rows carrying it are written; the defaults drop every
+flag that would teach the model something wrong and keep the rest.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from lithify.model import InferenceCall, Message, TextPart, ToolCallPart, ToolCallResponsePart
+
+if TYPE_CHECKING:  # rows validate against FLAGS: this module is below them
+    from lithify.export.rows import Row
+    from lithify.export.summary import ExportSummary
+
+FLAGS: dict[str, str] = {
+    "undefined_tool_call": "a tool call to a tool the row's tools do not define",
+    "truncated_target": "a target output cut by the length limit (finish_reason length)",
+    "empty_target": "a target output with neither text nor a tool call",
+    "content_filter": "a target output refused or stopped by a content filter "
+    "(finish_reason content_filter)",
+    "orphan_tool_result": "a tool result whose call is not earlier in the conversation",
+    "degraded_source": "a call of the row lost or changed content at conversion "
+    "(any degradation; lossy ones skip the row unless --keep-degraded)",
+}
+# Dropped unless --keep-flag: each makes the row teach something wrong. degraded_source is kept:
+# the lossy degradations already skip rows (degraded_fact), the others leave what the model saw.
+DEFAULT_DROP = frozenset(
+    {
+        "undefined_tool_call",
+        "truncated_target",
+        "empty_target",
+        "content_filter",
+        "orphan_tool_result",
+    }
+)
+
+
+class FlagError(ValueError):  # a ValueError: make_builder reports it as a ProfileError
+    """A --drop-flag/--keep-flag name not in FLAGS, or one given to both."""
+
+
+def dropped_flags(drop: Iterable[str], keep: Iterable[str]) -> frozenset[str]:
+    """The flags whose rows are left out: the defaults, plus ``drop``, minus ``keep``."""
+    drop, keep = set(drop), set(keep)
+    for name in sorted(drop | keep):
+        if name not in FLAGS:
+            raise FlagError(f"unknown flag {name!r}: one of {', '.join(FLAGS)}")
+    if drop & keep:
+        raise FlagError(f"flag given to both --drop-flag and --keep-flag: {sorted(drop & keep)}")
+    return frozenset((DEFAULT_DROP | drop) - keep)
+
+
+@dataclass(frozen=True, slots=True)
+class _Call:
+    """What flags need of one call."""
+
+    used: frozenset[str]  # tool names its input and outputs call
+    finishes: frozenset[str | None]  # of its outputs
+    empty: bool  # an output with neither text nor a tool call
+    orphan: bool  # a tool result in its input whose call is not earlier
+    degraded: bool
+
+
+def _call(f: InferenceCall) -> _Call:
+    used: set[str] = set()
+    called: set[str] = set()
+    orphan = False
+    for m in f.input_messages:
+        for p in m.parts:
+            if isinstance(p, ToolCallPart):
+                used.add(p.name)
+                called.add(p.id)
+            elif isinstance(p, ToolCallResponsePart) and p.id not in called:
+                orphan = True
+    for m in f.output_messages:
+        used.update(p.name for p in m.parts if isinstance(p, ToolCallPart))
+    return _Call(
+        frozenset(used),
+        frozenset(m.finish_reason for m in f.output_messages),
+        any(_empty(m) for m in f.output_messages),
+        orphan,
+        bool(f.degradations),
+    )
+
+
+def _empty(m: Message) -> bool:
+    return not any(
+        isinstance(p, ToolCallPart) or (isinstance(p, TextPart) and p.content.strip())
+        for p in m.parts
+    )
+
+
+def _tool_names(data: dict[str, Any]) -> set[str]:
+    """The names of the tools a row defines, in any row shape."""
+    tools = data.get("tools")
+    if tools is None:
+        holder = data.get("input") or data.get("responses_create_params") or {}
+        tools = holder.get("tools") if isinstance(holder, dict) else None
+    names = set()
+    for t in tools or ():
+        fn = t.get("function") if isinstance(t.get("function"), dict) else t
+        if isinstance(fn.get("name"), str):
+            names.add(fn["name"])
+    return names
+
+
+class Flagger:
+    """Flags rows and leaves out those carrying a dropped flag; counts both.
+
+    ``watch`` sees the facts as the export reads them (grouped by session); a row's calls are
+    looked up there. Calls are kept for the session being read and the one before (rows of a
+    session come once the next one starts), or all of them for DPO, whose rows come at the end.
+    """
+
+    def __init__(self, kind: str, drop: frozenset[str]) -> None:
+        self.kind = kind
+        self.drop = drop
+        self.flagged: Counter[str] = Counter()  # rows built carrying each flag
+        self.dropped = 0  # rows left out for a flag
+        self._calls: dict[str, _Call] = {}
+        self._older: dict[str, _Call] = {}
+        self._session: object = object()
+
+    def watch(self, facts: Iterable[InferenceCall]) -> Iterator[InferenceCall]:
+        for f in facts:
+            if f.session_id != self._session and self.kind != "dpo":
+                self._older, self._calls = self._calls, {}
+                self._session = f.session_id
+            self._calls[f.inference_call_id] = _call(f)
+            yield f
+
+    def _lookup(self, call_id: str) -> _Call | None:
+        return self._calls.get(call_id) or self._older.get(call_id)
+
+    def flags(self, row: Row) -> list[str]:
+        ids = row.source_ids
+        calls = [c for i in ids if (c := self._lookup(i)) is not None]
+        targets = calls[-1:] if self.kind == "sft" else calls
+        found = set()
+        if any(c.used - _tool_names(row.data) for c in calls):
+            found.add("undefined_tool_call")
+        if any("length" in c.finishes for c in targets):
+            found.add("truncated_target")
+        if any("content_filter" in c.finishes for c in targets):
+            found.add("content_filter")
+        if any(c.empty for c in targets):
+            found.add("empty_target")
+        if any(c.orphan for c in calls):
+            found.add("orphan_tool_result")
+        if any(c.degraded for c in calls):
+            found.add("degraded_source")
+        return sorted(found)
+
+    def apply(self, rows: Iterable[Row]) -> Iterator[Row]:
+        """``rows`` with ``metadata.flags`` set (a list, empty when none), without the rows
+        carrying a dropped flag."""
+        for row in rows:
+            found = self.flags(row)
+            self.flagged.update(found)
+            if self.drop.intersection(found):
+                self.dropped += 1
+                continue
+            yield _with_flags(row, found)
+
+
+def _with_flags(row: Row, flags: list[str]) -> Row:
+    """``row`` with ``metadata.flags``, its JSON as encoding the whole row would give."""
+    meta = row.data["metadata"]
+    meta["flags"] = flags
+    span = row.spans.get("metadata") if row.spans else None
+    if span is None:
+        row.encoded = orjson.dumps(row.data)
+        return row
+    start, end = span
+    encoded = orjson.dumps(meta)
+    row.encoded = row.encoded[:start] + encoded + row.encoded[end:]
+    assert row.spans is not None
+    row.spans = {**row.spans, "metadata": (start, start + len(encoded))}
+    return row
+
+
+def note_flags(summary: ExportSummary, flagger: Flagger) -> ExportSummary:
+    """``summary`` with the flags rows carried and the rows left out for one (``flagged``)."""
+    summary.flags = dict(sorted(flagger.flagged.items()))
+    if flagger.dropped:
+        skipped = {**summary.skipped, "flagged": flagger.dropped}
+        summary.skipped = dict(sorted(skipped.items()))
+    return summary
