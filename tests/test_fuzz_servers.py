@@ -743,6 +743,7 @@ def test_proxy_survives_generated_hostile_requests(tmp_path: Path) -> None:
             "--max-body-size", f"{BODY_LIMIT}", "--max-record-size", f"{BODY_LIMIT}",
         )  # fmt: skip
         run = Run()
+        recorder = 0
         try:
             valid_body = orjson.dumps(
                 {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]}
@@ -756,6 +757,7 @@ def test_proxy_survives_generated_hostile_requests(tmp_path: Path) -> None:
             for i in range(4):
                 run.outcomes.append(exchange(proxy.port, valid(10**8 + i)[0]))
             base = _rss_kib(proxy.proc.pid, "VmRSS")
+            recorder = proxy.recorder_pid()
             head = b"POST /v1/chat/completions HTTP/1.1\r\n"
             elapsed = run.drive(proxy.port, _proxy_case(), valid, head)
             peak = _rss_kib(proxy.proc.pid, "VmHWM")
@@ -768,6 +770,9 @@ def test_proxy_survives_generated_hostile_requests(tmp_path: Path) -> None:
                 time.sleep(0.5)
         finally:
             assert proxy.stop() == 0
+    deadline = time.monotonic() + 30  # its last lines are written when it has gone
+    while Path(f"/proc/{recorder}").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
     run.check(frozenset(), proxy.events(), "exchange", "refused")
     assert set(run.valid) <= ids, len(set(run.valid) - ids)
     # Memory (docs/proxy.md): each call in flight holds its body and, recorded, its response;

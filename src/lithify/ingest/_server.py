@@ -104,7 +104,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         if self._done:
             return
         self._unset_keepalive_if_required()
-        began = self._head is not None
+        before = self._head  # a head already incomplete before this read
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserCallbackError as e:
@@ -122,9 +122,9 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         head = self._head
         if head is not None:
             # The head is still incomplete: what the parser holds of it grows with each read.
-            # Bytes of the read it began in are not counted (some may belong to the request
-            # before it), so the bound holds to within one read.
-            if began:
+            # The read it began in is not counted (some of it may belong to the request before
+            # it), so the bound holds to within one read.
+            if head is before:
                 head.fed += len(data)
             if head.fed > self.limits.max_bytes:
                 self._refuse(self._too_large())

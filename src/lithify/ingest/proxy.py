@@ -24,6 +24,7 @@ import logging
 import os
 import queue
 import re
+import select
 import sys
 import threading
 import time
@@ -794,7 +795,12 @@ async def _reply(
 class BackgroundStreamHandler(logging.Handler):
     """Log lines written by a thread of their own: a write to stderr is a system call the event
     loop should not wait for (nor block on, should nobody read the pipe). Past ``capacity``
-    lines waiting, new lines are dropped and counted."""
+    lines waiting, new lines are dropped and counted.
+
+    The recorder process writes to the same stderr: lines go out whole, in writes of at most
+    PIPE_BUF bytes (atomic on a pipe, and any write is on a file opened for appending). Through
+    the text stream, a batch went out in buffer-sized writes, and the recorder's lines landed
+    in the middle of ours."""
 
     def __init__(self, stream: Any = None, capacity: int = 10_000) -> None:
         super().__init__()
@@ -819,10 +825,26 @@ class BackgroundStreamHandler(logging.Handler):
                 while len(lines) < 512:
                     lines.append(self._queue.get_nowait())
             with contextlib.suppress(Exception):
-                self.stream.write("".join(lines))
-                self.stream.flush()
+                self._write_whole(lines)
             for _ in lines:
                 self._queue.task_done()
+
+    def _write_whole(self, lines: list[str]) -> None:
+        try:
+            fd = self.stream.fileno()
+        except (AttributeError, OSError, ValueError):  # not a file: no other writer to fear
+            self.stream.write("".join(lines))
+            self.stream.flush()
+            return
+        self.stream.flush()  # anything written to it another way goes first
+        chunk = bytearray()
+        for line in lines:
+            data = line.encode("utf-8", "replace")
+            if chunk and len(chunk) + len(data) > select.PIPE_BUF:
+                _write_all(fd, chunk)
+                chunk.clear()
+            chunk += data
+        _write_all(fd, chunk)
 
     def flush(self) -> None:
         """Wait (briefly) until the lines queued so far are written."""
@@ -831,6 +853,12 @@ class BackgroundStreamHandler(logging.Handler):
             time.sleep(0.005)
         with contextlib.suppress(Exception):
             self.stream.flush()
+
+
+def _write_all(fd: int, data: bytes | bytearray) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def log_config(level: str = "info") -> dict[str, Any]:
