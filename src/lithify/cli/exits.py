@@ -16,3 +16,4 @@ class Exit(IntEnum):
     STORE = 4  # the store cannot be opened or reached
     NOT_FOUND = 5  # a named fact or token does not exist
     INVALID_ROW = 6  # an exported row failed its schema: a defect in lithify, nothing written
+    DIFFERS = 7  # export --replay made other bytes, or the folder no longer holds its export

@@ -23,6 +23,7 @@ from lithify.cli.options import (
     json_flag,
     json_text,
 )
+from lithify.cli.replay import run_replay
 from lithify.core.factfile import InputError
 from lithify.derive import SPLIT_REASONS
 from lithify.derive.feedback import FEEDBACK_DROP_REASONS
@@ -79,7 +80,9 @@ def summary_table(summary: ExportSummary) -> Table:
 
 
 def export_cmd(
-    kind: Annotated[str, typer.Argument(help=f"Row kind: {', '.join(KINDS)}.")],
+    kind: Annotated[
+        str | None, typer.Argument(help=f"Row kind: {', '.join(KINDS)}.", show_default=False)
+    ] = None,
     out_dir: Annotated[
         Path | None,
         typer.Option(
@@ -146,6 +149,13 @@ def export_cmd(
     ] = None,
     since: Annotated[str | None, typer.Option(help="From this time on (RFC 3339).")] = None,
     until: UntilOpt = None,
+    replay_path: Annotated[
+        Path | None,
+        typer.Option(
+            "--replay",
+            help="Make the export OUT_DIR/manifest.json records again and check it byte for byte.",
+        ),
+    ] = None,
     as_json: Annotated[bool, json_flag("Print the summary as JSON.")] = False,
     progress: Annotated[
         bool | None,
@@ -156,6 +166,11 @@ def export_cmd(
 
     Reads facts from the store (or --facts files), rebuilds sessions and segments, maps them to the target trainer's format, validates every row against its schema and writes train/eval files atomically. Rows that cannot be represented are skipped and counted by reason.
     """
+    if replay_path is not None:
+        run_replay(replay_path, store_url, as_json)
+    if kind is None:
+        err.print("[red]give a row kind, or --replay OUT_DIR/manifest.json[/]")
+        raise typer.Exit(Exit.USAGE)
     options = ExportOptions(
         kind=kind,
         profile=profile,

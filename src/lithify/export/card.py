@@ -106,7 +106,8 @@ def render(manifest: Manifest) -> str:
         f"{total} rows made by {m.lithify} from {m.facts.count} facts "
         f"({m.derive.calls} calls in {m.derive.segments} segments of {m.derive.sessions} "
         f"sessions). Everything below is read from `manifest.json`, which holds the SHA-256 "
-        f"of every file here.",
+        f"of every file here; `lithify export --replay manifest.json` makes the export again "
+        f"and checks it byte for byte.",
         "",
         "```python",
         "import datasets",

@@ -1,0 +1,61 @@
+"""`lithify export --replay OUT_DIR/manifest.json`: the export made again from its manifest and
+checked byte for byte (docs/export.md, Replay); exit 0 when identical, 7 when not."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from lithify.cli.exits import Exit
+from lithify.cli.options import err, json_text
+from lithify.core.factfile import InputError
+from lithify.export import RowInvalid, from_files, from_store
+from lithify.export.replay import ReplayError, ReplayResult, describe, filters_of, load, replay
+from lithify.store import StoreError, open_store
+
+MASKED = ":***@"  # what display_url puts where a password was
+
+
+def run_replay(path: Path, store_url: str | None, as_json: bool) -> None:
+    """Replay, print what differs (or the result as JSON) and exit with its code."""
+    try:
+        result = _replay(path, store_url)
+    except ReplayError as e:
+        err.print(f"[red]cannot replay:[/] {e}")
+        raise typer.Exit(Exit.USAGE) from None
+    except InputError as e:
+        err.print(f"[red]unreadable:[/] {e}")
+        raise typer.Exit(Exit.UNREADABLE) from None
+    except StoreError as e:
+        err.print(f"[red]store error:[/] {e}")
+        raise typer.Exit(Exit.STORE) from None
+    except RowInvalid as e:
+        err.print(f"[red]bug: a row fails its schema.[/] {e}")
+        raise typer.Exit(Exit.INVALID_ROW) from None
+    except OSError as e:
+        err.print(f"[red]cannot replay[/] {path}: {e.strerror or e}")
+        raise typer.Exit(Exit.UNREADABLE) from None
+    if as_json:
+        typer.echo(json_text(result))
+    elif result.identical:
+        err.print(f"[green]identical:[/] {len(result.files)} files, byte for byte")
+    else:
+        for line in describe(result):
+            err.print(line, markup=False, highlight=False)
+    raise typer.Exit(Exit.OK if result.identical else Exit.DIFFERS)
+
+
+def _replay(path: Path, store_url: str | None) -> ReplayResult:
+    p = load(path).provenance
+    if p.facts:
+        files = [Path(f) for f in p.facts]
+        return replay(path, lambda m: from_files(files, filters_of(m)))
+    url = store_url or p.store
+    if url is not None and MASKED in url and store_url is None:
+        raise ReplayError(
+            f"the store {p.store} was recorded without its password: give it with --store "
+            "(or LITHIFY_STORE)"
+        )
+    with open_store(url) as store:
+        return replay(path, lambda m: from_store(store, filters_of(m)))
