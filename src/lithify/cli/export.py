@@ -5,10 +5,13 @@ summary and exit codes."""
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -46,7 +49,7 @@ from lithify.export import (
     make_builder,
 )
 from lithify.export.flags import FLAGS
-from lithify.store import StoreError, open_store
+from lithify.store import FactFilter, StoreError, open_store
 
 
 def summary_table(summary: ExportSummary) -> Table:
@@ -149,6 +152,25 @@ def export_cmd(
     ] = None,
     since: Annotated[str | None, typer.Option(help="From this time on (RFC 3339).")] = None,
     until: UntilOpt = None,
+    engine: Annotated[
+        str,
+        typer.Option(help="local, or ray: derive on a Ray cluster (docs/scale.md; needs --facts)."),
+    ] = "local",
+    ray_address: Annotated[
+        str | None,
+        typer.Option(
+            help="Ray cluster to join (default: start a local Ray).", envvar="RAY_ADDRESS"
+        ),
+    ] = None,
+    partitions: Annotated[
+        int | None, typer.Option(help="--engine ray: partitions of the session shuffle.")
+    ] = None,
+    merge: Annotated[
+        bool,
+        typer.Option(
+            help="--engine ray: merge the shards into train/eval files (else shards only)."
+        ),
+    ] = True,
     replay_path: Annotated[
         Path | None,
         typer.Option(
@@ -193,6 +215,23 @@ def export_cmd(
     target = out_dir if out_dir is not None else Path(f"export-{kind}")
     filters = fact_filter(session, model, source, since=since, until=until)
     show = sys.stderr.isatty() if progress is None else progress
+    if engine not in ("local", "ray"):
+        err.print("[red]--engine must be local or ray[/]")
+        raise typer.Exit(Exit.USAGE)
+    if facts_files:
+        facts_files = fact_paths(facts_files)
+    if engine == "ray":
+        if not facts_files:
+            err.print("[red]--engine ray reads fact files: give --facts FILE or DIR[/]")
+            raise typer.Exit(Exit.USAGE)
+        summary = _run_ray(
+            facts_files, target, options, filters, show, ray_address, partitions, merge
+        )
+        if as_json:
+            typer.echo(json_text(summary))
+        else:
+            err.print(summary_table(summary))
+        return
     try:
         if facts_files:
             origin = cli_provenance(options, facts=facts_files, filters=filters)
@@ -238,3 +277,68 @@ def _run(
         task = bars.add_task("facts", total=selection.total)
         tick = lambda n: bars.advance(task, n)  # noqa: E731
         return export(selection, target, options, progress=tick, provenance=origin)
+
+
+def fact_paths(paths: list[Path]) -> list[Path]:
+    """``--facts`` values, a folder standing for its fact files (``*.jsonl``, ``*.jsonl.gz``,
+    in name order: what ``lithify convert --engine ray`` writes)."""
+    out: list[Path] = []
+    for p in paths:
+        if p.is_dir():
+            out += sorted(f for f in p.iterdir() if f.name.endswith((".jsonl", ".jsonl.gz")))
+        else:
+            out.append(p)
+    return out
+
+
+def _run_ray(
+    paths: list[Path],
+    target: Path,
+    options: ExportOptions,
+    filters: FactFilter,
+    show: bool,
+    address: str | None,
+    partitions: int | None,
+    merge: bool,
+) -> ExportSummary:
+    """The export on Ray (``export.distributed``), with the local run's bar and exit codes."""
+    from lithify.export.distributed import RayMissing, export_ray, ray_session
+
+    try:
+        with ray_session(address) as _, _bar(show, None) as tick:
+            done = export_ray(
+                paths, target, options, filters, partitions=partitions, merge=merge, progress=tick
+            )
+            return done.summary
+    except RayMissing as e:
+        err.print(f"[red]{escape(str(e))}[/]")
+        raise typer.Exit(Exit.USAGE) from None
+    except InputError as e:
+        err.print(f"[red]unreadable:[/] {e}")
+        raise typer.Exit(Exit.UNREADABLE) from None
+    except RowInvalid as e:
+        err.print(f"[red]bug: a row fails its schema; nothing was written.[/] {e}")
+        err.print("Please report it with the facts of the source call ids above.")
+        raise typer.Exit(Exit.INVALID_ROW) from None
+    except OSError as e:
+        err.print(f"[red]cannot write[/] {target}: {e.strerror or e}")
+        raise typer.Exit(Exit.UNREADABLE) from None
+
+
+@contextmanager
+def _bar(show: bool, total: int | None) -> Iterator[Callable[[int], None] | None]:
+    """The facts bar of an export (None when not shown)."""
+    if not show:
+        yield None
+        return
+    bars = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+    )
+    with bars:
+        task = bars.add_task("facts", total=total)
+        yield lambda n: bars.advance(task, n)

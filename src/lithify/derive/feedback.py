@@ -137,6 +137,17 @@ class FeedbackIndex:
             segment, turns=turns, feedback=list(_by_name(joined).values())
         )
 
+    def take_met(self) -> set[tuple[str, str]]:
+        """The targets looked up since the last call, forgotten here: a task of a distributed
+        export hands them back, and the driver's index ``meet``s them (its ``dropped`` then
+        counts as if it had looked them up itself)."""
+        met, self._met = self._met, set()
+        return met
+
+    def meet(self, targets: Iterable[tuple[str, str]]) -> None:
+        """Count ``targets`` as looked up here."""
+        self._met.update(targets)
+
     def dropped(self) -> dict[str, int]:
         """Feedback facts not joined, by reason (FEEDBACK_DROP_REASONS); ``unmatched`` is final
         once every derived call and session has been looked up."""

@@ -14,7 +14,7 @@ from lithify.derive.sessions import DeriveStats
 from lithify.export.flags import Flagger, dropped_flags, note_flags
 from lithify.export.manifest import FactDigests, Provenance, publish, unpublish
 from lithify.export.profiles import ProfileError, resolve
-from lithify.export.rows import RowBuilder
+from lithify.export.rows import Row, RowBuilder
 from lithify.export.source import Selection
 from lithify.export.summary import ExportSummary
 from lithify.export.where import Condition, parse
@@ -104,38 +104,19 @@ def export(
     index = FeedbackIndex(selection.feedback, selection.aliases)
     stats = DeriveStats(duplicates=selection.dropped)  # derivation counts the rest
     digests = FactDigests()
-    flagger = Flagger(options.kind, dropped_flags(options.drop_flags, options.keep_flags))
+    drop = dropped_flags(options.drop_flags, options.keep_flags)
+    flagger = Flagger(options.kind, drop, builder.validator)
     facts = flagger.watch(digests.watch(selection.facts))
     facts = facts if progress is None else _ticking(facts, progress)
     out = Path(out_dir)
     columns = columns_for(options.kind, builder.shape)
     writer = SplitWriter(out, options.fmt, columns, before_commit=lambda: unpublish(out))
     with writer:
-        for segment in iter_segments(facts, index, stats):
-            for row in flagger.apply(builder.rows(segment)):
-                writer.write(row)
+        for row in flagger.apply(derive_rows(facts, index, builder, stats)):
+            writer.write(row)
         for row in flagger.apply(builder.pairs()):
             writer.write(row)
-    counts = builder.counts
-    skipped = Counter(counts.skipped)
-    skipped["eval_prompt_in_train"] += writer.eval_prompt_in_train
-    summary = ExportSummary(
-        kind=options.kind,
-        profile=builder.profile.name,
-        shape=builder.shape,
-        fmt=options.fmt,
-        schema=builder.schema_id,
-        output=str(out),
-        files={k: str(v) for k, v in writer.paths.items()},
-        facts_read=stats.calls + stats.duplicates,
-        derive=stats,
-        rows=dict(writer.written),
-        skipped=_by_reason(skipped),
-        filtered=counts.filtered,
-        changes=_by_reason(counts.changes),
-        feedback_dropped=index.dropped(),
-    )
-    note_flags(summary, flagger)
+    summary = note_flags(summarize(options, builder, stats, writer, index.dropped()), flagger)
     origin = provenance if provenance is not None else Provenance()
     publish(
         out,
@@ -146,6 +127,45 @@ def export(
         origin=origin,
     )
     return summary
+
+
+def derive_rows(
+    facts: Iterable[InferenceCall], index: FeedbackIndex, builder: RowBuilder, stats: DeriveStats
+) -> Iterator[Row]:
+    """The rows of facts grouped by session: derivation with feedback joined, then the builder.
+    The local export runs it over all its facts, a distributed one (``export.distributed``)
+    over each session's, so both make the same rows."""
+    for segment in iter_segments(facts, index, stats):
+        yield from builder.rows(segment)
+
+
+def summarize(
+    options: ExportOptions,
+    builder: RowBuilder,
+    stats: DeriveStats,
+    writer: SplitWriter,
+    feedback_dropped: dict[str, int],
+) -> ExportSummary:
+    """The summary of an export whose rows ``builder`` built and ``writer`` wrote."""
+    counts = builder.counts
+    skipped = Counter(counts.skipped)
+    skipped["eval_prompt_in_train"] += writer.eval_prompt_in_train
+    return ExportSummary(
+        kind=options.kind,
+        profile=builder.profile.name,
+        shape=builder.shape,
+        fmt=options.fmt,
+        schema=builder.schema_id,
+        output=str(writer.folder),
+        files={k: str(v) for k, v in writer.paths.items()},
+        facts_read=stats.calls + stats.duplicates,
+        derive=stats,
+        rows=dict(writer.written),
+        skipped=_by_reason(skipped),
+        filtered=counts.filtered,
+        changes=_by_reason(counts.changes),
+        feedback_dropped=feedback_dropped,
+    )
 
 
 def _by_reason(counts: Counter[str]) -> dict[str, int]:

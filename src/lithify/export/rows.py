@@ -279,6 +279,16 @@ class _Candidate:
     source_ids: list[str]
 
 
+@dataclass
+class Tally:
+    """A builder's counts and DPO candidates (``RowBuilder.tally``), picklable."""
+
+    counts: Counts
+    prompts: dict[bytes, tuple[list[dict[str, Any]], list[dict[str, Any]]]]
+    best: dict[bytes, _Candidate]
+    worst: dict[bytes, _Candidate]
+
+
 def _values(feedback: list[Feedback]) -> dict[str, Value]:
     """Feedback values by name, as derivation joined them to a turn or a segment."""
     return {f.name: f.value for f in feedback}
@@ -700,15 +710,41 @@ class RowBuilder:
             call.model,
             ids,
         )
+        self._offer(key, (list(context), tools), cand)
+
+    def _offer(
+        self,
+        key: bytes,
+        prompt: tuple[list[dict[str, Any]], list[dict[str, Any]]],
+        cand: _Candidate,
+    ) -> None:
+        """Keep ``cand`` if it is the best or the worst completion of its prompt so far."""
         if key not in self._prompts:
-            self._prompts[key] = (list(context), tools)
+            self._prompts[key] = prompt
         # Ties go to the smallest call id, so the pair does not depend on the reading order.
         best = self._best.get(key)
-        if best is None or (score, best.call_id) > (best.score, cand.call_id):
+        if best is None or (cand.score, best.call_id) > (best.score, cand.call_id):
             self._best[key] = cand
         worst = self._worst.get(key)
-        if worst is None or (score, cand.call_id) < (worst.score, worst.call_id):
+        if worst is None or (cand.score, cand.call_id) < (worst.score, worst.call_id):
             self._worst[key] = cand
+
+    def tally(self) -> Tally:
+        """What this builder counted and its DPO candidates, to ``merge`` into another."""
+        return Tally(self.counts, self._prompts, self._best, self._worst)
+
+    def merge(self, tally: Tally) -> None:
+        """Add another builder's ``tally`` (one task of a distributed export, docs/scale.md):
+        the counts add up and the pairs become those one builder seeing every segment makes."""
+        c = self.counts
+        c.rows.update(tally.counts.rows)
+        c.skipped.update(tally.counts.skipped)
+        c.changes.update(tally.counts.changes)
+        c.filtered += tally.counts.filtered
+        c.segments += tally.counts.segments
+        for key, prompt in tally.prompts.items():
+            self._offer(key, prompt, tally.best[key])
+            self._offer(key, prompt, tally.worst[key])
 
     def pairs(self) -> Iterator[Row]:
         """DPO rows, one per prompt with a better and a worse completion, in prompt order."""

@@ -1,0 +1,517 @@
+"""The export on Ray Data (docs/scale.md): fact files → the identity rule → facts grouped by
+session with Ray Data's shuffle → each session's rows by ``pipeline.derive_rows`` (the local
+export's own per-session step) → sorted shards → the same ``train``/``eval`` files.
+
+The output is the local export's, byte for byte, whatever the workers, the partitioning and
+the order facts arrive in, because every step that sees more than one session is made
+order-free or done once on the driver:
+
+- the identity rule (``derive.sessions.resolve_facts``) ranks captures that share an id, and
+  those may lie in different sessions and files: ids held by more than one capture are found
+  by a distributed count, and only those captures (rare) are resolved together on the driver;
+- each session (each call without one) is a group, derived alone, as the local export derives
+  it; its rows carry the session's place in the local order (``session_order_key``) and their
+  own index, and a distributed sort puts them back in that order;
+- counts, the feedback targets met and DPO candidates come back per task and are added up in
+  one builder (``RowBuilder.merge``), which then makes the pairs as the local export does;
+- the merge feeds the sorted rows to the local ``SplitWriter``: eval rows whose prompt is a
+  train prompt are left out there, over the whole export.
+
+Ray is an optional extra, imported only here.
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import os
+import pickle
+import shutil
+import warnings
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from lithify.core.codec import Decoder, col, encode
+from lithify.core.factfile import InputError, read_facts
+from lithify.derive.feedback import FeedbackIndex
+from lithify.derive.sessions import DeriveStats, call_order_key, resolve_facts, session_order_key
+from lithify.export.flags import Flagger, dropped_flags, note_flags
+from lithify.export.pipeline import ExportOptions, derive_rows, make_builder, summarize
+from lithify.export.rows import Row
+from lithify.export.source import matcher
+from lithify.export.summary import ExportSummary
+from lithify.export.writers import SplitWriter, columns_for
+from lithify.model import Feedback, InferenceCall
+from lithify.store import FactFilter
+
+__all__ = ["RAY_EXTRA", "RayMissing", "ShardedExport", "export_ray", "ray_session"]
+
+RAY_EXTRA = "pip install 'lithify[ray]'"
+SHARDS = "shards"  # the folder of an export's shards, beside train/eval
+MANIFEST = "manifest.json"  # in SHARDS, written last
+_BATCH = 1024  # rows a session task hands back at a time: a long session streams out
+
+
+class RayMissing(RuntimeError):
+    """``--engine ray`` without Ray installed."""
+
+    def __init__(self) -> None:
+        super().__init__(f"--engine ray needs Ray Data: {RAY_EXTRA}")
+
+
+def _ray() -> Any:
+    try:
+        import ray
+        import ray.data  # the extra installs both; a bare ray lacks Data's dependencies
+    except ImportError:
+        raise RayMissing() from None
+    return ray
+
+
+@contextmanager
+def ray_session(address: str | None = None, workers: int | None = None) -> Iterator[Any]:
+    """Ray, connected: to the cluster at ``address`` (else ``RAY_ADDRESS``), else to a local
+    Ray of ``workers`` CPUs started here and stopped on leaving."""
+    ray = _ray()
+    address = address or os.environ.get("RAY_ADDRESS") or None
+    started = not ray.is_initialized()
+    if started:
+        if address:
+            ray.init(address=address, log_to_driver=False)
+        else:
+            ray.init(num_cpus=workers, log_to_driver=False, include_dashboard=False)
+    ctx = ray.data.DataContext.get_current()
+    ctx.enable_progress_bars = False  # the command shows its own
+    ctx.print_on_execution_start = False
+    # Shuffles by tasks, not by long-lived aggregator actors: no start-up cost on small inputs,
+    # and a task that dies is simply run again.
+    ctx.shuffle_strategy = "sort_shuffle_pull_based"
+    try:
+        yield ray
+    finally:
+        if started:
+            ray.shutdown()
+
+
+@dataclass
+class ShardedExport:
+    """What ``export_ray`` did beside the summary: the shard folder and its manifest."""
+
+    summary: ExportSummary
+    shards: Path
+    manifest: dict[str, Any] = field(default_factory=dict)
+
+
+# -- records ---------------------------------------------------------------------------------
+# A fact travels as its lossless codec bytes with the keys the shuffle and the identity rule
+# need; every record of one stage has the same columns.
+_CALL, _FEEDBACK, _ERROR = "call", "feedback", "error"
+_calls = Decoder(InferenceCall)
+_feedback = Decoder(Feedback)
+
+
+def _group_of(fact: InferenceCall) -> tuple[str, str]:
+    """The shuffle key of a fact and its place in the local order (``session_order_key``):
+    a session, or a call without one (each its own group), as comparable text."""
+    if fact.session_id is not None:
+        return "s" + col(fact.session_id), "0" + col(fact.session_id)
+    sort_at, call_id = call_order_key(fact)
+    # Column forms hold no NUL, so NUL separates the two keys without changing their order.
+    return "c" + call_id, "1" + sort_at + "\x00" + call_id
+
+
+def _call_record(fact: InferenceCall) -> dict[str, Any]:
+    group, order = _group_of(fact)
+    return {
+        "kind": _CALL,
+        "body": encode(fact),
+        "group": group,
+        "order": order,
+        "icid": fact.inference_call_id,
+        "mcid": fact.model_call_id or "",
+        "file": 0,
+    }
+
+
+def _read_file(item: dict[str, Any]) -> list[dict[str, Any]]:
+    """The records of one fact file; a file that cannot be read is one error record, so the
+    driver reports the first such file in argument order, as the local export does."""
+    path, index = Path(item["path"]), int(item["index"])
+    out: list[dict[str, Any]] = []
+    try:
+        for _, fact in read_facts(path):
+            if isinstance(fact, InferenceCall):
+                out.append(_call_record(fact))
+            else:
+                out.append({**_blank(_FEEDBACK), "body": encode(fact)})
+    except InputError as e:
+        return [{**_blank(_ERROR), "body": str(e).encode(), "file": index}]
+    return out
+
+
+def _blank(kind: str) -> dict[str, Any]:
+    return {"kind": kind, "body": b"", "group": "", "order": "", "icid": "", "mcid": "", "file": 0}
+
+
+def _id_keys(batch: dict[str, Any]) -> dict[str, Any]:
+    ids = [f"i{i}" for i in batch["icid"]] + [f"m{m}" for m in batch["mcid"] if m]
+    return {"id": ids}
+
+
+# -- the per-session step ---------------------------------------------------------------------
+@dataclass
+class _Job:
+    """What every session task needs: the options and the feedback, with the aliases of calls
+    the identity rule renamed (``FeedbackIndex``); ``token`` names this content."""
+
+    options: ExportOptions
+    feedback: list[Feedback]
+    aliases: dict[str, str]
+    token: str = ""
+
+    def __post_init__(self) -> None:
+        h = hashlib.sha256(pickle.dumps(self.options))
+        for fb in self.feedback:
+            h.update(encode(fb))
+        h.update(orjson.dumps(sorted(self.aliases.items())))
+        self.token = h.hexdigest()
+
+
+# Per worker process, the index of the job it last ran (tasks of one export share it; a worker
+# that serves several exports builds each one's).
+_indexes: dict[str, FeedbackIndex] = {}
+
+
+def _index(job: _Job) -> FeedbackIndex:
+    index = _indexes.get(job.token)
+    if index is None:
+        _indexes.clear()
+        index = _indexes[job.token] = FeedbackIndex(job.feedback, job.aliases)
+    return index
+
+
+def _rows_schema() -> Any:
+    import pyarrow as pa
+
+    return pa.schema(
+        [
+            ("kind", pa.string()),
+            ("order", pa.string()),
+            ("seq", pa.int64()),
+            ("split", pa.string()),
+            ("prompt", pa.binary()),
+            ("encoded", pa.binary()),
+            ("tally", pa.binary()),
+        ]
+    )
+
+
+def _derive_group(batch: Any, job: _Job) -> Iterator[Any]:
+    """The rows of one group (a session's facts, or one call without a session), flagged as
+    the local export flags them, in batches; then one tally record: the derivation's counts,
+    the builder's, the flags', the feedback targets met, the facts read, and the facts of the
+    calls its DPO candidates name (the pairs are flagged on the driver)."""
+    import pyarrow as pa
+
+    facts = sorted((_calls.decode(b) for b in batch["body"].to_pylist()), key=session_order_key)
+    order = batch["order"][0].as_py()
+    options = job.options
+    builder = make_builder(options)
+    flagger = Flagger(options.kind, dropped_flags(options.drop_flags, options.keep_flags))
+    index = _index(job)
+    index.take_met()  # what a failed attempt in this process may have left
+    stats = DeriveStats()
+    rows: list[Row] = []
+    seq = size = 0
+    for row in flagger.apply(derive_rows(flagger.watch(facts), index, builder, stats)):
+        size += len(row.encoded)
+        rows.append(row)
+        if len(rows) == _BATCH:
+            yield _table(order, seq, rows)
+            seq += len(rows)
+            rows = []
+    if rows:
+        yield _table(order, seq, rows)
+    tally = builder.tally()
+    named = {c.call_id for c in (*tally.best.values(), *tally.worst.values())}
+    candidates = [encode(f) for f in facts if f.inference_call_id in named]
+    flags = (flagger.flagged, flagger.dropped)
+    met = index.take_met()
+    done = pickle.dumps((stats, tally, flags, met, len(facts), candidates, size))
+    record = {"kind": "tally", "order": order, "seq": 0, "split": "", "prompt": b""}
+    yield pa.Table.from_pylist([{**record, "encoded": b"", "tally": done}], schema=_rows_schema())
+
+
+def _table(order: str, seq: int, rows: list[Row]) -> Any:
+    import pyarrow as pa
+
+    n = len(rows)
+    return pa.Table.from_arrays(
+        [
+            pa.array(["row"] * n, pa.string()),
+            pa.array([order] * n, pa.string()),
+            pa.array(range(seq, seq + n), pa.int64()),
+            pa.array([r.split for r in rows], pa.string()),
+            pa.array([r.prompt for r in rows], pa.binary()),
+            pa.array([r.encoded for r in rows], pa.binary()),
+            pa.array([b""] * n, pa.binary()),
+        ],
+        schema=_rows_schema(),
+    )
+
+
+# -- shards ----------------------------------------------------------------------------------
+def _cuts(sizes: list[tuple[str, int]], target: int) -> list[str]:
+    """Shard boundaries: the order keys where a shard starts after the first, each one a group
+    with rows, so that shards hold about ``target`` bytes of rows. They depend on the rows
+    alone, so a rerun makes the same shards whatever Ray's partitions."""
+    cuts: list[str] = []
+    held = 0
+    for order, size in sorted(sizes):
+        if size and held >= target:
+            cuts.append(order)
+            held = 0
+        held += size
+    return cuts
+
+
+def _with_shard(batch: Any, cuts: list[str]) -> Any:
+    import pyarrow as pa
+
+    shards = [bisect.bisect_right(cuts, o) for o in batch["order"].to_pylist()]
+    return batch.append_column("shard", pa.array(shards, pa.int64()))
+
+
+def _write_shard(batch: Any, folder: str) -> Any:
+    """One shard: its rows in export order (``order``, ``seq``) as ``part-N.train.jsonl``,
+    ``part-N.eval.jsonl`` and ``part-N.prompts`` (each row's prompt digest, train rows then
+    eval rows), written whole or not at all, so a task Ray runs again writes the same files."""
+    import pyarrow as pa
+
+    ordered = batch.sort_by([("order", "ascending"), ("seq", "ascending")])
+    rows = zip(
+        ordered["split"].to_pylist(),
+        ordered["prompt"].to_pylist(),
+        ordered["encoded"].to_pylist(),
+        strict=True,
+    )
+    shard = _shard_files(rows, Path(folder), batch["shard"][0].as_py())
+    return pa.Table.from_pylist([shard])
+
+
+def _shard_files(rows: Iterable[tuple[str, bytes, bytes]], folder: Path, n: int) -> dict[str, Any]:
+    lines: dict[str, list[bytes]] = {"train": [], "eval": []}
+    prompts: dict[str, list[bytes]] = {"train": [], "eval": []}
+    for split, prompt, encoded in rows:
+        lines[split] += (encoded, b"\n")
+        prompts[split].append(prompt)
+    parts = {
+        "train.jsonl": b"".join(lines["train"]),
+        "eval.jsonl": b"".join(lines["eval"]),
+        "prompts": b"".join(prompts["train"] + prompts["eval"]),
+    }
+    for suffix, data in parts.items():
+        target = folder / f"part-{n:05d}.{suffix}"
+        tmp = folder / f".{target.name}.{os.getpid()}.tmp"
+        tmp.write_bytes(data)
+        os.replace(tmp, target)
+    return {"shard": n, "train": len(prompts["train"]), "eval": len(prompts["eval"])}
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _publish_shards(staging: Path, final: Path, shards: list[dict[str, Any]]) -> dict[str, Any]:
+    """Hash the shards and write the manifest last; the staging folder replaces ``final``
+    only then, so a shard folder with a manifest is whole."""
+    files = []
+    ordered = sorted(shards, key=lambda s: s["shard"])
+    for s in ordered:
+        for suffix in ("train.jsonl", "eval.jsonl"):
+            path = staging / f"part-{s['shard']:05d}.{suffix}"
+            rows = s[suffix.split(".")[0]]
+            files.append({"file": path.name, "rows": rows, "sha256": _sha256(path)})
+    manifest = {
+        "format": "lithify-shards/1",
+        "shards": [s["shard"] for s in ordered],
+        "rows": {split: sum(s[split] for s in ordered) for split in ("train", "eval")},
+        "files": files,
+    }
+    tmp = staging / f".{MANIFEST}.tmp"
+    tmp.write_bytes(orjson.dumps(manifest, option=orjson.OPT_INDENT_2) + b"\n")
+    os.replace(tmp, staging / MANIFEST)
+    _fsync_tree(staging)
+    if final.exists():
+        shutil.rmtree(final)
+    os.replace(staging, final)
+    return manifest
+
+
+def _fsync_tree(folder: Path) -> None:
+    for path in folder.iterdir():
+        with open(path, "rb") as fh:
+            os.fsync(fh.fileno())
+
+
+def _merged(folder: Path, manifest: dict[str, Any], parse: bool) -> Iterator[Row]:
+    """The rows of the shards in their order, as ``SplitWriter`` takes them (``parse``: with
+    their data, which Parquet needs)."""
+    for n in manifest["shards"]:
+        stem = f"part-{n:05d}"
+        prompts = (folder / f"{stem}.prompts").read_bytes()
+        at = 0
+        for split in ("train", "eval"):
+            with open(folder / f"{stem}.{split}.jsonl", "rb") as fh:
+                for line in fh:
+                    encoded = line[:-1]
+                    data = orjson.loads(encoded) if parse else {}
+                    yield Row(data, encoded, split, prompts[at : at + 16], [])
+                    at += 16
+
+
+# -- the export -------------------------------------------------------------------------------
+def _add(total: DeriveStats, part: DeriveStats) -> None:
+    total.calls += part.calls
+    total.duplicates += part.duplicates
+    total.sessions += part.sessions
+    total.segments += part.segments
+    for reason, n in part.splits.items():
+        total.splits[reason] = total.splits.get(reason, 0) + n
+    total.splits = dict(sorted(total.splits.items()))
+
+
+def _contested(calls: Any, partitions: int | None) -> Any:
+    """An expression true of the call records that share an id with another (the identity
+    rule ranks only those); None when no record does."""
+    from ray.data.expressions import col
+
+    counted = calls.select_columns(["icid", "mcid"]).map_batches(_id_keys, batch_format="numpy")
+    grouped = counted.groupby("id", num_partitions=partitions).count()
+    shared = [r["id"] for r in grouped.filter(expr=col("count()") > 1).iter_rows()]
+    if not shared:
+        return None
+    by_id = [k[1:] for k in shared if k[0] == "i"]
+    by_response = [k[1:] for k in shared if k[0] == "m"]
+    return col("icid").is_in(by_id) | col("mcid").is_in(by_response)
+
+
+def export_ray(
+    paths: Sequence[Path],
+    out_dir: str | Path,
+    options: ExportOptions,
+    filters: FactFilter | None = None,
+    *,
+    partitions: int | None = None,
+    shard_bytes: int = 64 << 20,
+    merge: bool = True,
+    progress: Callable[[int], None] | None = None,
+) -> ShardedExport:
+    """``export.pipeline.export`` of ``from_files(paths, filters)`` on the Ray this process is
+    connected to (``ray_session``): same rows, same files, same summary; the rows are also left
+    as sorted shards in ``OUT/shards`` with their manifest. ``partitions``: how many the
+    session shuffle makes (Ray's default when None); ``shard_bytes``: about how much of
+    the rows' JSON a shard holds; ``merge=False`` writes the shards only
+    (and the DPO pairs, as the last shard); ``progress`` is told of facts derived.
+
+    Raises ``InputError`` for a fact file that cannot be read, ``RowInvalid`` for a row that
+    fails its schema (nothing is written then)."""
+    ray = _ray()
+    from ray.data.expressions import col
+
+    filters = filters or FactFilter()
+    if filters.limit is not None:
+        raise ValueError("a distributed export reads every selected fact: no limit")
+    builder = make_builder(options)
+    out = Path(out_dir)
+    items = [{"path": str(p), "index": i} for i, p in enumerate(paths)]
+    raw = (
+        ray.data.from_items(items, override_num_blocks=max(1, len(items)))
+        .flat_map(_read_file)
+        .materialize()
+    )
+    errors = raw.filter(expr=col("kind") == _ERROR).take_all()
+    if errors:
+        first = min(errors, key=lambda r: r["file"])
+        raise InputError(bytes(first["body"]).decode())
+    feedback = [
+        _feedback.decode(r["body"]) for r in raw.filter(expr=col("kind") == _FEEDBACK).iter_rows()
+    ]
+    calls = raw.filter(expr=col("kind") == _CALL)
+
+    # The identity rule: captures sharing an id (rare) are ranked together, on the driver.
+    contested = _contested(calls, partitions)
+    kept: list[InferenceCall] = []
+    dropped: list[InferenceCall] = []
+    aliases: dict[str, str] = {}
+    selected = calls
+    if contested is not None:
+        records = calls.filter(expr=contested).iter_rows()
+        kept, dropped, aliases = resolve_facts(_calls.decode(r["body"]) for r in records)
+        selected = calls.filter(expr=~contested)
+        if kept:
+            selected = selected.union(ray.data.from_items([_call_record(f) for f in kept]))
+    wanted = matcher(filters)
+    if filters != FactFilter():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # Ray prefers expressions; this one is Python
+            selected = selected.filter(lambda r: wanted(_calls.decode(r["body"])))
+
+    job = _Job(options, feedback, aliases)
+    derived = (
+        selected.groupby("group", num_partitions=partitions)
+        .map_groups(_derive_group, fn_kwargs={"job": job}, batch_format="pyarrow")
+        .materialize()
+    )
+    stats = DeriveStats(duplicates=sum(1 for f in dropped if wanted(f)))
+    index = FeedbackIndex(feedback, aliases)
+    flagger = Flagger(options.kind, dropped_flags(options.drop_flags, options.keep_flags))
+    candidates: list[InferenceCall] = []
+    sizes: list[tuple[str, int]] = []
+    for r in derived.filter(expr=col("kind") == "tally").iter_rows():
+        part, tally, (flagged, flag_dropped), met, n, named, size = pickle.loads(r["tally"])
+        sizes.append((r["order"], size))
+        _add(stats, part)
+        builder.merge(tally)
+        flagger.flagged.update(flagged)
+        flagger.dropped += flag_dropped
+        index.meet(met)
+        candidates += (_calls.decode(b) for b in named)
+        if progress is not None:
+            progress(n)
+    for _ in flagger.watch(candidates):
+        pass
+
+    staging = out / f".{SHARDS}.staging"
+    if staging.exists():
+        shutil.rmtree(staging)
+    staging.mkdir(parents=True)
+    rows = derived.filter(expr=col("kind") == "row")
+    cuts = _cuts(sizes, shard_bytes)
+    shards = (
+        rows.map_batches(_with_shard, fn_kwargs={"cuts": cuts}, batch_format="pyarrow")
+        .groupby("shard", num_partitions=partitions)
+        .map_groups(_write_shard, fn_kwargs={"folder": str(staging)}, batch_format="pyarrow")
+        .take_all()
+    )
+    pairs = [(r.split, r.prompt, r.encoded) for r in flagger.apply(builder.pairs())]
+    if pairs:  # after every session's rows, as the local export writes them
+        shards.append(_shard_files(pairs, staging, len(cuts) + 1))
+    manifest = _publish_shards(staging, out / SHARDS, shards)
+
+    writer = SplitWriter(out, options.fmt, columns_for(options.kind, builder.shape))
+    if merge:
+        with writer:
+            for row in _merged(out / SHARDS, manifest, options.fmt != "jsonl"):
+                writer.write(row)
+    summary = note_flags(summarize(options, builder, stats, writer, index.dropped()), flagger)
+    return ShardedExport(summary, out / SHARDS, manifest)

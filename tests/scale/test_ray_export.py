@@ -1,0 +1,197 @@
+"""`lithify export --engine ray` on a real two-node Ray cluster started here (tests/scale/
+cluster.py): byte for byte the local export, whatever the partitioning and the order facts
+arrive in; a killed task is retried; a rerun writes the same output (docs/scale.md)."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import msgspec
+import orjson
+import pytest
+
+from lithify.export import ExportOptions, ExportSummary, export, from_files
+from lithify.export.distributed import ShardedExport, export_ray, ray_session
+from lithify.store import FactFilter
+from tests.scale.cluster import ray_cluster
+from tests.scale.facts import generated, write_files
+
+pytestmark = pytest.mark.xdist_group("ray")  # one cluster, in one test process
+EXAMPLES = Path(__file__).resolve().parents[2] / "src" / "lithify" / "examples"
+LITHIFY = Path(sys.executable).with_name("lithify")
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[tuple[str, dict[str, str]]]:
+    with ray_cluster() as (address, auth):
+        saved = {k: os.environ.get(k) for k in auth}
+        os.environ.update(auth)
+        try:
+            with ray_session(address):
+                yield address, auth
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+
+
+def _local(paths: list[Path], out: Path, options: ExportOptions) -> ExportSummary:
+    return export(from_files(paths, FactFilter()), out, options)
+
+
+def _same(local: ExportSummary, local_out: Path, done: ShardedExport, out: Path) -> None:
+    """Same train/eval bytes, same summary (but where it was written), and the sorted shards
+    hold the local rows (and the eval rows the eval prompt rule left out)."""
+    for name in (Path(p).name for p in local.files.values()):
+        assert (out / name).read_bytes() == (local_out / name).read_bytes(), name
+    mine = msgspec.structs.replace(done.summary, output="", files={})
+    assert mine == msgspec.structs.replace(local, output="", files={})
+    shard_rows = sorted(
+        line
+        for f in done.manifest["files"]
+        for line in (done.shards / f["file"]).read_bytes().splitlines()
+    )
+    merged = sorted(
+        line
+        for name in ("train.jsonl", "eval.jsonl")
+        if (local_out / name).exists()
+        for line in (local_out / name).read_bytes().splitlines()
+    )
+    if local.fmt == "jsonl":
+        left_out = local.skipped.get("eval_prompt_in_train", 0)
+        assert len(shard_rows) == len(merged) + left_out
+        assert not set(merged) - set(shard_rows)
+        if not left_out:
+            assert shard_rows == merged
+
+
+def test_examples_same_bytes(cluster: object, tmp_path: Path) -> None:
+    facts = tmp_path / "facts.jsonl"
+    subprocess.run([LITHIFY, "convert", str(EXAMPLES), "-o", str(facts)], check=True)
+    for kind, extra in (
+        ("sft", {}),
+        ("sft", {"shape": "prompt-completion", "fmt": "parquet"}),
+        ("nemo-gym", {"profile": "nemo-gym"}),
+        ("dpo", {}),
+    ):
+        options = ExportOptions(kind=kind, **extra)  # type: ignore[arg-type]
+        local = _local([facts], tmp_path / f"local-{kind}", options)
+        for partitions in (1, 3):
+            out = tmp_path / f"ray-{kind}-{partitions}"
+            done = export_ray([facts], out, options, partitions=partitions)
+            _same(local, tmp_path / f"local-{kind}", done, out)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_generated_sessions_any_order_any_partitioning(
+    cluster: object, tmp_path: Path, seed: int
+) -> None:
+    rng = random.Random(seed)
+    facts, fb = generated(seed, sessions=30 + 10 * seed)
+    reference = write_files(tmp_path / "in", facts, fb, seed, files=1)
+    shuffled = write_files(tmp_path / "shuffled", facts, fb, seed + 100, files=rng.randint(2, 6))
+    for kind, extra in (
+        ("sft", {"eval_fraction": 0.5}),
+        ("dpo", {"eval_fraction": 0.3}),
+        ("rl", {"where": ("score>=0.5",)}),
+    ):
+        options = ExportOptions(kind=kind, **extra)  # type: ignore[arg-type]
+        local_out = tmp_path / f"local-{kind}"
+        local = _local(reference, local_out, options)
+        assert sum(local.rows.values()), kind  # the comparison compares rows
+        out = tmp_path / f"ray-{kind}"
+        partitions, shard_bytes = rng.choice([1, 2, 7]), rng.choice([1 << 10, 64 << 20])
+        done = export_ray(shuffled, out, options, partitions=partitions, shard_bytes=shard_bytes)
+        _same(local, local_out, done, out)
+
+
+def _task_pids() -> list[int]:
+    """Ray workers deriving sessions now (their process title names the operator)."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            title = cmdline.read_bytes()
+        except OSError:
+            continue
+        if title.startswith(b"ray::") and b"_derive_group" in title:
+            found.append(int(cmdline.parent.name))
+    return found
+
+
+def test_killed_task_is_retried_and_rerun_writes_the_same(cluster: object, tmp_path: Path) -> None:
+    facts, fb = generated(9, sessions=2000)
+    paths = write_files(tmp_path / "in", facts, fb, 9, files=4)
+    options = ExportOptions(kind="sft", eval_fraction=0.2)
+    local = _local(paths, tmp_path / "local", options)
+    out = tmp_path / "ray"
+    result: list[ShardedExport] = []
+    run = threading.Thread(
+        target=lambda: result.append(
+            export_ray(paths, out, options, partitions=4, shard_bytes=1 << 16)
+        )
+    )
+    run.start()
+    killed = 0
+    while run.is_alive() and not killed:
+        for pid in _task_pids():
+            os.kill(pid, signal.SIGKILL)
+            killed += 1
+            break
+        time.sleep(0.01)
+    run.join()
+    assert killed, "no session task was seen running: the input is too small to catch one"
+    assert result, "the export failed"
+    _same(local, tmp_path / "local", result[0], out)
+    first = {p.name: p.read_bytes() for p in (out / "shards").iterdir()}
+    again = export_ray(paths, out, options, partitions=4, shard_bytes=1 << 16)
+    _same(local, tmp_path / "local", again, out)
+    assert {p.name: p.read_bytes() for p in (out / "shards").iterdir()} == first
+
+
+def test_cli_joins_the_cluster(cluster: tuple[str, dict[str, str]], tmp_path: Path) -> None:
+    address, auth = cluster
+    facts, fb = generated(4)
+    folder = tmp_path / "facts"
+    write_files(folder, facts, fb, 4, files=3)
+    common = ["export", "sft", "--facts", str(folder), "--json", "--no-progress"]
+    local = subprocess.run(
+        [LITHIFY, *common, "-o", str(tmp_path / "local")], capture_output=True, check=True
+    )
+    env = {**os.environ, **auth, "RAY_ADDRESS": address}
+    ray = subprocess.run(
+        [LITHIFY, *common, "--engine", "ray", "-o", str(tmp_path / "ray")],
+        capture_output=True,
+        env=env,
+    )
+    assert ray.returncode == 0, ray.stderr.decode()[-2000:]
+    a, b = orjson.loads(local.stdout), orjson.loads(ray.stdout)
+    for s in (a, b):
+        s.pop("output"), s.pop("files")
+    assert a == b
+    for name in ("train.jsonl", "eval.jsonl"):
+        assert (tmp_path / "ray" / name).read_bytes() == (tmp_path / "local" / name).read_bytes()
+    manifest = orjson.loads((tmp_path / "ray" / "shards" / "manifest.json").read_bytes())
+    assert manifest["rows"]["train"] == b["rows"]["train"]
+
+
+def test_without_ray_the_command_names_the_extra(tmp_path: Path) -> None:
+    facts, fb = generated(5, sessions=2)
+    (path,) = write_files(tmp_path, facts, fb, 5, files=1)
+    code = (
+        "import sys; sys.modules['ray'] = None; from lithify.cli import main; "
+        f"sys.argv = ['lithify', 'export', 'sft', '--engine', 'ray', '--facts', {str(path)!r}]; "
+        "main()"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 2
+    assert "pip install 'lithify[ray]'" in done.stderr
