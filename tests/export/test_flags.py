@@ -188,3 +188,30 @@ def test_the_documented_flags_are_the_closed_list_and_its_defaults() -> None:
     assert set(documented) == set(FLAGS)
     assert {k for k, v in documented.items() if v == "dropped"} == DEFAULT_DROP
     assert {v for v in documented.values()} == {"dropped", "kept"}
+
+
+@pytest.mark.parametrize(
+    ("kind", "profile"),
+    [("sft", "canonical"), ("sft", "openai"), ("nemo-gym", "nemo-gym"), ("rl", "canonical")],
+)
+def test_tools_a_capture_lacks_are_recovered_from_its_session(
+    tmp_path: Path, kind: str, profile: str
+) -> None:
+    """The first call was captured without its tool definitions (as the official OpenAI
+    instrumentation does), the second with them: the first call's rows get them, and say so."""
+    first, second = tool_session()
+    bare = fact(first.inference_call_id, first.input_messages, first.output_messages,
+                session="s-1", second=1, tools=[])  # fmt: skip
+    fb = [feedback(first.inference_call_id, 1.0, kind="call")]
+    summary = run_export([bare, second], tmp_path, fb, kind=kind, profile=profile)
+    rows = read_rows(tmp_path / "train.jsonl")
+    assert summary.flags == {"tools_recovered": 1} and "flagged" not in summary.skipped
+    recovered = [r for r in rows if "tools_recovered" in r["metadata"]["flags"]]
+    [row] = recovered
+    assert row["metadata"]["source_call_ids"][0] == bare.inference_call_id
+    holder = row.get("tools", row.get("responses_create_params", {}).get("tools"))
+    assert [t.get("function", t)["name"] for t in holder] == ["get_weather"]
+    _valid(rows, kind, profile)
+    # Without a call that defines it, the tool stays undefined and the row is dropped.
+    alone = run_export([bare], tmp_path / "alone", fb, kind=kind, profile=profile)
+    assert alone.flags.get("undefined_tool_call") == 1 and alone.skipped.get("flagged") == 1

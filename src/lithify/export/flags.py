@@ -16,11 +16,20 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from lithify.model import InferenceCall, Message, TextPart, ToolCallPart, ToolCallResponsePart
+from lithify.export.trainer import flat_tools, trainer_tools
+from lithify.model import (
+    InferenceCall,
+    Message,
+    TextPart,
+    ToolCallPart,
+    ToolCallResponsePart,
+    ToolDefinition,
+)
 
 if TYPE_CHECKING:  # rows validate against FLAGS: this module is below them
     from lithify.export.rows import Row
     from lithify.export.summary import ExportSummary
+    from lithify.export.validate import RowValidator
 
 FLAGS: dict[str, str] = {
     "undefined_tool_call": "a tool call to a tool the row's tools do not define",
@@ -31,6 +40,8 @@ FLAGS: dict[str, str] = {
     "orphan_tool_result": "a tool result whose call is not earlier in the conversation",
     "degraded_source": "a call of the row lost or changed content at conversion "
     "(any degradation; lossy ones skip the row unless --keep-degraded)",
+    "tools_recovered": "the row's tools lacked tools it calls; their definitions were added "
+    "from another call of the same session",
 }
 # Dropped unless --keep-flag: each makes the row teach something wrong. degraded_source is kept:
 # the lossy degradations already skip rows (degraded_fact), the others leave what the model saw.
@@ -100,14 +111,22 @@ def _empty(m: Message) -> bool:
     )
 
 
+def _tools_holder(data: dict[str, Any]) -> tuple[dict[str, Any], bool] | None:
+    """The dict holding a row's ``tools``, and whether they are flat (Responses) tools."""
+    if "tools" in data:
+        return data, False
+    for key in ("input", "responses_create_params"):
+        holder = data.get(key)
+        if isinstance(holder, dict) and "tools" in holder:
+            return holder, key == "responses_create_params"
+    return None
+
+
 def _tool_names(data: dict[str, Any]) -> set[str]:
     """The names of the tools a row defines, in any row shape."""
-    tools = data.get("tools")
-    if tools is None:
-        holder = data.get("input") or data.get("responses_create_params") or {}
-        tools = holder.get("tools") if isinstance(holder, dict) else None
-    names = set()
-    for t in tools or ():
+    found = _tools_holder(data)
+    names: set[str] = set()
+    for t in found[0]["tools"] if found else ():
         fn = t.get("function") if isinstance(t.get("function"), dict) else t
         if isinstance(fn.get("name"), str):
             names.add(fn["name"])
@@ -122,32 +141,63 @@ class Flagger:
     session come once the next one starts), or all of them for DPO, whose rows come at the end.
     """
 
-    def __init__(self, kind: str, drop: frozenset[str]) -> None:
+    def __init__(
+        self, kind: str, drop: frozenset[str], validator: RowValidator | None = None
+    ) -> None:
         self.kind = kind
         self.drop = drop
+        self.validator = validator  # checks rows whose tools were recovered
         self.flagged: Counter[str] = Counter()  # rows built carrying each flag
         self.dropped = 0  # rows left out for a flag
         self._calls: dict[str, _Call] = {}
         self._older: dict[str, _Call] = {}
         self._session: object = object()
+        # Per session, the first definition of each tool name its calls offer (read order).
+        self._defined: dict[str | None, dict[str, ToolDefinition]] = {}
+        self._older_defined: dict[str | None, dict[str, ToolDefinition]] = {}
 
     def watch(self, facts: Iterable[InferenceCall]) -> Iterator[InferenceCall]:
         for f in facts:
             if f.session_id != self._session and self.kind != "dpo":
                 self._older, self._calls = self._calls, {}
+                self._older_defined, self._defined = self._defined, {}
                 self._session = f.session_id
             self._calls[f.inference_call_id] = _call(f)
+            if f.session_id is not None:
+                defined = self._defined.setdefault(f.session_id, {})
+                for t in f.tools:
+                    defined.setdefault(t.name, t)
             yield f
 
     def _lookup(self, call_id: str) -> _Call | None:
         return self._calls.get(call_id) or self._older.get(call_id)
+
+    def _recover(self, row: Row, missing: set[str]) -> bool:
+        """Add to ``row``'s tools the definitions of ``missing`` that another call of its
+        session offers; True when every missing tool was found (else the row is unchanged)."""
+        session = row.data["metadata"].get("session_id")
+        defined = self._defined.get(session) or self._older_defined.get(session) or {}
+        found = _tools_holder(row.data)
+        if session is None or found is None or not missing <= defined.keys():
+            return False
+        holder, flat = found
+        extra = [defined[name] for name in sorted(missing)]
+        # A new list: a builder shares one tools list between the rows of a call.
+        holder["tools"] = [*holder["tools"], *(flat_tools(extra) if flat else trainer_tools(extra))]
+        if self.validator is not None:
+            self.validator.check(row.data, row.source_ids)
+        row.spans = None  # the row is encoded again, whole
+        return True
 
     def flags(self, row: Row) -> list[str]:
         ids = row.source_ids
         calls = [c for i in ids if (c := self._lookup(i)) is not None]
         targets = calls[-1:] if self.kind == "sft" else calls
         found = set()
-        if any(c.used - _tool_names(row.data) for c in calls):
+        missing = set().union(*(c.used for c in calls)) - _tool_names(row.data)
+        if missing and self._recover(row, missing):
+            found.add("tools_recovered")
+        elif missing:
             found.add("undefined_tool_call")
         if any("length" in c.finishes for c in targets):
             found.add("truncated_target")
