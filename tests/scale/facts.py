@@ -13,11 +13,14 @@ from lithify.core.factfile import encode_line
 from lithify.model import Feedback, InferenceCall
 from tests.export.helpers import (
     assistant,
+    call,
     captured_twice,
     fact,
     feedback,
+    replay,
     system,
     text,
+    tool,
     tool_session,
     user,
 )
@@ -70,3 +73,17 @@ def write_files(
         path.write_bytes(chunk)
         paths.append(path)
     return paths
+
+
+def one_big_session(calls: int) -> list[InferenceCall]:
+    """A session of ``calls`` calls: tool loops of two calls, each its own conversation (a
+    segment), all in one session, as a long-running agent service logs them."""
+    facts = []
+    for k in range(calls // 2):
+        first = [system("Be brief."), user(f"Weather in city {k}?")]
+        out = assistant(call(f"c{k}", city=f"city {k}"), finish="tool_call")
+        second = [*first, replay(out), tool(f"c{k}", {"temp": k % 30})]
+        facts.append(fact(f"big-{k:06d}-a", first, [out], session="big", second=k % 3600))
+        answer = [assistant(text(f"{k % 30} degrees."))]
+        facts.append(fact(f"big-{k:06d}-b", second, answer, session="big", second=k % 3600))
+    return facts

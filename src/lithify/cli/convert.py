@@ -8,6 +8,7 @@ from typing import Annotated
 
 import orjson
 import typer
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     DownloadColumn,
@@ -18,9 +19,11 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from lithify.cli.engine import EngineOpt, RayAddressOpt, RayMissing, check_engine, ray_session
 from lithify.cli.exits import Exit
 from lithify.cli.options import StoreOpt, err, json_flag, opened_store
 from lithify.ingest.convert import JsonlSink, Sink, StrictError, Summary, open_output, run
+from lithify.ingest.distributed import convert_ray
 from lithify.ingest.importer import StoreSink
 from lithify.model import DEGRADATION_REASONS, NO_FACT_REASONS
 from lithify.translate import FORMATS
@@ -146,16 +149,21 @@ def convert_cmd(
     strict: StrictOpt = False,
     as_json: JsonOpt = False,
     progress: ProgressOpt = None,
+    engine: EngineOpt = "local",
+    ray_address: RayAddressOpt = None,
 ) -> None:
     """Convert telemetry and provider payloads into canonical facts, one JSON object per line.
 
     Reads OTLP traces and logs (protobuf, OTLP/JSON, the Collector's JSONL), flat attribute maps, and provider request/response bodies; writes facts in input order. Units that give no fact (non-GenAI spans, error bodies, corrupt lines) are counted in the summary with their reason.
     """
-    with open_output(output) as out:
-        summary = _pipeline(
-            paths, JsonlSink(out), source=source, strict=strict, request=request,
-            response=response, progress=progress,
-        )  # fmt: skip
+    if check_engine(engine):
+        summary = _convert_ray(paths, output, source, strict, ray_address, request, response)
+    else:
+        with open_output(output) as out:
+            summary = _pipeline(
+                paths, JsonlSink(out), source=source, strict=strict, request=request,
+                response=response, progress=progress,
+            )  # fmt: skip
     to_stdout = output == "-"
     if as_json:
         data = orjson.dumps(summary.to_json(), option=orjson.OPT_INDENT_2).decode()
@@ -210,3 +218,30 @@ def import_cmd(
             err.print("nothing new: every fact was already in the store")
     if summary.unreadable:
         raise typer.Exit(Exit.UNREADABLE)
+
+
+def _convert_ray(
+    paths: list[Path] | None,
+    output: str,
+    source: str,
+    strict: bool,
+    address: str | None,
+    request: Path | None,
+    response: Path | None,
+) -> Summary:
+    """``convert --engine ray``: one task per input file, fact files in the folder ``output``."""
+    if output == "-" or request is not None or response is not None or not paths:
+        err.print("[red]--engine ray converts PATH… into a folder: give -o DIR[/]")
+        raise typer.Exit(Exit.USAGE)
+    if source not in FORMATS:
+        err.print(f"[red]unknown --from {source!r}[/]; choose one of: {', '.join(FORMATS)}")
+        raise typer.Exit(Exit.USAGE)
+    try:
+        with ray_session(address):
+            return convert_ray(paths, output, fmt=source, strict=strict)
+    except RayMissing as e:
+        err.print(f"[red]{escape(str(e))}[/]")
+        raise typer.Exit(Exit.USAGE) from None
+    except StrictError as e:
+        err.print(f"[red]corrupt input (--strict):[/] {e.skip.detail}")
+        raise typer.Exit(Exit.STRICT) from None

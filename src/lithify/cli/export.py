@@ -15,6 +15,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from lithify.cli.engine import EngineOpt, RayAddressOpt, RayMissing, check_engine, ray_session
 from lithify.cli.exits import Exit
 from lithify.cli.options import (
     ModelOpt,
@@ -48,6 +49,7 @@ from lithify.export import (
     from_store,
     make_builder,
 )
+from lithify.export.distributed import export_ray
 from lithify.export.flags import FLAGS
 from lithify.store import FactFilter, StoreError, open_store
 
@@ -152,16 +154,8 @@ def export_cmd(
     ] = None,
     since: Annotated[str | None, typer.Option(help="From this time on (RFC 3339).")] = None,
     until: UntilOpt = None,
-    engine: Annotated[
-        str,
-        typer.Option(help="local, or ray: derive on a Ray cluster (docs/scale.md; needs --facts)."),
-    ] = "local",
-    ray_address: Annotated[
-        str | None,
-        typer.Option(
-            help="Ray cluster to join (default: start a local Ray).", envvar="RAY_ADDRESS"
-        ),
-    ] = None,
+    engine: EngineOpt = "local",
+    ray_address: RayAddressOpt = None,
     partitions: Annotated[
         int | None, typer.Option(help="--engine ray: partitions of the session shuffle.")
     ] = None,
@@ -215,12 +209,9 @@ def export_cmd(
     target = out_dir if out_dir is not None else Path(f"export-{kind}")
     filters = fact_filter(session, model, source, since=since, until=until)
     show = sys.stderr.isatty() if progress is None else progress
-    if engine not in ("local", "ray"):
-        err.print("[red]--engine must be local or ray[/]")
-        raise typer.Exit(Exit.USAGE)
     if facts_files:
         facts_files = fact_paths(facts_files)
-    if engine == "ray":
+    if check_engine(engine):
         if not facts_files:
             err.print("[red]--engine ray reads fact files: give --facts FILE or DIR[/]")
             raise typer.Exit(Exit.USAGE)
@@ -302,8 +293,6 @@ def _run_ray(
     merge: bool,
 ) -> ExportSummary:
     """The export on Ray (``export.distributed``), with the local run's bar and exit codes."""
-    from lithify.export.distributed import RayMissing, export_ray, ray_session
-
     try:
         with ray_session(address) as _, _bar(show, None) as tick:
             done = export_ray(

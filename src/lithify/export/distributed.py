@@ -17,7 +17,8 @@ order-free or done once on the driver:
 - the merge feeds the sorted rows to the local ``SplitWriter``: eval rows whose prompt is a
   train prompt are left out there, over the whole export.
 
-Ray is an optional extra, imported only here.
+Ray is an optional extra: this module imports it when it runs, on a Ray the caller connected
+to (``cli.engine.ray_session``).
 """
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ import pickle
 import shutil
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,53 +49,11 @@ from lithify.export.writers import SplitWriter, columns_for
 from lithify.model import Feedback, InferenceCall
 from lithify.store import FactFilter
 
-__all__ = ["RAY_EXTRA", "RayMissing", "ShardedExport", "export_ray", "ray_session"]
+__all__ = ["ShardedExport", "export_ray"]
 
-RAY_EXTRA = "pip install 'lithify[ray]'"
 SHARDS = "shards"  # the folder of an export's shards, beside train/eval
 MANIFEST = "manifest.json"  # in SHARDS, written last
 _BATCH = 1024  # rows a session task hands back at a time: a long session streams out
-
-
-class RayMissing(RuntimeError):
-    """``--engine ray`` without Ray installed."""
-
-    def __init__(self) -> None:
-        super().__init__(f"--engine ray needs Ray Data: {RAY_EXTRA}")
-
-
-def _ray() -> Any:
-    try:
-        import ray
-        import ray.data  # the extra installs both; a bare ray lacks Data's dependencies
-    except ImportError:
-        raise RayMissing() from None
-    return ray
-
-
-@contextmanager
-def ray_session(address: str | None = None, workers: int | None = None) -> Iterator[Any]:
-    """Ray, connected: to the cluster at ``address`` (else ``RAY_ADDRESS``), else to a local
-    Ray of ``workers`` CPUs started here and stopped on leaving."""
-    ray = _ray()
-    address = address or os.environ.get("RAY_ADDRESS") or None
-    started = not ray.is_initialized()
-    if started:
-        if address:
-            ray.init(address=address, log_to_driver=False)
-        else:
-            ray.init(num_cpus=workers, log_to_driver=False, include_dashboard=False)
-    ctx = ray.data.DataContext.get_current()
-    ctx.enable_progress_bars = False  # the command shows its own
-    ctx.print_on_execution_start = False
-    # Shuffles by tasks, not by long-lived aggregator actors: no start-up cost on small inputs,
-    # and a task that dies is simply run again.
-    ctx.shuffle_strategy = "sort_shuffle_pull_based"
-    try:
-        yield ray
-    finally:
-        if started:
-            ray.shutdown()
 
 
 @dataclass
@@ -105,6 +63,8 @@ class ShardedExport:
     summary: ExportSummary
     shards: Path
     manifest: dict[str, Any] = field(default_factory=dict)
+    # Each worker process that derived sessions → its peak resident memory in bytes.
+    peaks: dict[int, int] = field(default_factory=dict)
 
 
 # -- records ---------------------------------------------------------------------------------
@@ -227,24 +187,39 @@ def _derive_group(batch: Any, job: _Job) -> Iterator[Any]:
     index.take_met()  # what a failed attempt in this process may have left
     stats = DeriveStats()
     rows: list[Row] = []
-    seq = size = 0
+    seq = 0
+    sizes: list[tuple[int, int]] = []  # (first seq, bytes) of each batch handed back
     for row in flagger.apply(derive_rows(flagger.watch(facts), index, builder, stats)):
-        size += len(row.encoded)
         rows.append(row)
         if len(rows) == _BATCH:
+            sizes.append((seq, sum(len(r.encoded) for r in rows)))
             yield _table(order, seq, rows)
             seq += len(rows)
             rows = []
     if rows:
+        sizes.append((seq, sum(len(r.encoded) for r in rows)))
         yield _table(order, seq, rows)
     tally = builder.tally()
     named = {c.call_id for c in (*tally.best.values(), *tally.worst.values())}
     candidates = [encode(f) for f in facts if f.inference_call_id in named]
     flags = (flagger.flagged, flagger.dropped)
     met = index.take_met()
-    done = pickle.dumps((stats, tally, flags, met, len(facts), candidates, size))
+    peak = (os.getpid(), _peak_rss())
+    done = pickle.dumps((stats, tally, flags, met, len(facts), candidates, sizes, peak))
     record = {"kind": "tally", "order": order, "seq": 0, "split": "", "prompt": b""}
     yield pa.Table.from_pylist([{**record, "encoded": b"", "tally": done}], schema=_rows_schema())
+
+
+def _peak_rss() -> int:
+    """This process's peak resident memory (VmHWM) in bytes; 0 where /proc has none."""
+    try:
+        with open("/proc/self/status", "rb") as fh:
+            for line in fh:
+                if line.startswith(b"VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
 
 
 def _table(order: str, seq: int, rows: list[Row]) -> Any:
@@ -266,24 +241,25 @@ def _table(order: str, seq: int, rows: list[Row]) -> Any:
 
 
 # -- shards ----------------------------------------------------------------------------------
-def _cuts(sizes: list[tuple[str, int]], target: int) -> list[str]:
-    """Shard boundaries: the order keys where a shard starts after the first, each one a group
-    with rows, so that shards hold about ``target`` bytes of rows. They depend on the rows
-    alone, so a rerun makes the same shards whatever Ray's partitions."""
-    cuts: list[str] = []
+def _cuts(sizes: list[tuple[tuple[str, int], int]], target: int) -> list[tuple[str, int]]:
+    """Shard boundaries: the (order, seq) where each shard after the first starts, so that
+    shards hold about ``target`` bytes of rows; a long session's rows span several. They depend
+    on the rows alone, so a rerun makes the same shards whatever Ray's partitions."""
+    cuts: list[tuple[str, int]] = []
     held = 0
-    for order, size in sorted(sizes):
-        if size and held >= target:
-            cuts.append(order)
+    for start, size in sorted(sizes):
+        if held >= target:
+            cuts.append(start)
             held = 0
         held += size
     return cuts
 
 
-def _with_shard(batch: Any, cuts: list[str]) -> Any:
+def _with_shard(batch: Any, cuts: list[tuple[str, int]]) -> Any:
     import pyarrow as pa
 
-    shards = [bisect.bisect_right(cuts, o) for o in batch["order"].to_pylist()]
+    keys = zip(batch["order"].to_pylist(), batch["seq"].to_pylist(), strict=True)
+    shards = [bisect.bisect_right(cuts, key) for key in keys]
     return batch.append_column("shard", pa.array(shards, pa.int64()))
 
 
@@ -417,7 +393,7 @@ def export_ray(
     progress: Callable[[int], None] | None = None,
 ) -> ShardedExport:
     """``export.pipeline.export`` of ``from_files(paths, filters)`` on the Ray this process is
-    connected to (``ray_session``): same rows, same files, same summary; the rows are also left
+    connected to (``cli.engine.ray_session``): same rows, same files, same summary; the rows are also left
     as sorted shards in ``OUT/shards`` with their manifest. ``partitions``: how many the
     session shuffle makes (Ray's default when None); ``shard_bytes``: about how much of
     the rows' JSON a shard holds; ``merge=False`` writes the shards only
@@ -425,7 +401,7 @@ def export_ray(
 
     Raises ``InputError`` for a fact file that cannot be read, ``RowInvalid`` for a row that
     fails its schema (nothing is written then)."""
-    ray = _ray()
+    import ray
     from ray.data.expressions import col
 
     filters = filters or FactFilter()
@@ -476,10 +452,14 @@ def export_ray(
     index = FeedbackIndex(feedback, aliases)
     flagger = Flagger(options.kind, dropped_flags(options.drop_flags, options.keep_flags))
     candidates: list[InferenceCall] = []
-    sizes: list[tuple[str, int]] = []
+    sizes: list[tuple[tuple[str, int], int]] = []
+    peaks: dict[int, int] = {}
     for r in derived.filter(expr=col("kind") == "tally").iter_rows():
-        part, tally, (flagged, flag_dropped), met, n, named, size = pickle.loads(r["tally"])
-        sizes.append((r["order"], size))
+        part, tally, (flagged, flag_dropped), met, n, named, batches, (pid, rss) = pickle.loads(
+            r["tally"]
+        )
+        peaks[pid] = max(peaks.get(pid, 0), rss)
+        sizes += (((r["order"], seq), size) for seq, size in batches)
         _add(stats, part)
         builder.merge(tally)
         flagger.flagged.update(flagged)
@@ -514,4 +494,4 @@ def export_ray(
             for row in _merged(out / SHARDS, manifest, options.fmt != "jsonl"):
                 writer.write(row)
     summary = note_flags(summarize(options, builder, stats, writer, index.dropped()), flagger)
-    return ShardedExport(summary, out / SHARDS, manifest)
+    return ShardedExport(summary, out / SHARDS, manifest, peaks)
