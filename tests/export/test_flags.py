@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from lithify.cli import app
 from lithify.export import ExportOptions, ProfileError, make_builder
-from lithify.export.flags import DEFAULT_DROP, FLAGS
+from lithify.export.flags import DEFAULT_DROP, FLAGS, _scan
 from lithify.export.profiles import resolve
 from lithify.export.rows import shape_for
 from lithify.export.validate import RowValidator
@@ -215,3 +215,27 @@ def test_tools_a_capture_lacks_are_recovered_from_its_session(
     # Without a call that defines it, the tool stays undefined and the row is dropped.
     alone = run_export([bare], tmp_path / "alone", fb, kind=kind, profile=profile)
     assert alone.flags.get("undefined_tool_call") == 1 and alone.skipped.get("flagged") == 1
+
+
+_PARTS = st.lists(
+    st.one_of(
+        st.builds(lambda i, n: call(f"id{i}", n), st.integers(0, 3), st.sampled_from("ab")),
+        st.builds(lambda i: ToolCallResponsePart(f"id{i}", "r"), st.integers(0, 3)),
+        st.just(text("x")),
+    ),
+    max_size=3,
+)
+_MESSAGES = st.lists(_PARTS.map(lambda parts: Message("assistant", parts)), max_size=6)
+
+
+@given(first=_MESSAGES, more=_MESSAGES, shared=st.booleans())
+def test_scanning_from_the_call_before_finds_what_a_full_scan_finds(
+    first: list[Message], more: list[Message], shared: bool
+) -> None:
+    """A call's input is scanned from where the call before it ends, when it begins with the
+    very same messages; the result must not depend on that shortcut."""
+    before = _scan(first, None)
+    # The same messages (shared objects, as decoding gives) or equal copies (scanned whole).
+    prefix = first if shared else [Message(m.role, list(m.parts)) for m in first]
+    messages = [*prefix, *more]
+    assert _scan(messages, before)[1:] == _scan(messages, None)[1:]

@@ -9,6 +9,7 @@ flag that would teach the model something wrong and keep the rest.
 
 from __future__ import annotations
 
+import operator
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -82,24 +83,38 @@ class _Call:
     degraded: bool
 
 
-def _call(f: InferenceCall) -> _Call:
-    used: set[str] = set()
-    called: set[str] = set()
-    orphan = False
-    for m in f.input_messages:
+# An input scanned: its messages, the tool names and call ids they call, whether one holds an
+# orphan tool result.
+_Scan = tuple[list[Message], frozenset[str], frozenset[str], bool]
+
+
+def _scan(messages: list[Message], before: _Scan | None) -> _Scan:
+    """Scan ``messages``, from where ``before`` ends when they begin with its messages (a call
+    replays the one before it, and decoding shares the replayed messages: compared by identity,
+    so only what is new is scanned)."""
+    start, used, called, orphan = 0, set[str](), set[str](), False
+    n = len(before[0]) if before is not None else 0
+    if before is not None and n <= len(messages) and all(map(operator.is_, before[0], messages)):
+        start, used, called, orphan = len(before[0]), set(before[1]), set(before[2]), before[3]
+    for m in messages[start:]:
         for p in m.parts:
             if isinstance(p, ToolCallPart):
                 used.add(p.name)
                 called.add(p.id)
             elif isinstance(p, ToolCallResponsePart) and p.id not in called:
                 orphan = True
+    return messages, frozenset(used), frozenset(called), orphan
+
+
+def _call(f: InferenceCall, scan: _Scan) -> _Call:
+    used = set(scan[1])
     for m in f.output_messages:
         used.update(p.name for p in m.parts if isinstance(p, ToolCallPart))
     return _Call(
         frozenset(used),
         frozenset(m.finish_reason for m in f.output_messages),
         any(_empty(m) for m in f.output_messages),
-        orphan,
+        scan[3],
         bool(f.degradations),
     )
 
@@ -152,6 +167,8 @@ class Flagger:
         self._calls: dict[str, _Call] = {}
         self._older: dict[str, _Call] = {}
         self._session: object = object()
+        self._scan: _Scan | None = None  # the last call's input
+        self._names: tuple[object, set[str]] = (None, set())  # a row's tools → their names
         # Per session, the first definition of each tool name its calls offer (read order).
         self._defined: dict[str | None, dict[str, ToolDefinition]] = {}
         self._older_defined: dict[str | None, dict[str, ToolDefinition]] = {}
@@ -162,7 +179,8 @@ class Flagger:
                 self._older, self._calls = self._calls, {}
                 self._older_defined, self._defined = self._defined, {}
                 self._session = f.session_id
-            self._calls[f.inference_call_id] = _call(f)
+            self._scan = _scan(f.input_messages, self._scan if f.session_id is not None else None)
+            self._calls[f.inference_call_id] = _call(f, self._scan)
             if f.session_id is not None:
                 defined = self._defined.setdefault(f.session_id, {})
                 for t in f.tools:
@@ -171,6 +189,14 @@ class Flagger:
 
     def _lookup(self, call_id: str) -> _Call | None:
         return self._calls.get(call_id) or self._older.get(call_id)
+
+    def _tool_names(self, data: dict[str, Any]) -> set[str]:
+        # The rows of a call share one tools list: its names are found once.
+        found = _tools_holder(data)
+        tools = found[0]["tools"] if found else None
+        if tools is not self._names[0]:
+            self._names = (tools, _tool_names(data))
+        return self._names[1]
 
     def _recover(self, row: Row, missing: set[str]) -> bool:
         """Add to ``row``'s tools the definitions of ``missing`` that another call of its
@@ -194,7 +220,7 @@ class Flagger:
         calls = [c for i in ids if (c := self._lookup(i)) is not None]
         targets = calls[-1:] if self.kind == "sft" else calls
         found = set()
-        missing = set().union(*(c.used for c in calls)) - _tool_names(row.data)
+        missing = set().union(*(c.used for c in calls)) - self._tool_names(row.data)
         if missing and self._recover(row, missing):
             found.add("tools_recovered")
         elif missing:

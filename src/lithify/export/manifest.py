@@ -29,6 +29,7 @@ import orjson
 
 from lithify.derive.sessions import DeriveStats
 from lithify.export.rows import EXPORTER
+from lithify.export.writers import _Background
 from lithify.model import Feedback, InferenceCall, encode
 from lithify.store import FactFilter, display_url
 
@@ -36,6 +37,7 @@ MANIFEST = "manifest.json"
 CARD = "README.md"
 DIGESTS = "facts.sha256"
 MANIFEST_FORMAT = "lithify-export-manifest/1"
+_DEPTH = 64  # encoded facts that may wait for the hashing thread
 _SPOOL = 4 << 20  # bytes of fact lines kept in memory before they spill to a temporary file
 
 
@@ -177,18 +179,28 @@ class FactDigests:
         self.models: Counter[str] = Counter()
         self.degradations: Counter[str] = Counter()
 
+    def _digest(self, item: tuple[str, bytes]) -> None:
+        line = _line("call", *item)
+        self.spool.write(line)
+        self.hash.update(line)
+        self.count += 1
+
     def watch(self, facts: Iterable[InferenceCall]) -> Iterator[InferenceCall]:
-        # In the order the selection gives (session order: a function of the facts alone).
-        for f in facts:
-            line = _line("call", f.inference_call_id, encode(f))
-            self.spool.write(line)
-            self.hash.update(line)
-            self.count += 1
-            self.sources[f.source.name] += 1
-            self.models[f.model or ""] += 1
-            for name in f.degradations:
-                self.degradations[name] += 1
-            yield f
+        """``facts``, digested in the order given (session order: a function of the facts
+        alone). Hashing releases the GIL: it runs in a thread of its own, beside the export."""
+        background = _Background(self._digest, depth=_DEPTH)
+        try:
+            for f in facts:
+                background.put((f.inference_call_id, encode(f)))
+                self.sources[f.source.name] += 1
+                self.models[f.model or ""] += 1
+                for name in f.degradations:
+                    self.degradations[name] += 1
+                yield f
+        except GeneratorExit:  # the export failed: nothing will be published
+            background.abandon()
+            raise
+        background.close()
 
     def chunks(self) -> Iterator[bytes]:
         self.spool.seek(0)
