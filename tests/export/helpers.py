@@ -15,7 +15,6 @@ from lithify.model import (
     Feedback,
     InferenceCall,
     Message,
-    Part,
     ReasoningPart,
     Source,
     TextPart,
@@ -25,23 +24,16 @@ from lithify.model import (
 )
 from tests.conftest import CORPUS
 
+# Message builders shared with the derive tests (re-exported for the export tests).
+from tests.derive.helpers import assistant as assistant
+from tests.derive.helpers import system as system
+from tests.derive.helpers import user as user
+
 WEATHER = ToolDefinition(
     "get_weather",
     "Weather for a city",
     {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
 )
-
-
-def system(text: str) -> Message:
-    return Message("system", [TextPart(text)])
-
-
-def user(text: str) -> Message:
-    return Message("user", [TextPart(text)])
-
-
-def assistant(*parts: Part, finish: str | None = "stop") -> Message:
-    return Message("assistant", list(parts), finish)
 
 
 def text(content: str) -> TextPart:
