@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import math
+import random
 import sqlite3
+import threading
 from typing import Any
 
 import msgspec
@@ -11,7 +13,7 @@ import psycopg
 from hypothesis import strategies as st
 
 from lithify.model import InferenceCall, Message, TextPart, ToolCallPart
-from lithify.store import sqlite_path
+from lithify.store import open_store, sqlite_path
 from lithify.translate._common import Degradations, finish
 
 
@@ -114,3 +116,26 @@ VALUES = st.recursive(
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(TEXT, inner, max_size=4),
     max_leaves=16,
 )
+
+
+def race_writers(url: str, captures: list[InferenceCall], batch: int, writers: int = 4) -> None:
+    """Writers side by side, each on a connection of its own, inserting ``captures`` in an order
+    of its own (seeded), ``batch`` at a time; any writer's error fails the caller."""
+    errors: list[BaseException] = []
+
+    def writer(seed: int) -> None:
+        try:
+            mine = captures[:]
+            random.Random(seed).shuffle(mine)
+            with open_store(url) as store:
+                for i in range(0, len(mine), batch):
+                    store.insert_facts(mine[i : i + batch])
+        except BaseException as e:  # reported in the caller's thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=writer, args=(s,)) for s in range(writers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import itertools
 import random
-import threading
 from collections.abc import Callable
 
 import msgspec
@@ -19,7 +18,7 @@ from lithify.derive.sessions import sort_facts
 from lithify.model import InferenceCall, Message, Source, TextPart
 from lithify.store import FactFilter, open_store
 from lithify.translate.provider import translate_exchange
-from tests.store.helpers import make_fact
+from tests.store.helpers import make_fact, race_writers
 
 SESSION = FactFilter(order="session")
 
@@ -227,24 +226,7 @@ def test_concurrent_writers_agree_on_colliding_and_linking_captures(
         ]
     url = new_store_url()
     open_store(url).close()
-    errors: list[BaseException] = []
-
-    def writer(seed: int) -> None:
-        try:
-            mine = captures[:]
-            random.Random(seed).shuffle(mine)
-            with open_store(url) as store:
-                for i in range(0, len(mine), 4):
-                    store.insert_facts(mine[i : i + 4])
-        except BaseException as e:  # reported below, in the test's thread
-            errors.append(e)
-
-    threads = [threading.Thread(target=writer, args=(s,)) for s in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert errors == []
+    race_writers(url, captures, batch=4)
     with open_store(url) as store:
         read = list(store.iter_facts(SESSION))
         assert [encode(f) for f in read] == [encode(f) for f in sort_facts(captures)]

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import itertools
 import random
-import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -24,7 +23,7 @@ from lithify.store import FactFilter, open_store, prepare
 from lithify.store.migrations import LATEST, MIGRATIONS
 from lithify.store.sqlite import pack_body, unpack_body
 from tests.export.helpers import captured_twice
-from tests.store.helpers import make_fact, raw_execute, same
+from tests.store.helpers import make_fact, race_writers, raw_execute, same
 
 SESSION = FactFilter(order="session")
 T0, T1 = "2025-05-01T10:00:00.000000000Z", "2025-05-01T10:00:05.000000000Z"
@@ -346,24 +345,7 @@ def test_feedback_on_any_capture_of_a_call_joins_it(store_url: str) -> None:
 def test_concurrent_writers_agree_on_the_kept_captures(new_store_url: Callable[[], str]) -> None:
     url = new_store_url()
     open_store(url).close()
-    errors: list[BaseException] = []
-
-    def writer(seed: int) -> None:
-        try:
-            mine = CAPTURES[:]
-            random.Random(seed).shuffle(mine)
-            with open_store(url) as store:
-                for i in range(0, len(mine), 3):
-                    store.insert_facts(mine[i : i + 3])
-        except BaseException as e:
-            errors.append(e)
-
-    threads = [threading.Thread(target=writer, args=(s,)) for s in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert errors == []
+    race_writers(url, CAPTURES, batch=3)
     with open_store(url) as store:
         assert _encoded(store.iter_facts(SESSION)) == _encoded(sort_facts(CAPTURES))
         assert _stored(url) == len(set(_encoded(CAPTURES)))
