@@ -246,3 +246,25 @@ def test_an_answer_with_another_text_is_another_call(store_url: str) -> None:
     with open_store(store_url) as store:
         store.insert_facts([full, cut])
         assert store.count() == 2 and store.stats().id_collisions == 1
+
+
+def test_an_n2_call_captured_twice_is_one_call_and_two_samplings_are_two(store_url: str) -> None:
+    """A call with two choices (n = 2) recorded by its span and by the proxy is one call; the
+    same question sampled again, answered otherwise, is another one, whatever its id."""
+    choices = [
+        Message("assistant", [TextPart("Heads.")], "stop"),
+        Message("assistant", [TextPart("Tails.")], "stop"),
+    ]
+    span = make_fact("n2", session_id="s", model_call_id="r-n2", output_messages=choices)
+    proxy = msgspec.structs.replace(
+        span, inference_call_id="proxy-n2", session_id=None, raw={"proxy": 1}
+    )
+    again = msgspec.structs.replace(
+        proxy, inference_call_id="proxy-n2b", output_messages=choices[::-1], raw={"proxy": 2}
+    )
+    with open_store(store_url) as store:
+        store.insert_facts([proxy, span, again])
+        read = list(store.iter_facts(SESSION))
+        # The span is read for the first call (it has the session); the resampled call alone.
+        assert sorted(repr(f.raw) for f in read) == sorted([repr(span.raw), repr(again.raw)])
+        assert store.count() == 2 and store.stats().id_collisions == 1
