@@ -19,6 +19,7 @@ import orjson
 import pytest
 
 from lithify.cli.engine import ray_session
+from lithify.core.factfile import InputError
 from lithify.export import ExportOptions, ExportSummary, export, from_files
 from lithify.export.distributed import ShardedExport, export_ray
 from lithify.ingest.convert import convert, open_output
@@ -242,3 +243,18 @@ def test_one_huge_session_streams_through_one_worker(cluster: object, tmp_path: 
     holding = [f for f in done.shards.glob("*.jsonl") if b'"big-' in f.read_bytes()]
     assert len(holding) > 2  # no one task held all its rows to write them
     assert done.peaks and max(done.peaks.values()) < 1 << 30, done.peaks
+
+
+def test_an_unreadable_fact_file_stops_the_export_as_locally(
+    cluster: object, tmp_path: Path
+) -> None:
+    facts, fb = generated(6, sessions=4)
+    good, bad = write_files(tmp_path, facts, fb, 6, files=2)
+    bad.write_bytes(b'{"inference_call_id": 1}\n')
+    options = ExportOptions(kind="sft")
+    with pytest.raises(InputError) as local:
+        _local([good, bad], tmp_path / "local", options)
+    with pytest.raises(InputError) as ray:
+        export_ray([good, bad], tmp_path / "ray", options)
+    assert str(ray.value) == str(local.value)
+    assert not (tmp_path / "ray" / "train.jsonl").exists()

@@ -53,6 +53,9 @@ __all__ = ["ShardedExport", "export_ray"]
 
 SHARDS = "shards"  # the folder of an export's shards, beside train/eval
 MANIFEST = "manifest.json"  # in SHARDS, written last
+# Bytes of facts per partition of the session shuffle, when not given: a reduce task holds its
+# partition, so this (and the largest session) bounds a worker's memory, not the input's size.
+_PARTITION_BYTES = 32 << 20
 _BATCH = 1024  # rows a session task hands back at a time: a long session streams out
 
 
@@ -63,7 +66,8 @@ class ShardedExport:
     summary: ExportSummary
     shards: Path
     manifest: dict[str, Any] = field(default_factory=dict)
-    # Each worker process that derived sessions → its peak resident memory in bytes.
+    # Each worker process that derived sessions → the most private memory it held at the end
+    # of a session (its facts still held), in bytes.
     peaks: dict[int, int] = field(default_factory=dict)
 
 
@@ -93,7 +97,8 @@ def _call_record(fact: InferenceCall) -> dict[str, Any]:
         "group": group,
         "order": order,
         "icid": fact.inference_call_id,
-        "mcid": fact.model_call_id or "",
+        # "=" marks a response id, so that none ("") is told from an empty one.
+        "mcid": "" if fact.model_call_id is None else "=" + fact.model_call_id,
         "file": 0,
     }
 
@@ -119,7 +124,7 @@ def _blank(kind: str) -> dict[str, Any]:
 
 
 def _id_keys(batch: dict[str, Any]) -> dict[str, Any]:
-    ids = [f"i{i}" for i in batch["icid"]] + [f"m{m}" for m in batch["mcid"] if m]
+    ids = [f"i{i}" for i in batch["icid"]] + [f"m{m}" for m in batch["mcid"] if m]  # m=…
     return {"id": ids}
 
 
@@ -204,18 +209,20 @@ def _derive_group(batch: Any, job: _Job) -> Iterator[Any]:
     candidates = [encode(f) for f in facts if f.inference_call_id in named]
     flags = (flagger.flagged, flagger.dropped)
     met = index.take_met()
-    peak = (os.getpid(), _peak_rss())
+    peak = (os.getpid(), _private_rss())  # with the session's facts still held
     done = pickle.dumps((stats, tally, flags, met, len(facts), candidates, sizes, peak))
     record = {"kind": "tally", "order": order, "seq": 0, "split": "", "prompt": b""}
     yield pa.Table.from_pylist([{**record, "encoded": b"", "tally": done}], schema=_rows_schema())
 
 
-def _peak_rss() -> int:
-    """This process's peak resident memory (VmHWM) in bytes; 0 where /proc has none."""
+def _private_rss() -> int:
+    """This process's private resident memory now (RssAnon), in bytes; 0 where /proc has none.
+    Not VmHWM: a Ray worker maps the object store's shared memory, whose pages it reads count in
+    its RSS though they are the node's, not the worker's."""
     try:
         with open("/proc/self/status", "rb") as fh:
             for line in fh:
-                if line.startswith(b"VmHWM:"):
+                if line.startswith(b"RssAnon:"):
                     return int(line.split()[1]) * 1024
     except OSError:
         pass
@@ -395,7 +402,7 @@ def export_ray(
     """``export.pipeline.export`` of ``from_files(paths, filters)`` on the Ray this process is
     connected to (``cli.engine.ray_session``): same rows, same files, same summary; the rows are also left
     as sorted shards in ``OUT/shards`` with their manifest. ``partitions``: how many the
-    session shuffle makes (Ray's default when None); ``shard_bytes``: about how much of
+    session shuffle makes (when None, one per 32 MiB of facts); ``shard_bytes``: about how much of
     the rows' JSON a shard holds; ``merge=False`` writes the shards only
     (and the DPO pairs, as the last shard); ``progress`` is told of facts derived.
 
@@ -423,6 +430,8 @@ def export_ray(
         _feedback.decode(r["body"]) for r in raw.filter(expr=col("kind") == _FEEDBACK).iter_rows()
     ]
     calls = raw.filter(expr=col("kind") == _CALL)
+    if partitions is None:
+        partitions = max(1, -(-raw.size_bytes() // _PARTITION_BYTES))
 
     # The identity rule: captures sharing an id (rare) are ranked together, on the driver.
     contested = _contested(calls, partitions)
