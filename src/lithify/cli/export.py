@@ -254,19 +254,7 @@ def export_cmd(
 def _run(
     selection: Selection, target: Path, options: ExportOptions, show: bool, origin: Provenance
 ) -> ExportSummary:
-    if not show:
-        return export(selection, target, options, provenance=origin)
-    bars = Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=err,
-        transient=True,
-    )
-    with bars:
-        task = bars.add_task("facts", total=selection.total)
-        tick = lambda n: bars.advance(task, n)  # noqa: E731
+    with _bar(show, selection.total) as tick:
         return export(selection, target, options, progress=tick, provenance=origin)
 
 
