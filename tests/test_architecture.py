@@ -28,12 +28,8 @@ FACES = {
 }  # the faces (command line, web viewer) may import any stage
 
 # Imports against the flow that stand for now, each with why; an entry goes when its edge does.
-KNOWN: dict[tuple[str, str], str] = {
-    ("lithify.ingest._server", "lithify.cli.exits"): (
-        "a server that cannot start calls sys.exit(Exit.FAILED) below the face; it should raise "
-        "and let cli/serve.py and cli/proxy.py exit with the code (ingest/_server.py's owner)"
-    ),
-}
+# (None today: the servers raise ServerFailed and the faces choose the exit code.)
+KNOWN: dict[tuple[str, str], str] = {}
 
 
 def _part(module: str) -> str:

@@ -94,3 +94,14 @@ def opened_store(url: str | None) -> Iterator[FactStore]:
     except StoreError as e:
         err.print(f"[red]store error:[/] {e}")
         raise typer.Exit(Exit.STORE) from None
+
+
+@contextmanager
+def server_exits() -> Iterator[None]:
+    """A server (serve, proxy, ui) that cannot start exits ``Exit.FAILED``: its log says why."""
+    from lithify.ingest.http import ServerFailed  # the HTTP stack, only for the servers
+
+    try:
+        yield
+    except ServerFailed:
+        raise typer.Exit(Exit.FAILED) from None

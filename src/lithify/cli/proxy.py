@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from lithify.cli.exits import Exit
-from lithify.cli.options import StoreOpt, err, store_or_none
+from lithify.cli.options import StoreOpt, err, server_exits, store_or_none
 from lithify.cli.serve import parse_size
 from lithify.ingest.spool import (
     SpoolOfAnotherStore,
@@ -144,7 +144,8 @@ def proxy_cmd(
         read_timeout=read_timeout,
         shutdown_timeout=max(0, shutdown_timeout),
     )
-    serve(config, log_level=log_level.lower())
+    with server_exits():
+        serve(config, log_level=log_level.lower())
 
 
 def _warn_of_the_shared_spool() -> None:

@@ -12,7 +12,14 @@ from rich.console import Console
 from rich.table import Table
 
 from lithify.cli.exits import Exit
-from lithify.cli.options import StoreOpt, err, json_flag, opened_store, store_or_none
+from lithify.cli.options import (
+    StoreOpt,
+    err,
+    json_flag,
+    opened_store,
+    server_exits,
+    store_or_none,
+)
 from lithify.store import StoreError, TokenExists
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b?)\s*$", re.IGNORECASE)
@@ -111,7 +118,8 @@ def serve_cmd(
     )
     # Serve anyway while the store is down: ingest is answered 503 until it can be reached.
     opened = store_or_none(store, ", retrying in the background")
-    serve(config, opened, log_level=log_level.lower())
+    with server_exits():
+        serve(config, opened, log_level=log_level.lower())
 
 
 token_app = typer.Typer(

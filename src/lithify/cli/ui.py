@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from lithify.cli.exits import Exit
-from lithify.cli.options import StoreOpt, err, opened_store
+from lithify.cli.options import StoreOpt, err, opened_store, server_exits
 
 
 def ui_cmd(
@@ -31,7 +31,7 @@ def ui_cmd(
     from lithify.ui import UiConfig, serve
     from lithify.ui.server import NoToken
 
-    with opened_store(store) as opened:
+    with opened_store(store) as opened, server_exits():
         try:
             serve(opened, UiConfig(host=host, port=port), open_browser=open_browser)
         except NoToken as e:

@@ -32,8 +32,6 @@ from uvicorn.protocols.http.httptools_impl import (
     RequestResponseCycle,
 )
 
-from lithify.cli.exits import Exit
-
 
 @dataclass(frozen=True)
 class HeadLimits:
@@ -307,11 +305,15 @@ def config(
     return uvicorn.Config(app, **settings)
 
 
+class ServerFailed(Exception):
+    """The server could not start (its address in use: uvicorn logged why) or stopped on an
+    error; the command-line face turns it into its exit code (uvicorn's own 3 would read as
+    ``--strict`` there)."""
+
+
 def run(server: Any, on_listening: Callable[[str, str, int], None]) -> None:
     """Run ``server`` until SIGINT/SIGTERM have let it drain; ``on_listening(url, host, port)``
-    once it is bound (``port`` 0 picks one). A server that cannot start (its address in use:
-    uvicorn logs why) exits with ``Exit.FAILED``, not uvicorn's own 3, which reads as
-    ``--strict`` here."""
+    once it is bound (``port`` 0 picks one). Raises ``ServerFailed`` when it cannot start."""
     startup = server.startup
 
     async def started(sockets: Any = None) -> None:
@@ -332,7 +334,7 @@ def run(server: Any, on_listening: Callable[[str, str, int], None]) -> None:
         server.run()
     except SystemExit as e:
         if e.code not in (None, 0):
-            sys.exit(Exit.FAILED)
+            raise ServerFailed(f"the server stopped with exit code {e.code}") from None
         raise
     if not server.started:
-        sys.exit(Exit.FAILED)
+        raise ServerFailed("the server could not start (its log says why)")

@@ -4,6 +4,6 @@ and ``proxy`` use, named here so that no package imports another's private modul
 
 from __future__ import annotations
 
-from lithify.ingest._server import HeadLimits, Refusal, config, run
+from lithify.ingest._server import HeadLimits, Refusal, ServerFailed, config, run
 
-__all__ = ["HeadLimits", "Refusal", "config", "run"]
+__all__ = ["HeadLimits", "Refusal", "ServerFailed", "config", "run"]

@@ -70,4 +70,4 @@ def serve(
         if open_browser:
             threading.Thread(target=webbrowser.open, args=(where,), daemon=True).start()
 
-    run(server, listening)  # exits 1 when the address cannot be bound
+    run(server, listening)  # ServerFailed when the address cannot be bound
