@@ -37,8 +37,11 @@ def test_lines_of_two_processes_on_one_stderr_pipe_never_cut_each_other() -> Non
         handler.flush()
         assert child.wait(60) == 0
     reader.join(60)
-    docs = [orjson.loads(line) for line in received.splitlines()]
-    assert sorted(d["proxy"] for d in docs if "proxy" in d) == list(range(n))
+    docs = [orjson.loads(line) for line in received.splitlines()]  # every line whole
+    # Lines the writer could not keep up with are dropped and counted, by design.
+    proxy_lines = sorted(d["proxy"] for d in docs if "proxy" in d)
+    assert len(proxy_lines) == len(set(proxy_lines)) == n - handler.dropped
+    assert len(proxy_lines) >= 10_000  # the queue holds that many, however slow the writer
     assert sorted(d["recorder"] for d in docs if "recorder" in d) == list(range(n))
 
 
