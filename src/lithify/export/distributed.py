@@ -45,6 +45,7 @@ from lithify.export.pipeline import ExportOptions, derive_rows, make_builder, su
 from lithify.export.rows import Row
 from lithify.export.source import matcher
 from lithify.export.summary import ExportSummary
+from lithify.export.validate import RowInvalid
 from lithify.export.writers import SplitWriter, columns_for
 from lithify.model import Feedback, InferenceCall
 from lithify.store import FactFilter
@@ -181,7 +182,6 @@ def _derive_group(batch: Any, job: _Job) -> Iterator[Any]:
     the local export flags them, in batches; then one tally record: the derivation's counts,
     the builder's, the flags', the feedback targets met, the facts read, and the facts of the
     calls its DPO candidates name (the pairs are flagged on the driver)."""
-    import pyarrow as pa
 
     facts = sorted((_calls.decode(b) for b in batch["body"].to_pylist()), key=session_order_key)
     order = batch["order"][0].as_py()
@@ -194,13 +194,19 @@ def _derive_group(batch: Any, job: _Job) -> Iterator[Any]:
     rows: list[Row] = []
     seq = 0
     sizes: list[tuple[int, int]] = []  # (first seq, bytes) of each batch handed back
-    for row in flagger.apply(derive_rows(flagger.watch(facts), index, builder, stats)):
-        rows.append(row)
-        if len(rows) == _BATCH:
-            sizes.append((seq, sum(len(r.encoded) for r in rows)))
-            yield _table(order, seq, rows)
-            seq += len(rows)
-            rows = []
+    try:
+        for row in flagger.apply(derive_rows(flagger.watch(facts), index, builder, stats)):
+            rows.append(row)
+            if len(rows) == _BATCH:
+                sizes.append((seq, sum(len(r.encoded) for r in rows)))
+                yield _table(order, seq, rows)
+                seq += len(rows)
+                rows = []
+    except RowInvalid as e:
+        # Its arguments do not survive Ray's pickling of exceptions: the driver raises it again.
+        invalid = pickle.dumps((e.schema_id, e.source_ids, e.errors))
+        yield _record("invalid", order, invalid)
+        return
     if rows:
         sizes.append((seq, sum(len(r.encoded) for r in rows)))
         yield _table(order, seq, rows)
@@ -211,8 +217,15 @@ def _derive_group(batch: Any, job: _Job) -> Iterator[Any]:
     met = index.take_met()
     peak = (os.getpid(), _private_rss())  # with the session's facts still held
     done = pickle.dumps((stats, tally, flags, met, len(facts), candidates, sizes, peak))
-    record = {"kind": "tally", "order": order, "seq": 0, "split": "", "prompt": b""}
-    yield pa.Table.from_pylist([{**record, "encoded": b"", "tally": done}], schema=_rows_schema())
+    yield _record("tally", order, done)
+
+
+def _record(kind: str, order: str, tally: bytes) -> Any:
+    """A record of one group that is not a row (its ``tally``, or the row that failed)."""
+    import pyarrow as pa
+
+    record = {"kind": kind, "order": order, "seq": 0, "split": "", "prompt": b"", "encoded": b""}
+    return pa.Table.from_pylist([{**record, "tally": tally}], schema=_rows_schema())
 
 
 def _private_rss() -> int:
@@ -457,6 +470,8 @@ def export_ray(
         .map_groups(_derive_group, fn_kwargs={"job": job}, batch_format="pyarrow")
         .materialize()
     )
+    for r in derived.filter(expr=col("kind") == "invalid").take(1):
+        raise RowInvalid(*pickle.loads(r["tally"]))
     stats = DeriveStats(duplicates=sum(1 for f in dropped if wanted(f)))
     index = FeedbackIndex(feedback, aliases)
     flagger = Flagger(options.kind, dropped_flags(options.drop_flags, options.keep_flags))
