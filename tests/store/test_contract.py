@@ -14,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from lithify.core.codec import encode
 from lithify.derive.sessions import sort_facts
 from lithify.ingest.files import read_file
 from lithify.model import (
@@ -520,3 +521,23 @@ def test_sqlite_url_in_a_new_folder(tmp_path: Path) -> None:
     with open_store(url) as store:
         store.insert_facts([make_fact("x")])
     assert (tmp_path / "a" / "b" / "facts.db").stat().st_mode & 0o777 == 0o600
+
+
+def test_the_stores_preparer_goes_to_a_worker_and_its_rows_read_back(store_url: str) -> None:
+    """``preparer()`` builds rows with bodies as the store keeps them (SQLite: compressed), in
+    another process, and ``insert_prepared`` stores them as ``insert_facts`` would."""
+    import pickle
+    from concurrent.futures import ProcessPoolExecutor
+
+    facts = [make_fact(f"w{i}", raw={"text": "x" * 4000, "i": i}) for i in range(3)]
+    with open_store(store_url) as store:
+        preparer = pickle.loads(pickle.dumps(store.preparer()))
+        with ProcessPoolExecutor(1) as pool:
+            rows = pool.submit(preparer, facts).result()
+        if store_url.startswith("sqlite"):
+            assert all(r[-1][:1] == b"\x10" for r in rows.facts)  # LZ4-packed in the worker
+        [(result, _)] = store.insert_prepared([rows])
+        assert result.inserted == 3
+        assert [encode(f) for f in store.iter_facts()] == [
+            encode(f) for f in sorted(facts, key=lambda f: f.inference_call_id)
+        ]

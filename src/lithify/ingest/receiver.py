@@ -56,7 +56,6 @@ from lithify.store import (
     open_store,
     prepare,
 )
-from lithify.store.sqlite import pack_body
 from lithify.translate import feedback as feedback_doc
 from lithify.translate.otlp import OTLPDecodeError, TooManyUnits, decode_logs, decode_spans
 from lithify.translate.provider import translator_error
@@ -193,11 +192,16 @@ def _listed(summary: str, items: list[str], total: int, most: int = 5) -> str:
 
 
 def process(
-    signal: str, kind: str, body: bytes, content_encoding: str, limit: int, pack: bool = False
+    signal: str,
+    kind: str,
+    body: bytes,
+    content_encoding: str,
+    limit: int,
+    preparer: Callable[..., Prepared] = prepare,
 ) -> Processed:
-    """Inflate, decode and translate one request body; build its store rows (``pack``: with
-    fact bodies already in the SQLite store's compressed form, which also makes the rows a third
-    of the size on their way back from a worker). Never raises on bad input: the outcome says
+    """Inflate, decode and translate one request body; build its store rows (``preparer``: the
+    store's own, ``FactStore.preparer``, so bodies are already as it keeps them — SQLite's are a
+    third of the size on their way back from a worker). Never raises on bad input: the outcome says
     400 / 413 and why."""
     try:
         data = inflate(body, content_encoding, limit)
@@ -256,8 +260,7 @@ def process(
     rows = Prepared([], [])
     for fact in facts:
         try:
-            row = prepare([fact]).facts[0]
-            rows.facts.append((*row[:-1], pack_body(row[-1])) if pack else row)
+            rows.facts.append(preparer([fact]).facts[0])
         except (ValueError, TypeError) as e:
             out.rejected += 1
             out.errors.append(f"a fact could not be stored: {e}")
@@ -863,8 +866,8 @@ def build_app(config: ServeConfig, store: FactStore | None = None) -> Starlette:
             assert isinstance(body, bytes)
             info["bytes"] = len(body)
             try:
-                pack = getattr(rx.store, "dialect", None) == "sqlite"
-                out = await rx.run(process, signal, kind, body, encoding, limit, pack)
+                preparer = rx.store.preparer() if rx.store is not None else prepare
+                out = await rx.run(process, signal, kind, body, encoding, limit, preparer)
             except BrokenProcessPool:
                 return fail(
                     kind, 503, "a translation worker died; retry", info,

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 from lithify.store._query import Cursor, Query
+from lithify.store._rows import prepare
+from lithify.store._types import Prepared
 from lithify.store.migrations import Migration
 
 R = TypeVar("R")
@@ -62,9 +65,18 @@ class Backend:
     _fact_from = "facts"
     _variant_body = "body"
 
+    # How this backend keeps a fact's body (SQLite compresses); a module-level function, so
+    # that a preparer made with it can go to worker processes. None: as the codec wrote it.
+    _packer: Callable[[bytes], bytes] | None = None
+
     def _pack(self, body: bytes) -> bytes:
-        """A body as this backend stores it (SQLite compresses)."""
-        return body
+        """A body as this backend stores it."""
+        return body if self._packer is None else self._packer(body)
+
+    def preparer(self) -> Callable[..., Prepared]:
+        """``prepare`` with bodies as this store keeps them, for ``insert_prepared``: picklable,
+        so worker processes build the rows (and a packed row crosses back smaller)."""
+        return prepare if self._packer is None else functools.partial(prepare, pack=self._packer)
 
     def _unpack(self, body: bytes) -> bytes:
         """The codec bytes of a body as stored, or as ``prepare`` left it."""

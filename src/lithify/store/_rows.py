@@ -4,7 +4,7 @@ columns in their escaped column form, the body in codec bytes)."""
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -166,9 +166,17 @@ _FACT_INGESTED = FACT_COLUMNS.index("ingested_at")
 _FEEDBACK_INGESTED = FEEDBACK_COLUMNS.index("ingested_at")
 
 
-def prepare(facts: Iterable[InferenceCall], feedback: Iterable[Feedback] = ()) -> Prepared:
-    """The rows ``insert_prepared`` writes; raises like ``insert_facts`` on an invalid item."""
-    return Prepared([fact_row(f, "") for f in facts], [feedback_row(f, "") for f in feedback])
+def prepare(
+    facts: Iterable[InferenceCall],
+    feedback: Iterable[Feedback] = (),
+    pack: Callable[[bytes], bytes] | None = None,
+) -> Prepared:
+    """The rows ``insert_prepared`` writes, fact bodies through ``pack`` (how a backend keeps
+    them, ``FactStore.preparer``); raises like ``insert_facts`` on an invalid item."""
+    rows = [fact_row(f, "") for f in facts]
+    if pack is not None:
+        rows = [(*r[:-1], pack(r[-1])) for r in rows]
+    return Prepared(rows, [feedback_row(f, "") for f in feedback])
 
 
 def _stamp(rows: list[tuple[Any, ...]], index: int, at: str) -> list[tuple[Any, ...]]:

@@ -3,7 +3,7 @@ backend implements."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, Protocol, Self
@@ -250,6 +250,7 @@ class FactStore(Protocol):
     def feedback_coverage(self) -> FeedbackCoverage: ...
     def size(self) -> int: ...
     def schema_version(self) -> int: ...
+    def preparer(self) -> Callable[..., Prepared]: ...
     def insert_prepared(
         self, batches: Sequence[Prepared]
     ) -> list[tuple[InsertResult, InsertResult]]: ...

@@ -88,8 +88,7 @@ class SQLiteStore(SqlStore):
     _fact_from = "facts JOIN fact_bodies AS b ON b.id = facts.rowid"
     _variant_body = "lithify_body(body)"
 
-    def _pack(self, body: bytes) -> bytes:
-        return pack_body(body)
+    _packer = staticmethod(pack_body)
 
     def _unpack(self, body: bytes) -> bytes:
         return unpack_body(body) or body
