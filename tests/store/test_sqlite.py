@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from lithify.store import StoreError, StoreUnavailable
+from lithify.store import StoreError, StoreUnavailable, open_store
 from lithify.store.sqlite import SQLiteStore
 from tests.store.helpers import make_fact
 
@@ -98,3 +98,25 @@ def test_fact_bodies_are_stored_compressed_and_read_back_exactly(tmp_path: Path)
     with SQLiteStore(path) as store:
         assert same(store.get_fact(big.inference_call_id), big)
         assert sum(same(f, big) for f in store.iter_facts()) == 1
+
+
+def test_a_store_at_this_version_opens_while_a_writer_holds_the_lock(tmp_path: Path) -> None:
+    """Opening reads the schema version, and takes the write lock only to migrate: a reader
+    (lithify facts, the ui) opens while the proxy's recorder is in a write transaction."""
+    url = f"sqlite:///{tmp_path}/facts.db"
+    open_store(url).close()
+    writer = sqlite3.connect(tmp_path / "facts.db", isolation_level=None)
+    writer.execute("BEGIN IMMEDIATE")  # held until the end of the test
+    opened: list[int] = []
+
+    def read() -> None:
+        with open_store(url) as store:
+            opened.append(store.count())
+
+    t = threading.Thread(target=read)
+    t.start()
+    t.join(timeout=10)  # far below the 30 s busy timeout a write lock would wait for
+    done_while_locked = not t.is_alive()
+    writer.execute("ROLLBACK")
+    t.join()
+    assert done_while_locked and opened == [0]

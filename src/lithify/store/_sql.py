@@ -56,17 +56,38 @@ def _token_name(name: str) -> str:
     return name
 
 
+# Whether the schema_version table exists yet (a new database has none).
+_HAS_VERSIONS = {
+    "sqlite": "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'",
+    "postgres": "SELECT 1 FROM pg_tables WHERE tablename = 'schema_version' "
+    "AND schemaname = current_schema()",
+}
+
+
 class SqlStore(SessionQueries):
     """The shared half of both backends; subclasses supply connections and dialect hooks."""
 
     # -- schema ----------------------------------------------------------------------------
     def _migrate(self) -> None:
+        latest = self.migrations[-1].version if self.migrations else 0
+
+        def up_to_date(cur: Cursor) -> bool:
+            cur.execute(_HAS_VERSIONS[self.dialect])
+            if cur.fetchone() is None:
+                return False
+            cur.execute("SELECT MAX(version) FROM schema_version")
+            return (cur.fetchone()[0] or 0) == latest
+
+        # A store at this version opens with a read: a reader never waits for (nor holds up) a
+        # writer such as the proxy's recorder. Anything else takes the write lock and decides.
+        if self._run(up_to_date, write=False):
+            return
+
         def step(cur: Cursor) -> None:
             self._lock_schema(cur)
             cur.execute(SCHEMA_VERSION_TABLE[self.dialect])
             cur.execute("SELECT MAX(version) FROM schema_version")
             current = cur.fetchone()[0] or 0
-            latest = self.migrations[-1].version if self.migrations else 0
             if current > latest:
                 raise SchemaTooNew(
                     f"{self.url} has schema version {current}, this lithify knows up to "
