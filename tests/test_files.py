@@ -13,6 +13,7 @@ from lithify.translate.sse import iter_events
 from tests.conftest import CORPUS
 
 SSE = CORPUS / "gemini" / "thought_parts_streaming.response.sse"
+OTLP_TOOL_CALL = "util_genai_openai_v2_chat_tool_call.otlp.json"
 
 
 def _facts(path: Path) -> list[InferenceCall]:
@@ -55,3 +56,19 @@ def test_pair_with_missing_file_raises_input_error(tmp_path: Path) -> None:
 def test_directory_is_not_a_file(tmp_path: Path) -> None:
     with pytest.raises(InputError):
         list(read_file(tmp_path))
+
+
+def test_a_lone_surrogate_costs_a_jsonl_line_nothing_but_its_repair(tmp_path: Path) -> None:
+    """One bad string in an OTLP/JSON line (a lone surrogate escape) keeps the line's spans,
+    repaired and counted ``invalid_text``, as the receiver does; before, the line was lost."""
+    line = orjson.dumps(orjson.loads((CORPUS / "otlp" / OTLP_TOOL_CALL).read_bytes()))
+    bad = line.replace(b'"stringValue":"gpt-4o-mini"', b'"stringValue":"gpt-4o-mini \\ud800"', 1)
+    assert bad != line
+    path = tmp_path / "spans.jsonl"
+    path.write_bytes(line + b"\n" + bad + b"\n")
+    results = [x.result for x in read_file(path)]
+    assert all(isinstance(r, InferenceCall) for r in results) and len(results) == 2
+    clean, repaired = results
+    assert "invalid_text" not in clean.degradations
+    assert repaired.degradations["invalid_text"] >= 1
+    assert b"gpt-4o-mini \xef\xbf\xbd" in orjson.dumps(repaired.raw)  # U+FFFD in its place

@@ -29,7 +29,7 @@ from lithify.translate import (
     translate_protobuf,
     translate_stream,
 )
-from lithify.translate.otlp import decode_json_spans
+from lithify.translate.otlp import OTLPDecodeError, decode_json_spans, load_json
 from lithify.translate.provider import translate_exchange
 from lithify.translate.sse import looks_like_sse
 from lithify.translate.telemetry import translate_spans
@@ -77,11 +77,14 @@ _TRACE_FORMATS = frozenset({"auto", "otlp", "otlp-traces"})
 def translate_json(data: bytes, fmt: str = "auto") -> Iterator[Result]:
     """The results of one JSON document (a JSONL line, a file, a request body): what
     ``translate_document`` gives for it decoded. An OTLP/JSON trace request in the exporters'
-    form is decoded straight from its bytes, the fast way. Raises orjson.JSONDecodeError."""
+    form is decoded straight from its bytes, the fast way; text orjson refuses (a lone surrogate
+    escape, bytes that are not UTF-8) is read tolerantly and repaired unit by unit, as the
+    receiver does. Raises OTLPDecodeError for bytes that are not JSON."""
     spans = decode_json_spans(data) if fmt in _TRACE_FORMATS else None
-    if spans is None:
-        return translate_document(orjson.loads(data), fmt)
-    return _guard(translate_spans(spans))
+    if spans is not None:
+        return _guard(translate_spans(spans))
+    doc, repair = load_json(data)
+    return translate_document(doc, fmt, repair=repair)
 
 
 def _lines(path: Path, fh: IO[bytes], fmt: str, progress: Progress | None) -> Iterator[Located]:
@@ -102,10 +105,9 @@ def _lines(path: Path, fh: IO[bytes], fmt: str, progress: Progress | None) -> It
                 continue
         try:
             results = translate_json(line, fmt)
-        except orjson.JSONDecodeError as e:
-            yield Located(
-                loc, Skip("undecodable", f"line {lineno}: not JSON ({_decode_error(e)})", loc)
-            )
+        except OTLPDecodeError as e:
+            why = _decode_error(e).removeprefix("the body is not valid JSON: ")
+            yield Located(loc, Skip("undecodable", f"line {lineno}: not JSON ({why})", loc))
             continue
         for r in results:
             yield Located(loc, r)
@@ -158,8 +160,8 @@ def read_file(path: Path, fmt: str = "auto", progress: Progress | None = None) -
                 yield Located(loc, r)
             return
         try:
-            doc = orjson.loads(data)
-        except orjson.JSONDecodeError:
+            doc, repair = load_json(data)
+        except OTLPDecodeError:
             # The Collector's file exporter writes one request per line, even in `.json` files.
             yield from _lines(path, io.BytesIO(data), fmt, None)
             return
@@ -173,7 +175,7 @@ def read_file(path: Path, fmt: str = "auto", progress: Progress | None = None) -
             else [doc]
         )
         for d in docs:
-            for r in translate_document(d, fmt):
+            for r in translate_document(d, fmt, repair=repair):
                 yield Located(loc, r)
         return
     if suffix in (".json", ".txt"):

@@ -70,25 +70,28 @@ def _units(decoded: Decoded[Any], translate: Any) -> Iterator[Result]:
     yield from _guard(translate(decoded.units))
 
 
-def _json_otlp(doc: Any, decode: Any, translate: Any) -> Iterator[Result]:
+def _json_otlp(doc: Any, decode: Any, translate: Any, repair: bool) -> Iterator[Result]:
     try:
-        decoded = decode(doc)
+        decoded = decode(doc, repair)
     except OTLPDecodeError as e:
         yield Skip("undecodable", str(e))
         return
     yield from _units(decoded, translate)
 
 
-def translate_document(doc: Any, fmt: str = "auto") -> Iterator[Result]:
+def translate_document(doc: Any, fmt: str = "auto", *, repair: bool = False) -> Iterator[Result]:
+    """The results of one decoded JSON document. ``repair``: it may hold lone surrogates
+    (``otlp.load_json`` read text orjson refused): an OTLP unit with them is kept repaired and
+    counted ``invalid_text``, as the receiver does."""
     kind = detect(doc) if fmt in ("auto", "otlp") else fmt
     if fmt == "otlp" and kind not in ("otlp-traces", "otlp-logs"):
         kind = None
     if doc is None or doc == {} or doc == []:
         yield Skip("empty", "empty document")
     elif kind == "otlp-traces":
-        yield from _json_otlp(doc, json_spans, translate_spans)
+        yield from _json_otlp(doc, json_spans, translate_spans, repair)
     elif kind == "otlp-logs":
-        yield from _json_otlp(doc, json_logs, translate_logs)
+        yield from _json_otlp(doc, json_logs, translate_logs, repair)
     elif kind == "attributes":
         if not isinstance(doc, dict):
             yield Skip("unrecognized_format", "an attribute map is a JSON object")
