@@ -469,7 +469,9 @@ class RecorderProcess:
         while True:
             try:
                 msg = conn.recv()
-            except (EOFError, OSError):
+            except (EOFError, OSError, TypeError):
+                # TypeError: the proxy closed the connection under this thread at shutdown
+                # (multiprocessing then reads from a handle that is None).
                 return
             if isinstance(msg, dict):
                 self.status = msg
