@@ -22,7 +22,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 
 from lithify.ingest._server import HeadLimits
-from lithify.ingest.receiver import REJECTED, ServeConfig, _guarded, inflate
+from lithify.ingest.processing import REJECTED, _guarded, inflate
+from lithify.ingest.receiver import ServeConfig
 from lithify.model import InferenceCall, Skip
 from lithify.store import FactStore, open_store
 from lithify.translate import translate_document, translate_protobuf

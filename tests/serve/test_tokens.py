@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from lithify.cli import app
-from lithify.ingest.receiver import TokenCache, new_token, token_hash, token_prefix
+from lithify.ingest.tokens import TokenCache, new_token, token_hash, token_prefix
 from lithify.store import TokenExists, open_store, prepare
 from tests.serve.conftest import BASE
 from tests.serve.helpers import PB, genai_spans, get, live_server, post, status_message, traces_pb

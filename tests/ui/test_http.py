@@ -10,7 +10,7 @@ from urllib.parse import quote, urlencode
 import orjson
 import pytest
 
-from lithify.ingest.receiver import new_token, token_hash, token_prefix
+from lithify.ingest.tokens import new_token, token_hash, token_prefix
 from lithify.store import FactStore, FeedbackFilter, open_store
 from lithify.ui import UiConfig
 from lithify.ui.server import NoToken, make_server

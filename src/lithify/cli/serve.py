@@ -137,7 +137,7 @@ def token_create(
 
     Once any token exists, `lithify serve` refuses ingest without a valid one.
     """
-    from lithify.ingest.receiver import new_token, token_hash, token_prefix
+    from lithify.ingest.tokens import new_token, token_hash, token_prefix
 
     token = new_token()
     with opened_store(store) as s:

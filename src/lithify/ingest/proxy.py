@@ -868,7 +868,7 @@ def log_config(level: str = "info") -> dict[str, Any]:
     return {
         "version": 1,
         "disable_existing_loggers": False,
-        "formatters": {"json": {"()": "lithify.ingest.receiver.JsonFormatter"}},
+        "formatters": {"json": {"()": "lithify.ingest.logs.JsonFormatter"}},
         "filters": {"abort": {"()": f"{__name__}._AbortFilter"}},
         "handlers": {"stderr": {**handler, "filters": ["abort"]}},
         "loggers": {
@@ -888,7 +888,7 @@ def recorder_log_config(proxy_config: dict[str, Any] | None) -> dict[str, Any]:
     return {
         "version": 1,
         "disable_existing_loggers": False,
-        "formatters": {"json": {"()": "lithify.ingest.receiver.JsonFormatter"}},
+        "formatters": {"json": {"()": "lithify.ingest.logs.JsonFormatter"}},
         "handlers": {
             "stderr": {
                 "class": "logging.StreamHandler",

@@ -17,7 +17,7 @@ from urllib.parse import parse_qsl
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
 
-from lithify.ingest.receiver import TokenCache
+from lithify.ingest.tokens import TokenCache
 from lithify.store import FactStore
 
 COOKIE = "lithify_ui_token"

@@ -1,0 +1,261 @@
+"""Request processing for `lithify serve`: inflate, decode, translate one OTLP or feedback body
+and build its store rows — pure and picklable, run in a worker process (or a thread), so the
+event loop only moves bytes."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+import zlib
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from lithify.model import Feedback, InferenceCall, Skip
+from lithify.store import (
+    Prepared,
+    prepare,
+)
+from lithify.translate import feedback as feedback_doc
+from lithify.translate.otlp import OTLPDecodeError, TooManyUnits, decode_logs, decode_spans
+from lithify.translate.provider import translator_error
+from lithify.translate.telemetry import translate_logs, translate_spans
+
+DEFAULT_MAX_BODY = 20 * 1024 * 1024  # the OTLP specification's recommended limit
+PROTOBUF = "application/x-protobuf"
+JSON = "application/json"
+_CONTENT_TYPES = {PROTOBUF: "protobuf", "application/protobuf": "protobuf", JSON: "json"}
+_ENCODINGS = ("gzip", "deflate", "identity", "")
+_ENCODING_ALIASES = {"x-gzip": "gzip"}  # RFC 9110 §8.4.1.3: x-gzip is gzip
+
+# google.rpc.Code values for the Status body (informative only: OTLP clients go by HTTP status).
+_RPC_CODE = {400: 3, 401: 16, 404: 5, 405: 12, 408: 4, 413: 8, 415: 3, 429: 8, 431: 8, 500: 13,
+             503: 14}  # fmt: skip
+
+# Units that could not be taken: a defect met them, or they were not OTLP objects at all.
+REJECTED = frozenset({"translator_error", "undecodable"})
+# Taken, but worth telling the sender: capture is off, or events cannot be tied to a call.
+_WARN = {
+    "content_not_captured": "{n} model-call {unit} carried no message content, so gave no fact "
+    "(turn content capture on, e.g. OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT)",
+    "uncorrelated_events": "{n} per-message log events had no span context and gave no fact",
+}
+
+
+class BodyTooLarge(Exception):
+    pass
+
+
+class BadBody(Exception):
+    pass
+
+
+@dataclass(slots=True)
+class Processed:
+    """What one request body gave: rows to write, counts for the answer and the log."""
+
+    status: int = 200  # 200, or 400 / 413 for a body that cannot be taken at all
+    message: str = ""
+    units: int = 0  # spans, log records or feedback items in the request
+    facts: int = 0
+    feedback: int = 0
+    degraded: int = 0  # facts with at least one degradation
+    rejected: int = 0
+    errors: list[str] = field(default_factory=list)  # why units were rejected
+    warnings: list[str] = field(default_factory=list)
+    skipped: dict[str, int] = field(default_factory=dict)
+    rows: Prepared | None = None
+    decoded_bytes: int = 0
+
+
+def inflate(body: bytes, encoding: str, limit: int) -> bytes:
+    """The body without its Content-Encoding, never holding more than ``limit + 1`` bytes of
+    output (a zip bomb is cut off as soon as it exceeds the limit)."""
+    if encoding in ("", "identity"):
+        if len(body) > limit:
+            raise BodyTooLarge
+        return body
+    # gzip may hold several members back to back; HTTP "deflate" is zlib, sometimes raw.
+    wbits = 31 if encoding == "gzip" else 15
+    out = bytearray()
+    data = body
+    while True:
+        d = zlib.decompressobj(wbits)
+        try:
+            out += d.decompress(data, limit + 1 - len(out))
+        except zlib.error as e:
+            if encoding == "deflate" and wbits == 15 and not out:
+                wbits = -15
+                continue
+            raise BadBody(f"the body is not valid {encoding} data: {e}") from None
+        if len(out) > limit:
+            raise BodyTooLarge
+        if not d.eof:
+            raise BadBody(f"the {encoding} body is truncated")
+        data = d.unused_data
+        if not data.strip(b"\x00"):  # trailing padding some writers leave
+            return bytes(out)
+        if encoding != "gzip":
+            raise BadBody(f"trailing bytes after the {encoding} data")
+
+
+def _guarded(results: Iterator[Any]) -> Iterator[Any]:
+    """Like ``lithify.translate``'s own guard: a defect becomes a counted Skip, never a crash."""
+    try:
+        yield from results
+    except RecursionError:
+        yield Skip("undecodable", "nested too deeply to represent")
+    except Exception as e:
+        yield translator_error(e)
+
+
+def max_units(limit: int) -> int:
+    """Spans or log records (with their resources and scopes) one request may hold: one per
+    256 bytes of the body limit. An empty span is two bytes on the wire and takes hundreds
+    decoded; this keeps a request's decoded form within a few times the limit."""
+    return max(1, limit // 256)
+
+
+def _listed(summary: str, items: list[str], total: int, most: int = 5) -> str:
+    """``summary: a; b; c`` naming the first ``most`` of ``total`` items, and how many more."""
+    shown = items[:most]
+    more = f"; and {total - len(shown)} more" if total > len(shown) else ""
+    return f"{summary}: {'; '.join(shown)}{more}"
+
+
+def process(
+    signal: str,
+    kind: str,
+    body: bytes,
+    content_encoding: str,
+    limit: int,
+    preparer: Callable[..., Prepared] = prepare,
+) -> Processed:
+    """Inflate, decode and translate one request body; build its store rows (``preparer``: the
+    store's own, ``FactStore.preparer``, so bodies are already as it keeps them — SQLite's are a
+    third of the size on their way back from a worker). Never raises on bad input: the outcome says
+    400 / 413 and why."""
+    try:
+        data = inflate(body, content_encoding, limit)
+    except BodyTooLarge:
+        return Processed(413, f"the decompressed body is larger than the {limit}-byte limit")
+    except BadBody as e:
+        return Processed(400, str(e))
+    if signal == "feedback":
+        return _process_feedback(data)
+    unit = "spans" if signal == "traces" else "log records"
+    try:
+        decoded = (decode_spans if signal == "traces" else decode_logs)(
+            data, kind, max_units(limit)
+        )
+    except TooManyUnits as e:
+        return Processed(413, str(e), decoded_bytes=len(data))
+    except OTLPDecodeError as e:
+        return Processed(400, str(e), decoded_bytes=len(data))
+    units: list[Any] = decoded.units
+    rejected = decoded.rejected_count
+    out = Processed(units=len(units) + rejected, decoded_bytes=len(data))
+    if rejected:
+        out.rejected += rejected
+        errors = decoded.rejected
+        out.errors.append(_listed(f"{rejected} {unit} could not be decoded", errors, rejected))
+    repaired = sum(u.repaired > 0 for u in units)
+    if repaired:
+        out.warnings.append(
+            f"{repaired} {unit} held text that was not valid UTF-8 (or a lone surrogate "
+            "escape): taken with each bad character replaced by U+FFFD (degradation invalid_text)"
+        )
+    translated = translate_spans(units) if signal == "traces" else translate_logs(units)
+    facts: list[InferenceCall] = []
+    feedback: list[Feedback] = []
+    skipped: Counter[str] = Counter()
+    failures: list[Skip] = []
+    for r in _guarded(translated):
+        if isinstance(r, InferenceCall):
+            facts.append(r)
+            out.degraded += bool(r.degradations)
+        elif isinstance(r, Feedback):
+            feedback.append(r)
+        elif r.reason in REJECTED:
+            failures.append(r)
+        else:
+            skipped[r.reason] += 1
+    if failures:
+        # Translation stopped at the defect: every unit without a result was not taken. (Log
+        # events of one call share a result, so for logs this may count a few taken records.)
+        taken = len(facts) + len(feedback) + sum(skipped.values())
+        out.rejected += max(len(failures), len(units) - taken)
+        out.errors.append(
+            f"{failures[0].reason}: {failures[0].detail} — a defect in lithify met these "
+            f"{unit}; please report it with the request"
+        )
+    rows = Prepared([], [])
+    for fact in facts:
+        try:
+            rows.facts.append(preparer([fact]).facts[0])
+        except (ValueError, TypeError) as e:
+            out.rejected += 1
+            out.errors.append(f"a fact could not be stored: {e}")
+    for item in feedback:
+        try:
+            rows.feedback.extend(prepare([], [item]).feedback)
+        except (ValueError, TypeError) as e:
+            out.rejected += 1
+            out.errors.append(f"feedback could not be stored: {e}")
+    out.facts, out.feedback = len(rows.facts), len(rows.feedback)
+    out.rows = rows if rows.facts or rows.feedback else None
+    out.skipped = dict(skipped)
+    for reason, template in _WARN.items():
+        if skipped.get(reason):
+            out.warnings.append(template.format(n=skipped[reason], unit=unit))
+    return out
+
+
+def _process_feedback(data: bytes) -> Processed:
+    """A feedback document, or a JSON list of them (docs/serve.md)."""
+    try:
+        doc = orjson.loads(data)
+    except orjson.JSONDecodeError as e:
+        return Processed(400, f"the body is not valid JSON: {e}")
+    items = doc if isinstance(doc, list) else [doc]
+    out = Processed(units=len(items), decoded_bytes=len(data))
+    good: list[Feedback] = []
+    for i, item in enumerate(items):
+        r = feedback_doc.from_document(item, source="http")
+        if isinstance(r, Feedback):
+            good.append(r)
+        else:
+            out.rejected += 1
+            if len(out.errors) < 20:
+                out.errors.append(f"item {i}: {r.detail}")
+    if items and not good:
+        return Processed(400, "no valid feedback: " + "; ".join(out.errors), units=len(items))
+    try:
+        out.rows = prepare([], good) if good else None
+    except (ValueError, TypeError) as e:
+        return Processed(400, f"feedback could not be stored: {e}", units=len(items))
+    out.feedback = len(good)
+    return out
+
+
+def _worker_init() -> None:
+    """Worker processes: die with the receiver, and leave SIGINT/SIGTERM to it (it drains and
+    then shuts the pool down; a Ctrl-C sent to the whole process group must not kill a worker
+    in the middle of a request)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: a receiver killed -9 takes us along
+
+
+def _warm() -> int:
+    time.sleep(0.05)  # long enough that each warm-up task lands on its own worker
+    return os.getpid()
