@@ -13,6 +13,9 @@ stream is passed on chunk by chunk as each chunk arrives. Recording is off the c
 
 Only the configured upstreams are ever called, and only on the model-call routes: any other
 path is answered 404 here, with no upstream request.
+
+One module past 500 lines: the routes, the header rules and the forwarding loop are one
+request's path through the proxy, read top to bottom; the spool and the recorder live apart.
 """
 
 from __future__ import annotations

@@ -12,7 +12,8 @@ The work of a request is split three ways so that the event loop never waits on 
   committed.
 
 This module holds the configuration, the answers and the app; tokens are ``tokens.py``, the
-JSON logs ``logs.py``.
+JSON logs ``logs.py``. Past 500 lines because ``build_app`` is one request's path (auth, limits,
+decode, commit, answer) over the receiver's shared state.
 
 A request is acknowledged (200) only after its facts are committed; retries are safe because the
 store deduplicates by fact identity.

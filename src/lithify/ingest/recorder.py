@@ -9,6 +9,9 @@ duplicate the store refuses by identity, never a second fact.
 
 Running apart from the proxy keeps translation and store I/O off the process that serves the
 clients (no GIL shared with the event loop), and a store that hangs cannot stall forwarding.
+
+One module past 500 lines: the recorder process and the proxy's handle on it (start, status,
+restart, stop) speak one protocol over one pipe.
 """
 
 from __future__ import annotations

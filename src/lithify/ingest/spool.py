@@ -18,6 +18,9 @@ A record is framed as ``LSP1`` + payload length (u32 LE) + CRC-32 of the payload
 payload. Durability: each record is handed to the OS with one ``write`` (from then on a
 ``kill -9`` of the proxy cannot lose it), and every group of records written together is made
 durable with one ``fdatasync`` (from then on a power loss cannot lose it either).
+
+One module past 500 lines: the writer, the reader and the record format are one on-disk
+contract, and a change to one must be read beside the others.
 """
 
 from __future__ import annotations

@@ -11,6 +11,10 @@ entry that is not an object, protobuf bytes that do not parse, a value nested de
 is not valid Unicode (invalid UTF-8 in protobuf, a lone surrogate escape or a stray byte in
 JSON) is kept with each bad character replaced by U+FFFD, and counted on the unit
 (``repaired``). Only a body whose structure around the units is broken is refused whole.
+
+One module past 500 lines: the protobuf and the JSON readings must give the same spans and log
+records, unit by unit, under the same limits; they are kept side by side so that one cannot
+change without the other in view.
 """
 
 from __future__ import annotations
