@@ -17,6 +17,7 @@ from rich.table import Table
 
 from lithify.cli.engine import EngineOpt, RayAddressOpt, RayMissing, check_engine, ray_session
 from lithify.cli.exits import Exit
+from lithify.cli.failures import export_failures
 from lithify.cli.options import (
     ModelOpt,
     SessionOpt,
@@ -28,7 +29,6 @@ from lithify.cli.options import (
     json_text,
 )
 from lithify.cli.replay import run_replay
-from lithify.core.factfile import InputError
 from lithify.derive import SPLIT_REASONS
 from lithify.derive.feedback import FEEDBACK_DROP_REASONS
 from lithify.export import (
@@ -40,7 +40,6 @@ from lithify.export import (
     ExportSummary,
     ProfileError,
     Provenance,
-    RowInvalid,
     Selection,
     WhereError,
     cli_provenance,
@@ -51,7 +50,7 @@ from lithify.export import (
 )
 from lithify.export.distributed import export_ray
 from lithify.export.flags import FLAGS
-from lithify.store import FactFilter, StoreError, open_store
+from lithify.store import FactFilter, open_store
 
 
 def summary_table(summary: ExportSummary) -> Table:
@@ -223,7 +222,7 @@ def export_cmd(
         else:
             err.print(summary_table(summary))
         return
-    try:
+    with export_failures("write", target):
         if facts_files:
             origin = cli_provenance(options, facts=facts_files, filters=filters)
             summary = _run(from_files(facts_files, filters), target, options, show, origin)
@@ -232,19 +231,6 @@ def export_cmd(
                 url = store_url or getattr(store, "url", None)
                 origin = cli_provenance(options, store=url, filters=filters)
                 summary = _run(from_store(store, filters), target, options, show, origin)
-    except InputError as e:
-        err.print(f"[red]unreadable:[/] {e}")
-        raise typer.Exit(Exit.UNREADABLE) from None
-    except StoreError as e:
-        err.print(f"[red]store error:[/] {e}")
-        raise typer.Exit(Exit.STORE) from None
-    except RowInvalid as e:
-        err.print(f"[red]bug: a row fails its schema; nothing was written.[/] {e}")
-        err.print("Please report it with the facts of the source call ids above.")
-        raise typer.Exit(Exit.INVALID_ROW) from None
-    except OSError as e:
-        err.print(f"[red]cannot write[/] {target}: {e.strerror or e}")
-        raise typer.Exit(Exit.UNREADABLE) from None
     if as_json:
         typer.echo(json_text(summary))
     else:
@@ -282,7 +268,7 @@ def _run_ray(
 ) -> ExportSummary:
     """The export on Ray (``export.distributed``), with the local run's bar and exit codes."""
     try:
-        with ray_session(address) as _, _bar(show, None) as tick:
+        with export_failures("write", target), ray_session(address) as _, _bar(show, None) as tick:
             done = export_ray(
                 paths, target, options, filters, partitions=partitions, merge=merge, progress=tick
             )
@@ -290,16 +276,6 @@ def _run_ray(
     except RayMissing as e:
         err.print(f"[red]{escape(str(e))}[/]")
         raise typer.Exit(Exit.USAGE) from None
-    except InputError as e:
-        err.print(f"[red]unreadable:[/] {e}")
-        raise typer.Exit(Exit.UNREADABLE) from None
-    except RowInvalid as e:
-        err.print(f"[red]bug: a row fails its schema; nothing was written.[/] {e}")
-        err.print("Please report it with the facts of the source call ids above.")
-        raise typer.Exit(Exit.INVALID_ROW) from None
-    except OSError as e:
-        err.print(f"[red]cannot write[/] {target}: {e.strerror or e}")
-        raise typer.Exit(Exit.UNREADABLE) from None
 
 
 @contextmanager

@@ -8,11 +8,11 @@ from pathlib import Path
 import typer
 
 from lithify.cli.exits import Exit
+from lithify.cli.failures import export_failures
 from lithify.cli.options import err, json_text
-from lithify.core.factfile import InputError
-from lithify.export import RowInvalid, from_files, from_store
+from lithify.export import from_files, from_store
 from lithify.export.replay import ReplayError, ReplayResult, describe, filters_of, load, replay
-from lithify.store import StoreError, open_store
+from lithify.store import open_store
 
 MASKED = ":***@"  # what display_url puts where a password was
 
@@ -20,22 +20,11 @@ MASKED = ":***@"  # what display_url puts where a password was
 def run_replay(path: Path, store_url: str | None, as_json: bool) -> None:
     """Replay, print what differs (or the result as JSON) and exit with its code."""
     try:
-        result = _replay(path, store_url)
+        with export_failures("replay", path):
+            result = _replay(path, store_url)
     except ReplayError as e:
         err.print(f"[red]cannot replay:[/] {e}")
         raise typer.Exit(Exit.USAGE) from None
-    except InputError as e:
-        err.print(f"[red]unreadable:[/] {e}")
-        raise typer.Exit(Exit.UNREADABLE) from None
-    except StoreError as e:
-        err.print(f"[red]store error:[/] {e}")
-        raise typer.Exit(Exit.STORE) from None
-    except RowInvalid as e:
-        err.print(f"[red]bug: a row fails its schema.[/] {e}")
-        raise typer.Exit(Exit.INVALID_ROW) from None
-    except OSError as e:
-        err.print(f"[red]cannot replay[/] {path}: {e.strerror or e}")
-        raise typer.Exit(Exit.UNREADABLE) from None
     if as_json:
         typer.echo(json_text(result))
     elif result.identical:

@@ -1,0 +1,37 @@
+"""How `lithify export` and `lithify export --replay` report what stops them, and exit."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import typer
+
+from lithify.cli.exits import Exit
+from lithify.cli.options import err
+from lithify.core.factfile import InputError
+from lithify.export import RowInvalid
+from lithify.store import StoreError
+
+
+@contextmanager
+def export_failures(doing: str, where: Path | str) -> Iterator[None]:
+    """Unreadable input (exit UNREADABLE), the store (STORE), a row failing its schema (a bug,
+    INVALID_ROW: nothing is written) and an output that cannot be written (``doing`` it to
+    ``where``: UNREADABLE), each said in one line."""
+    try:
+        yield
+    except InputError as e:
+        err.print(f"[red]unreadable:[/] {e}")
+        raise typer.Exit(Exit.UNREADABLE) from None
+    except StoreError as e:
+        err.print(f"[red]store error:[/] {e}")
+        raise typer.Exit(Exit.STORE) from None
+    except RowInvalid as e:
+        err.print(f"[red]bug: a row fails its schema; nothing was written.[/] {e}")
+        err.print("Please report it with the facts of the source call ids above.")
+        raise typer.Exit(Exit.INVALID_ROW) from None
+    except OSError as e:
+        err.print(f"[red]cannot {doing}[/] {where}: {e.strerror or e}")
+        raise typer.Exit(Exit.UNREADABLE) from None
