@@ -262,6 +262,19 @@ def _check_canonical(messages: Sequence[Message]) -> None:
                 check_value(p.result)
 
 
+def _after_input(segment: Segment) -> list[Message]:
+    """What followed a segment's first input: each turn's chosen output, and the new messages
+    of every later turn (tool results, a new user turn), in order."""
+    rest: list[Message] = []
+    for k, t in enumerate(segment.turns):
+        if k:
+            rest.extend(t.new_messages)
+        out = _output(t)
+        if out is not None:
+            rest.append(out)
+    return rest
+
+
 def _output(turn: Turn) -> Message | None:
     outs = turn.call.output_messages
     return outs[turn.chosen] if 0 <= turn.chosen < len(outs) else None
@@ -598,13 +611,7 @@ class RowBuilder:
         names: dict[str, str] = {}
         seed = segment.segment_id
         items = response_items(first.new_messages, f"{seed}:input", names)
-        rest: list[Message] = []
-        for k, t in enumerate(segment.turns):
-            if k:
-                rest.extend(t.new_messages)
-            out = _output(t)
-            if out is not None:
-                rest.append(out)
+        rest = _after_input(segment)
         recorded = response_items(rest, f"{seed}:output", names)
         params = {"input": items, "tools": flat_tools(first.call.tools)}
         ids = [t.call.inference_call_id for t in segment.turns]
@@ -621,13 +628,7 @@ class RowBuilder:
         first = segment.turns[0]
         names: dict[str, str] = {}
         prompt, dropped = self._messages(first.new_messages, names)
-        rest: list[Message] = []
-        for k, t in enumerate(segment.turns):
-            if k:
-                rest.extend(t.new_messages)
-            out = _output(t)
-            if out is not None:
-                rest.append(out)
+        rest = _after_input(segment)
         if not any(m.role == "assistant" for m in rest):
             raise RowSkip("no_output")
         completion, d = self._messages(rest, names)
