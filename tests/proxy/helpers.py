@@ -3,8 +3,6 @@ test chooses (for what the fake provider does not do: gzip, path prefixes, odd h
 
 from __future__ import annotations
 
-import os
-import signal
 import socket
 import subprocess
 import sys
@@ -22,6 +20,7 @@ import orjson
 from lithify.model import InferenceCall
 from lithify.store import open_store
 from tests.http_client import Reply, request
+from tests.processes import LoggedProcess
 
 LITHIFY = Path(sys.executable).with_name("lithify")
 # A store nobody can reach: PostgreSQL on a port where nothing listens (connecting fails at once).
@@ -34,27 +33,15 @@ def post(port: int, path: str, doc: Any, headers: dict[str, str] | None = None) 
 
 
 @dataclass
-class ProxyProcess:
+class ProxyProcess(LoggedProcess):
     """A `lithify proxy` process; ``events`` reads its JSON log lines."""
 
-    proc: subprocess.Popen[bytes]
-    port: int
-    log: Path
     spool: Path
     store: str
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
-
-    def events(self, name: str | None = None) -> list[dict[str, Any]]:
-        out = []
-        for line in self.log.read_text().splitlines():
-            if line.startswith("{"):
-                ev = orjson.loads(line)
-                if name is None or ev.get("event") == name:
-                    out.append(ev)
-        return out
 
     def health(self) -> dict[str, Any]:
         r = request(self.port, "GET", "/lithify/health", timeout=10)
@@ -75,15 +62,6 @@ class ProxyProcess:
 
     def recorder_pid(self) -> int:
         return int(self.events("listening")[-1]["recorder_pid"])
-
-    def kill9(self) -> None:
-        os.kill(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(10)
-
-    def stop(self) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(60)
 
 
 def start_proxy(

@@ -4,7 +4,6 @@ real `lithify serve` process, OTLP bodies of GenAI spans, and a plain HTTP clien
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -26,6 +25,7 @@ from lithify.store import FactStore
 from lithify.translate.feedback import call_id_of_span
 from tests.http_client import Reply, request
 from tests.otlp_values import json_value, pb_attrs, pb_value
+from tests.processes import LoggedProcess
 
 ROOT = Path(__file__).resolve().parents[2]
 LITHIFY = Path(sys.executable).with_name("lithify")
@@ -225,31 +225,10 @@ def live_server(config: ServeConfig, store: FactStore | None = None) -> Iterator
 
 
 @dataclass
-class ServerProcess:
+class ServerProcess(LoggedProcess):
     """A real `lithify serve` process; ``events`` reads its JSON log lines."""
 
-    proc: subprocess.Popen[bytes]
-    port: int
-    log: Path
     args: list[str] = field(default_factory=list)
-
-    def events(self, name: str | None = None) -> list[dict[str, Any]]:
-        out = []
-        for line in self.log.read_text().splitlines():
-            if line.startswith("{"):
-                ev = orjson.loads(line)
-                if name is None or ev.get("event") == name:
-                    out.append(ev)
-        return out
-
-    def kill9(self) -> None:
-        os.kill(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(10)
-
-    def stop(self) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(60)
 
 
 def start_server(

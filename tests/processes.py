@@ -1,0 +1,39 @@
+"""A real lithify server process under test (`lithify serve`, `lithify proxy`): its JSON log
+lines, SIGKILL and a graceful stop."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+
+@dataclass
+class LoggedProcess:
+    proc: subprocess.Popen[bytes]
+    port: int
+    log: Path
+
+    def events(self, name: str | None = None) -> list[dict[str, Any]]:
+        """The process's JSON log lines (of the event ``name`` only, when given)."""
+        out = []
+        for line in self.log.read_text().splitlines():
+            if line.startswith("{"):
+                ev = orjson.loads(line)
+                if name is None or ev.get("event") == name:
+                    out.append(ev)
+        return out
+
+    def kill9(self) -> None:
+        os.kill(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(10)
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(60)
