@@ -216,3 +216,14 @@ def export_files(folder: Path) -> dict[str, bytes]:
     files["manifest.json"] = orjson.dumps(manifest)
     files["README.md"] = files["README.md"].split(b"\n## Provenance\n")[0]
     return files
+
+
+def cli_export(*args: str) -> dict[str, object]:
+    """`lithify export ARGS --json`, which must succeed: its summary."""
+    from typer.testing import CliRunner
+
+    from lithify.cli import app
+
+    res = CliRunner().invoke(app, ["export", *args, "--json"])
+    assert res.exit_code == 0, res.output
+    return orjson.loads(res.stdout)  # type: ignore[no-any-return]

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from lithify.cli import app
 from lithify.model import encode
-from tests.export.helpers import feedback, read_rows, tool_session
+from tests.export.helpers import cli_export, feedback, read_rows, tool_session
 
 runner = CliRunner()
 EXAMPLES = Path(__file__).parents[2] / "src" / "lithify" / "examples"
@@ -24,32 +24,26 @@ def _facts_file(tmp_path: Path) -> Path:
     return path
 
 
-def _export(*args: str) -> dict[str, object]:
-    res = runner.invoke(app, ["export", *args, "--json"])
-    assert res.exit_code == 0, res.output
-    return orjson.loads(res.stdout)
-
-
 def test_export_from_fact_files(tmp_path: Path) -> None:
     facts = _facts_file(tmp_path)
     out = tmp_path / "sft"
-    summary = _export("sft", "--facts", str(facts), "-o", str(out), "--where", "score>=0.5")
+    summary = cli_export("sft", "--facts", str(facts), "-o", str(out), "--where", "score>=0.5")
     assert summary["rows"] == {"train": 1, "eval": 0}
     assert summary["filtered"] == 3
     assert summary["facts_read"] == 4
     [row] = read_rows(out / "train.jsonl")
     assert row["messages"][-1] == {"role": "assistant", "content": "Sunny."}
 
-    dpo = _export("dpo", "--facts", str(facts), "-o", str(tmp_path / "dpo"), "--profile", "trl")
+    dpo = cli_export("dpo", "--facts", str(facts), "-o", str(tmp_path / "dpo"), "--profile", "trl")
     assert dpo["rows"] == {"train": 1, "eval": 0}
     [pair] = read_rows(tmp_path / "dpo" / "train.jsonl")
     assert pair["chosen"][0]["content"] == "Sunny." and pair["rejected"][0]["content"] == "Rain."
 
-    rl = _export("rl", "--facts", str(facts), "-o", str(tmp_path / "rl"), "--format", "parquet")
+    rl = cli_export("rl", "--facts", str(facts), "-o", str(tmp_path / "rl"), "--format", "parquet")
     assert rl["rows"] == {"train": 2, "eval": 0}
     assert (tmp_path / "rl" / "train.parquet").exists()
 
-    only = _export("sft", "--facts", str(facts), "-o", str(tmp_path / "s2"), "--session", "s-2")
+    only = cli_export("sft", "--facts", str(facts), "-o", str(tmp_path / "s2"), "--session", "s-2")
     assert only["facts_read"] == 2 and only["rows"] == {"train": 2, "eval": 0}
 
 
@@ -58,7 +52,7 @@ def test_export_from_a_store(store_url: str, tmp_path: Path) -> None:
     assert res.exit_code == 0, res.output
     out = tmp_path / "gym"
     imported = orjson.loads(res.stdout)
-    summary = _export("nemo-gym", "--store", store_url, "-o", str(out), "--profile", "nemo-gym")
+    summary = cli_export("nemo-gym", "--store", store_url, "-o", str(out), "--profile", "nemo-gym")
     # Every capture is read: the calls, and the other captures of them (span and log event).
     assert summary["facts_read"] == imported["stored"] + imported["variants"]
     assert summary["derive"]["duplicates"] == imported["variants"] > 0
@@ -69,13 +63,15 @@ def test_export_from_a_store(store_url: str, tmp_path: Path) -> None:
     facts = tmp_path / "facts.jsonl"
     res = runner.invoke(app, ["convert", str(EXAMPLES), "-o", str(facts)])
     assert res.exit_code == 0, res.output
-    _export("nemo-gym", "--facts", str(facts), "-o", str(tmp_path / "f"), "--profile", "nemo-gym")
+    cli_export(
+        "nemo-gym", "--facts", str(facts), "-o", str(tmp_path / "f"), "--profile", "nemo-gym"
+    )
     assert (tmp_path / "f" / "train.jsonl").read_bytes() == (out / "train.jsonl").read_bytes()
 
 
 def test_the_json_summary_is_the_typed_summary(tmp_path: Path) -> None:
     facts = _facts_file(tmp_path)
-    summary = _export("sft", "--facts", str(facts), "-o", str(tmp_path / "o"), "--progress")
+    summary = cli_export("sft", "--facts", str(facts), "-o", str(tmp_path / "o"), "--progress")
     assert list(summary) == [
         "kind",
         "profile",

@@ -22,6 +22,7 @@ from lithify.export.manifest import decode_manifest
 from lithify.model import encode
 from tests.export.helpers import (
     assistant,
+    cli_export,
     fact,
     feedback,
     run_export,
@@ -46,12 +47,6 @@ def _facts_file(tmp_path: Path) -> Path:
     return path
 
 
-def _export(*args: str) -> dict[str, object]:
-    res = runner.invoke(app, ["export", *args, "--json"])
-    assert res.exit_code == 0, res.output
-    return orjson.loads(res.stdout)
-
-
 def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
@@ -60,7 +55,7 @@ def _sha(data: bytes) -> str:
 def test_the_manifest_describes_every_file_of_the_folder(tmp_path: Path, fmt: str) -> None:
     facts = _facts_file(tmp_path)
     out = tmp_path / "out"
-    summary = _export("sft", "--facts", str(facts), "-o", str(out), "--eval-fraction", "0.5",
+    summary = cli_export("sft", "--facts", str(facts), "-o", str(out), "--eval-fraction", "0.5",
                       "--format", fmt)  # fmt: skip
     manifest = orjson.loads((out / "manifest.json").read_bytes())
     names = sorted(p.name for p in out.iterdir())
@@ -89,15 +84,15 @@ def test_the_manifest_describes_every_file_of_the_folder(tmp_path: Path, fmt: st
     assert manifest["lithify"] == summary["exporter"]
 
 
-def test_the_recorded_command_makes_the_same_export(tmp_path: Path) -> None:
+def test_the_recorded_command_makes_the_samecli_export(tmp_path: Path) -> None:
     facts = _facts_file(tmp_path)
     first = tmp_path / "first"
-    _export("dpo", "--facts", str(facts), "-o", str(first), "--profile", "trl",
+    cli_export("dpo", "--facts", str(facts), "-o", str(first), "--profile", "trl",
             "--session", "s-1", "--session", "s-2", "--where", "score>=0")  # fmt: skip
     command = orjson.loads((first / "manifest.json").read_bytes())["provenance"]["command"]
     assert command[:3] == ["lithify", "export", "dpo"] and "-o" not in command
     again = tmp_path / "again"
-    _export(*command[2:], "-o", str(again))
+    cli_export(*command[2:], "-o", str(again))
     files = {p.name: p.read_bytes() for p in sorted(first.iterdir())}
     assert files == {p.name: p.read_bytes() for p in sorted(again.iterdir())}
     assert orjson.loads(files["manifest.json"])["rows"]["train"] == 1  # not trivially equal
@@ -107,7 +102,7 @@ def test_a_store_password_is_never_written(store_url: str, tmp_path: Path) -> No
     res = runner.invoke(app, ["import", str(_facts_file(tmp_path)), "--store", store_url])
     assert res.exit_code == 0, res.output
     out = tmp_path / "out"
-    _export("sft", "--store", store_url, "-o", str(out))
+    cli_export("sft", "--store", store_url, "-o", str(out))
     password = urlsplit(store_url).password
     for p in out.iterdir():
         assert not password or password.encode() not in p.read_bytes(), p.name
@@ -125,7 +120,7 @@ def test_a_store_password_is_never_written(store_url: str, tmp_path: Path) -> No
 def test_a_folder_holds_a_manifest_only_when_its_files_are_complete(tmp_path: Path) -> None:
     facts = _facts_file(tmp_path)
     out = tmp_path / "out"
-    _export("sft", "--facts", str(facts), "-o", str(out))
+    cli_export("sft", "--facts", str(facts), "-o", str(out))
     assert (out / "manifest.json").exists()
     # The card cannot be written (a folder holds its name): the new rows are in place, so
     # the earlier manifest, which describes other rows, must be gone.
@@ -137,7 +132,7 @@ def test_a_folder_holds_a_manifest_only_when_its_files_are_complete(tmp_path: Pa
     assert not (out / "manifest.json").exists()
     assert len((out / "train.jsonl").read_bytes().splitlines()) == 2  # the new rows
     (out / "README.md").rmdir()
-    _export("sft", "--facts", str(facts), "-o", str(out), "--session", "s-1")
+    cli_export("sft", "--facts", str(facts), "-o", str(out), "--session", "s-1")
     assert orjson.loads((out / "manifest.json").read_bytes())["rows"]["train"] == 2
 
 
@@ -151,7 +146,7 @@ def _header(card: str) -> dict[str, object]:
 @pytest.mark.parametrize("fraction", ["0", "0.5", "1"])
 def test_the_card_names_the_splits_that_hold_rows(tmp_path: Path, fraction: str) -> None:
     out = tmp_path / "out"
-    summary = _export("sft", "--facts", str(_facts_file(tmp_path)), "-o", str(out),
+    summary = cli_export("sft", "--facts", str(_facts_file(tmp_path)), "-o", str(out),
                       "--eval-fraction", fraction)  # fmt: skip
     card = (out / "README.md").read_text()
     header = _header(card)
