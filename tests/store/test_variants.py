@@ -322,6 +322,7 @@ def test_feedback_on_any_capture_of_a_call_joins_it(store_url: str) -> None:
     # proxy-pa (the proxy) is kept over s-proxy-a (the span); s-proxy-b over proxy-pb.
     kept, _, from_files = resolve_facts(CAPTURES)
     assert {"s-proxy-a": "proxy-pa", "proxy-pb": "s-proxy-b"}.items() <= from_files.items()
+    assert resolve_facts([*CAPTURES, *CAPTURES])[2] == from_files  # redeliveries change nothing
     fb = [
         Feedback(feedback_id=f"fb-{t}", target_kind="call", target_id=t, name="score", value=v,
                  source="test")

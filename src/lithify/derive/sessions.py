@@ -109,8 +109,9 @@ def _resolve(
         unique: list[tuple[Capture, InferenceCall]] = []
         for c, f in contested:
             if c.digest in seen:
-                dropped.append(f)  # the same capture twice: a redelivery
-                names.append((f.inference_call_id, f.inference_call_id, False))
+                # The same capture twice (a redelivery): its original names its call, as a
+                # store, which keeps one copy, does.
+                dropped.append(f)
             else:
                 seen.add(c.digest)
                 unique.append((c, f))
