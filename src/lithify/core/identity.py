@@ -208,7 +208,7 @@ def assign(
                 found = a
                 break
         if found is not None:
-            a = Assignment(found.call, found.call_id, found.collided)
+            a = found
         else:
             cid = c.inference_call_id
             if cid in taken:

@@ -140,6 +140,13 @@ def _classify(outcomes: list[int], new: dict[int, bytes], decided: dict[bytes, A
             outcomes[i] = _STORED
 
 
+def named(fact: InferenceCall, call_id: str | None) -> InferenceCall:
+    """A call's first capture under its call id (the column form; ``None``: its own)."""
+    if call_id is None or call_id == codec.col(fact.inference_call_id):
+        return fact
+    return msgspec.structs.replace(fact, inference_call_id=codec.uncol(call_id) or "")
+
+
 def _view(capture: tuple[Any, ...]) -> Capture:
     """What the identity rule reads of a fact_captures row."""
     return Capture(
@@ -547,8 +554,7 @@ class CaptureIndex(Backend):
 
     @staticmethod
     def _dropped_sql(where: str) -> str:
-        and_ = " AND " if where else " WHERE "
-        return f"SELECT COUNT(*) FROM fact_captures{where}{and_}kept = 0"
+        return f"SELECT COUNT(*) FROM fact_captures{_and(where, 'kept = 0')}"
 
     def count_dropped(self, filters: FactFilter | None = None) -> int:
         """Captures the capture rule drops (other captures of stored calls) that ``filters``
@@ -570,9 +576,4 @@ class CaptureIndex(Backend):
             return None
 
         found = self._run(q, write=False)
-        if found is None:
-            return None
-        fact = _fact_decoder.decode(found[0])
-        if codec.col(fact.inference_call_id) != found[1]:
-            fact = msgspec.structs.replace(fact, inference_call_id=codec.uncol(found[1]) or "")
-        return fact
+        return None if found is None else named(_fact_decoder.decode(found[0]), found[1])

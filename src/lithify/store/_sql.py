@@ -8,8 +8,6 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import chain, islice
 from typing import Any, Self
 
-import msgspec
-
 from lithify.core import codec
 from lithify.model import Feedback, InferenceCall
 from lithify.store._backend import R
@@ -19,6 +17,7 @@ from lithify.store._captures import (
     _STORED,
     _CapturesBusy,
     _result,
+    named,
 )
 from lithify.store._query import Cursor, _and, _limit, fact_where, feedback_where
 from lithify.store._rows import (
@@ -320,12 +319,7 @@ class SqlStore(SessionQueries):
                 for cond, keys in parts
             )
             for body, call_id in islice(bodies, left):
-                fact = reader.decode(body)
-                if call_id is not None and call_id != codec.col(fact.inference_call_id):
-                    fact = msgspec.structs.replace(
-                        fact, inference_call_id=codec.uncol(call_id) or ""
-                    )
-                yield fact
+                yield named(reader.decode(body), call_id)
 
     def iter_feedback(
         self, filters: FeedbackFilter | None = None, *, batch_size: int = 500
@@ -364,7 +358,6 @@ class SqlStore(SessionQueries):
         """Counts by model, provider, source, session and degradation reason, and token sums."""
         where, params = fact_where(filters)
         sums = "COUNT(*), COALESCE(SUM(input_tokens), 0), COALESCE(SUM(output_tokens), 0)"
-        and_ = " AND " if where else " WHERE "
 
         def groups(cur: Cursor, calls: str, column: str) -> list[Group]:
             cur.execute(f"SELECT {column}, {sums} FROM {calls}{where} GROUP BY {column}", params)
@@ -378,7 +371,7 @@ class SqlStore(SessionQueries):
             cur.execute("SELECT COUNT(*) FROM feedback")
             feedback = cur.fetchone()[0]
             cur.execute(
-                f"SELECT session_id, {sums} FROM {calls}{where}{and_}session_id IS NOT NULL "
+                f"SELECT session_id, {sums} FROM {calls}{_and(where, 'session_id IS NOT NULL')} "
                 f"GROUP BY session_id ORDER BY COUNT(*) DESC, session_id"
                 f"{_limit(session_limit)}",
                 params,
