@@ -39,7 +39,81 @@ class ToolCallResponsePart(msgspec.Struct, tag="tool_call_response", tag_field="
     result: Any
 
 
-Part = TextPart | ReasoningPart | ToolCallPart | ToolCallResponsePart
+# Media and server-side tool parts extend seed schema inference-message v1 (v2 of the schema;
+# docs/canonical.md, Parts beyond v1). A fact without them encodes exactly as before.
+MODALITIES = ("image", "audio", "video", "document")
+
+
+class BlobPart(
+    msgspec.Struct, tag="blob", tag_field="type", frozen=True, forbid_unknown_fields=True
+):
+    """Bytes sent inline: ``content`` is their canonical base64, ``sha256`` (hex) and ``size``
+    describe the decoded bytes, by which the store keeps each distinct blob once."""
+
+    modality: str
+    mime_type: str | None
+    size: int
+    sha256: str
+    content: str
+
+
+class FilePart(
+    msgspec.Struct, tag="file", tag_field="type", frozen=True, forbid_unknown_fields=True
+):
+    """Content uploaded to the provider beforehand, recorded only by its id."""
+
+    modality: str
+    mime_type: str | None
+    file_id: str
+
+
+class UriPart(msgspec.Struct, tag="uri", tag_field="type", frozen=True, forbid_unknown_fields=True):
+    """Content the model fetched from a URI (never a data URL: that is a ``blob``)."""
+
+    modality: str
+    mime_type: str | None
+    uri: str
+
+
+class ServerToolCallPart(
+    msgspec.Struct,
+    tag="server_tool_call",
+    tag_field="type",
+    frozen=True,
+    forbid_unknown_fields=True,
+):
+    """A tool the provider ran itself (web search, code execution, MCP…); ``server_tool_call``
+    is the call as the provider described it, with a ``type`` key."""
+
+    id: str | None
+    name: str
+    server_tool_call: dict[str, Any]
+
+
+class ServerToolCallResponsePart(
+    msgspec.Struct,
+    tag="server_tool_call_response",
+    tag_field="type",
+    frozen=True,
+    forbid_unknown_fields=True,
+):
+    id: str | None
+    server_tool_call_response: dict[str, Any]
+
+
+MediaPart = BlobPart | FilePart | UriPart
+
+Part = (
+    TextPart
+    | ReasoningPart
+    | ToolCallPart
+    | ToolCallResponsePart
+    | BlobPart
+    | FilePart
+    | UriPart
+    | ServerToolCallPart
+    | ServerToolCallResponsePart
+)
 
 
 class Message(msgspec.Struct, frozen=True):
@@ -118,11 +192,12 @@ DEGRADATION_REASONS: dict[str, str] = {
     "opaque_reasoning": "encrypted, redacted or signed reasoning that is not readable text; kept on raw",
     "malformed_arguments": "tool-call arguments that were not a JSON object; carried as {} and kept on raw",
     "synthesized_id": "a tool call without an id was given a deterministic one",
-    "unsupported_content": "images, audio, files, URIs, server tool calls or unknown part types; kept on raw",
+    "unsupported_content": "a part of a type no source documents; kept on raw",
+    "malformed_media": "inline media whose base64 did not decode; kept on raw",
     "unsupported_tool": "a tool definition that is not a function tool (a provider built-in); kept on raw",
     "malformed_messages": "a message attribute or body that could not be decoded; kept on raw",
     "invalid_text": "text that was not valid Unicode (invalid UTF-8, a lone surrogate): each bad character replaced by U+FFFD",
-    "content_reference": "content uploaded elsewhere; only a reference was recorded",
+    "content_reference": "content uploaded elsewhere or left at a URI: a file or uri part records only the reference",
     "orphan_tool_response": "a tool result whose call id could not be recovered",
     "truncated_stream": "a streamed response that ended before its final event",
     "text_citation": "a citation or annotation on text (URL and document citations); the text is kept whole, the citation on raw",

@@ -26,11 +26,15 @@ from typing import Any, NamedTuple
 import msgspec
 
 from lithify.model import (
+    BlobPart,
+    FilePart,
     InferenceCall,
     Message,
+    ServerToolCallPart,
     TextPart,
     ToolCallPart,
     ToolCallResponsePart,
+    UriPart,
 )
 
 _content = msgspec.json.Encoder()
@@ -93,7 +97,7 @@ def _result(value: Any) -> Any:
 
 def _atoms(messages: Sequence[Message]) -> tuple[Any, ...]:
     """What every faithful recording of these messages has in common: text, tool calls (name
-    and arguments) and tool results, by role. Reasoning is left out (instrumentations drop it,
+    and arguments), tool results, media and server tools, by role. Reasoning is left out (instrumentations drop it,
     and opaque reasoning is recorded differently by each source), and so are tool-call ids
     (a source without ids synthesizes its own)."""
     out: list[Any] = []
@@ -106,6 +110,17 @@ def _atoms(messages: Sequence[Message]) -> tuple[Any, ...]:
                 atoms.append(("c", p.name, _canon(p.arguments)))
             elif isinstance(p, ToolCallResponsePart):
                 atoms.append(("r", _result(p.result)))
+            # Media by what addresses it: a computer-use agent sends the same text every turn
+            # and only its screenshot differs. Server tools by name only: their details are
+            # recorded differently by spans and by provider bodies.
+            elif isinstance(p, BlobPart):
+                atoms.append(("b", p.sha256))
+            elif isinstance(p, FilePart):
+                atoms.append(("f", p.file_id))
+            elif isinstance(p, UriPart):
+                atoms.append(("u", p.uri))
+            elif isinstance(p, ServerToolCallPart):
+                atoms.append(("s", p.name))
         if atoms:
             out.append((m.role, tuple(atoms)))
     return tuple(out)

@@ -10,7 +10,8 @@ import jsonschema_rs
 import orjson
 
 SCHEMAS = {
-    "inference-message": "inference-message.v1.json",
+    "inference-message": "inference-message.v2.json",
+    "inference-message-v1": "inference-message.v1.json",
     "nemo-gym-responses-create-params": "nemo-gym-responses-create-params.v2.json",
     "trainer-text-message": "trainer-text-message.v1.json",
     "trainer-assistant-message": "trainer-assistant-message.v1.json",

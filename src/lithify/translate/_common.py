@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
+import hashlib
 from collections import Counter
 from functools import lru_cache
 from typing import Any
@@ -14,6 +17,8 @@ from lithify.core.times import (
     as_float,
 )
 from lithify.model import (
+    BlobPart,
+    FilePart,
     InferenceCall,
     Message,
     Part,
@@ -21,6 +26,7 @@ from lithify.model import (
     TextPart,
     ToolCallPart,
     ToolDefinition,
+    UriPart,
 )
 from lithify.translate.redact import ESCAPED, SUSPECT, redact_value, screen
 
@@ -147,6 +153,74 @@ def text_parts(text: Any) -> list[Part]:
 
 def tool_call(id_: str, name: str, arguments: dict[str, Any]) -> ToolCallPart:
     return ToolCallPart(id=id_, name=name, arguments=arguments)
+
+
+def modality_of(mime_type: str | None, default: str = "document") -> str:
+    """``image``, ``audio`` or ``video`` from a MIME type's major type, else ``default``."""
+    if mime_type:
+        major = mime_type.partition("/")[0].strip().lower()
+        if major in ("image", "audio", "video"):
+            return major
+    return default
+
+
+def blob_part(
+    data: str | bytes, mime_type: str | None, deg: Degradations, modality: str | None = None
+) -> BlobPart | None:
+    """Inline media as a canonical ``blob`` part: ``data`` is base64 text (any padding or line
+    breaks) or the bytes themselves. Base64 that does not decode is counted
+    (``malformed_media``) and gives no part; the original stays on raw."""
+    if isinstance(data, str):
+        try:
+            raw = base64.b64decode("".join(data.split()), validate=True)
+        except (binascii.Error, ValueError):
+            deg.add("malformed_media")
+            return None
+    else:
+        raw = bytes(data)
+    mime = mime_type or None
+    return BlobPart(
+        modality=modality or modality_of(mime),
+        mime_type=mime,
+        size=len(raw),
+        sha256=hashlib.sha256(raw).hexdigest(),
+        content=base64.b64encode(raw).decode("ascii"),
+    )
+
+
+def parse_data_url(url: str) -> tuple[str | None, str] | None:
+    """``(mime_type, base64 payload)`` of a ``data:…;base64,…`` URL, else ``None``."""
+    if not url.startswith("data:"):
+        return None
+    head, sep, payload = url[5:].partition(",")
+    if not sep:
+        return None
+    params = head.split(";")
+    if "base64" not in (p.strip().lower() for p in params[1:]):
+        return None
+    return (params[0].strip() or None), payload
+
+
+def url_part(
+    url: str, mime_type: str | None, deg: Degradations, modality: str | None = None
+) -> BlobPart | UriPart | None:
+    """A media URL as a part: a base64 data URL is a ``blob``; any other URL is a ``uri`` part,
+    counted as ``content_reference`` (the bytes were not recorded)."""
+    data = parse_data_url(url)
+    if data is not None:
+        return blob_part(data[1], mime_type or data[0], deg, modality)
+    deg.add("content_reference")
+    return UriPart(modality=modality or modality_of(mime_type), mime_type=mime_type, uri=url)
+
+
+def file_part(
+    file_id: str, mime_type: str | None, deg: Degradations, modality: str | None = None
+) -> FilePart:
+    """Content uploaded to the provider, recorded by id only (``content_reference``)."""
+    deg.add("content_reference")
+    return FilePart(
+        modality=modality or modality_of(mime_type), mime_type=mime_type, file_id=file_id
+    )
 
 
 def tool_definition(obj: Any, deg: Degradations) -> ToolDefinition | None:
