@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import socket
 import time
+from pathlib import Path
 from urllib.parse import quote, urlencode
 
 import orjson
@@ -14,6 +15,7 @@ from lithify.ingest.tokens import new_token, token_hash, token_prefix
 from lithify.store import FactStore, FeedbackFilter, open_store
 from lithify.ui import UiConfig
 from lithify.ui.server import NoToken, make_server
+from tests.export.helpers import cli_export
 from tests.http_client import Reply, request
 from tests.ui.conftest import HOSTILE_SESSION, Running, running, sample_facts
 
@@ -194,3 +196,34 @@ def test_beyond_loopback_a_token_is_required(store: FactStore) -> None:
             assert time.monotonic() < deadline, "a revoked token still works"
             time.sleep(0.2)
         assert _get(v, "/sessions", cookie=jar).status == 303
+
+
+@pytest.mark.parametrize(
+    ("kind", "profile"),
+    [("sft", "trl"), ("sft", "openai"), ("nemo-gym", "nemo-gym"), ("sft", "canonical")],
+)
+def test_rows_are_the_bytes_the_cli_writes(
+    sqlite_store_url: str, tmp_path: Path, kind: str, profile: str
+) -> None:
+    store = open_store(sqlite_store_url)
+    store.insert_facts(sample_facts())
+    try:
+        with running(store) as v:
+            q = urlencode({"session": "agent-1", "kind": kind, "profile": profile})
+            page = _get(v, "/api/rows?" + q).json()
+            html = _get(v, "/rows?" + q)
+            missing = _get(v, "/api/rows?" + urlencode({"session": "nope"}))
+            wrong = _get(v, "/api/rows?" + urlencode({"session": "agent-1", "kind": "sft",
+                                                       "profile": "nemo-gym"}))  # fmt: skip
+    finally:
+        store.close()
+    out = tmp_path / "out"
+    summary = cli_export(kind, "--profile", profile, "--session", "agent-1", "--store",
+                         sqlite_store_url, "-o", str(out))  # fmt: skip
+    written = (out / "train.jsonl").read_bytes()
+    assert written  # the session gives rows of this kind
+    assert "".join(r["line"] + "\n" for r in page["rows"]).encode() == written
+    assert page["schema"] == summary["schema"]
+    assert page["command"].startswith(f"lithify export {kind} --profile {profile} --session")
+    assert html.status == 200 and b"lithify export" in html.body
+    assert missing.status == 404 and wrong.status == 400

@@ -170,6 +170,18 @@ def build_app(store: FactStore, config: UiConfig | None = None) -> Starlette:
             return api(data)
         return html(request, "call.html", data)
 
+    def rows_page(request: Request) -> Response:
+        try:
+            req = views.rows_request(dict(request.query_params))
+        except ValueError as e:
+            return bad(request, str(e))
+        data = views.rows(store, req)
+        if data is None:
+            return not_found(request, f"session {req.session_id!r}")
+        if request.url.path.startswith("/api/"):
+            return api(data)
+        return html(request, "rows.html", data)
+
     # -- curate ----------------------------------------------------------------------------------
     def _store_label(request: Request, kind: str, target: str, name: str, value: Any) -> Any:
         return views.curate(store, kind, target, name, value, views.who(request.state.user))
@@ -258,6 +270,8 @@ def build_app(store: FactStore, config: UiConfig | None = None) -> Starlette:
             Route("/api/sessions", sessions_page),
             Route("/sessions/{session_id:path}", session_page),
             Route("/api/sessions/{session_id:path}", session_page),
+            Route("/rows", rows_page),
+            Route("/api/rows", rows_page),
             Route("/calls/{call_id:path}", call_page),
             Route("/api/calls/{call_id:path}", call_page),
             Route("/curate", curate_form, methods=["POST"]),

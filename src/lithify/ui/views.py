@@ -5,11 +5,14 @@ copies of them."""
 from __future__ import annotations
 
 import getpass
+import shlex
+import tempfile
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
 import msgspec
+import orjson
 
 from lithify import __version__
 from lithify.core.hashing import stable_hash
@@ -17,6 +20,8 @@ from lithify.core.times import datetime_to_rfc3339
 from lithify.derive import SPLIT_REASONS, Segment
 from lithify.derive.feedback import FeedbackIndex
 from lithify.derive.segments import segment_session
+from lithify.export import ExportOptions, export, from_store
+from lithify.export.profiles import SUPPORTED
 from lithify.model import DEGRADATION_REASONS, Feedback, InferenceCall, ToolCallResponsePart
 from lithify.store import FactFilter, FactStore, FeedbackFilter, FeedbackValue, SessionFilter
 
@@ -310,3 +315,65 @@ def curate(
     )
     result = store.insert_feedback([fb])
     return {"stored": result.inserted, "duplicates": result.duplicates, **_feedback([fb])[0]}
+
+
+# -- rows ----------------------------------------------------------------------------------------
+class RowsRequest(msgspec.Struct, frozen=True):
+    session_id: str
+    kind: str
+    profile: str
+
+
+def rows_request(params: dict[str, str]) -> RowsRequest:
+    """The session, kind and profile a Rows page asks for; ``ValueError`` names a bad one."""
+    sid = params.get("session", "")
+    if not sid:
+        raise ValueError("session: required")
+    kind = params.get("kind") or "sft"
+    if kind not in SUPPORTED:
+        raise ValueError(f"kind must be one of {', '.join(SUPPORTED)}")
+    profile = params.get("profile") or SUPPORTED[kind][0]
+    if profile not in SUPPORTED[kind]:
+        raise ValueError(f"profile for {kind} must be one of {', '.join(SUPPORTED[kind])}")
+    return RowsRequest(sid, kind, profile)
+
+
+def rows(store: FactStore, req: RowsRequest) -> dict[str, Any] | None:
+    """The rows ``lithify export`` writes for one session, run through the export pipeline itself
+    into a scratch folder and read back, so each row's ``line`` is the file's bytes; None when
+    the session has no calls."""
+    if store.count(FactFilter(session_id=req.session_id)) == 0:
+        return None
+    options = ExportOptions(kind=req.kind, profile=req.profile)
+    with tempfile.TemporaryDirectory(prefix="lithify-ui-rows-") as tmp:
+        summary = export(from_store(store, FactFilter(session_id=req.session_id)), tmp, options)
+        out: list[dict[str, Any]] = []
+        for split, path in sorted(summary.files.items()):
+            with open(path, "rb") as f:
+                for line in f:
+                    row = orjson.loads(line)
+                    meta = row.get("metadata") if isinstance(row, dict) else None
+                    out.append(
+                        {
+                            "split": split,
+                            "segment_id": meta.get("segment_id")
+                            if isinstance(meta, dict)
+                            else None,
+                            "line": line.decode("utf-8").rstrip("\n"),
+                            "row": row,
+                        }
+                    )
+    command = ["lithify", "export", req.kind, "--profile", req.profile, "--session",
+               req.session_id, "-o", "OUT"]  # fmt: skip
+    return {
+        "session_id": req.session_id,
+        "kind": req.kind,
+        "profile": req.profile,
+        "kinds": {k: list(v) for k, v in SUPPORTED.items()},
+        "schema": summary.schema,
+        "rows": out,
+        "skipped": summary.skipped,
+        "filtered": summary.filtered,
+        "changes": summary.changes,
+        "command": shlex.join(command),
+    }
