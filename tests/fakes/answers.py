@@ -38,6 +38,9 @@ class Choice:
     reasoning: tuple[str, ...] = ()
     calls: tuple[Call, ...] = ()
     truncated: bool = False  # stopped at the output token limit
+    # A spoken answer (Chat Completions' audio output): these bytes, with the text as their
+    # transcript instead of as content.
+    audio: bytes = b""
 
     @property
     def finish(self) -> str:
@@ -78,11 +81,12 @@ def answer(
     reasoning: tuple[str, ...] | list[str] = (),
     calls: tuple[Call, ...] | list[Call] = (),
     truncated: bool = False,
+    audio: bytes = b"",
     **kw: Any,
 ) -> Answer:
     """A one-choice answer."""
     return Answer(
-        choices=(Choice(text, tuple(reasoning), tuple(calls), truncated),),
+        choices=(Choice(text, tuple(reasoning), tuple(calls), truncated, audio),),
         **kw,
     )
 

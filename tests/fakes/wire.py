@@ -86,6 +86,14 @@ def _chat_call_id(key: str, j: int, i: int) -> str:
     return f"call_{key}_{i}" if j == 0 else f"call_{key}_c{j}_{i}"
 
 
+def _chat_audio_id(key: str, j: int) -> str:
+    return f"audio_{key}" if j == 0 else f"audio_{key}_c{j}"
+
+
+# Streamed audio arrives in pieces of this many bytes, each piece base64 of its own (padded).
+AUDIO_PIECE = 8
+
+
 def _chat_usage(a: Answer) -> dict[str, Any]:
     return {
         "prompt_tokens": a.input_tokens,
@@ -113,6 +121,15 @@ def chat_body(c: Ctx) -> dict[str, Any]:
         if ch.reasoning:
             # The field vLLM, DeepSeek and other compatible servers add; OpenAI's SDK keeps it.
             msg["reasoning_content"] = "".join(ch.reasoning)
+        if ch.audio:
+            # A spoken answer: no content, the text is the audio's transcript.
+            msg["content"] = None
+            msg["audio"] = {
+                "id": _chat_audio_id(c.key, j),
+                "data": base64.b64encode(ch.audio).decode(),
+                "expires_at": c.created + 3600,
+                "transcript": ch.text,
+            }
         if ch.calls:
             msg["tool_calls"] = [
                 {
@@ -162,7 +179,18 @@ def chat_events(c: Ctx) -> list[Event]:
         chunks = [chunk(j, {"role": "assistant", "content": "", "refusal": None})]
         if ch.reasoning:
             chunks += [chunk(j, {"reasoning_content": f}) for f in frags("".join(ch.reasoning), 6)]
-        if ch.text:
+        if ch.audio:
+            # The transcript first, then the audio in pieces, then its expiry alone.
+            aid = _chat_audio_id(c.key, j)
+            chunks += [chunk(j, {"audio": {"id": aid, "transcript": f}}) for f in frags(ch.text, 7)]
+            chunks += [
+                chunk(j, {"audio": {"id": aid, "data": base64.b64encode(piece).decode()}})
+                for piece in (
+                    ch.audio[i : i + AUDIO_PIECE] for i in range(0, len(ch.audio), AUDIO_PIECE)
+                )
+            ]
+            chunks.append(chunk(j, {"audio": {"id": aid, "expires_at": c.created + 3600}}))
+        elif ch.text:
             chunks += [chunk(j, {"content": f}) for f in frags(ch.text, 7)]
         for i, call in enumerate(ch.calls):
             first = {
