@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from lithify.model import (
     DEGRADATION_REASONS,
     NO_FACT_REASONS,
+    FilePart,
     InferenceCall,
     Message,
     ReasoningPart,
@@ -22,6 +23,7 @@ from lithify.model import (
     TextPart,
     ToolCallPart,
     ToolCallResponsePart,
+    UriPart,
 )
 from lithify.translate import openai_responses, provider
 from lithify.translate.sse import SSEEvent, iter_events
@@ -200,10 +202,17 @@ def test_message_items_and_parts() -> None:
     f = fact(req, None)
     assert f.input_messages == [
         Message("developer", [TextPart("rules")]),
-        Message("user", [TextPart("what is this")]),
+        Message(
+            "user",
+            [
+                TextPart("what is this"),
+                UriPart("image", None, "https://x/y.png"),
+                FilePart("document", None, "file-1"),
+            ],
+        ),
         Message("assistant", [TextPart("a cat"), TextPart("no more")]),
     ]
-    assert f.degradations == {"unsupported_content": 2}
+    assert f.degradations == {"content_reference": 2}
 
 
 def test_function_calls_and_outputs() -> None:
@@ -278,14 +287,14 @@ def test_reasoning_items() -> None:
 
 
 def test_other_items() -> None:
+    """Items no source documents are counted; the model's own end nothing, others end its turn."""
     req = {
         "input": [
             {"role": "user", "content": "find it"},
-            {"type": "web_search_call", "id": "ws_1", "status": "completed"},
+            {"type": "tool_search_call", "id": "ts_1", "execution": "server"},
             {"type": "message", "role": "assistant", "content": "found"},
-            {"type": "computer_call", "call_id": "cc", "action": {"type": "click"}},
-            {"type": "computer_call_output", "call_id": "cc", "output": {"type": "input_image"}},
-            {"type": "message", "role": "assistant", "content": "clicked"},
+            {"type": "tool_search_output", "id": "to_1", "tools": []},
+            {"type": "message", "role": "assistant", "content": "loaded"},
             {"type": "item_reference", "id": "msg_1"},
         ],
         "previous_response_id": "resp_0",
@@ -294,9 +303,9 @@ def test_other_items() -> None:
     assert f.input_messages == [
         Message("user", [TextPart("find it")]),
         Message("assistant", [TextPart("found")]),
-        Message("assistant", [TextPart("clicked")]),
+        Message("assistant", [TextPart("loaded")]),
     ]
-    assert f.degradations == {"unsupported_content": 3, "content_reference": 2}
+    assert f.degradations == {"unsupported_content": 2, "content_reference": 2}
 
 
 def test_tools() -> None:

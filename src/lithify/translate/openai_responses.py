@@ -13,6 +13,8 @@ from lithify.model import (
     Message,
     Part,
     ReasoningPart,
+    ServerToolCallPart,
+    ServerToolCallResponsePart,
     Skip,
     ToolCallPart,
     ToolCallResponsePart,
@@ -20,7 +22,9 @@ from lithify.model import (
 from lithify.translate._common import (
     Degradations,
     as_str,
+    blob_part,
     error_detail,
+    file_part,
     finish_reason,
     parse_arguments,
     synthesized_call_id,
@@ -28,6 +32,7 @@ from lithify.translate._common import (
     text_parts,
     tool_call,
     tool_definition,
+    url_part,
 )
 from lithify.translate.openai_common import Api, Exchange, content_parts, field
 from lithify.translate.sse import SSEEvent
@@ -44,8 +49,30 @@ API = Api(
 
 _FINAL_EVENTS = frozenset({"response.completed", "response.incomplete", "response.failed"})
 _START_EVENTS = frozenset({"response.created", "response.in_progress", "response.queued"})
-_CALL_ITEMS = frozenset({"function_call", "custom_tool_call"})
-_RESULT_ITEMS = frozenset({"function_call_output", "custom_tool_call_output"})
+# Tools the client runs: the model's call, then the client's result as a tool message. The
+# value is the call's name and the field holding its arguments; the built-in tools have no name
+# of their own, so the tool's is used.
+_CLIENT_CALLS: dict[str, tuple[str | None, str]] = {
+    "function_call": (None, "arguments"),
+    "custom_tool_call": (None, "input"),
+    "computer_call": ("computer", "action"),
+    "local_shell_call": ("local_shell", "action"),
+    "shell_call": ("shell", "action"),
+    "apply_patch_call": ("apply_patch", "operation"),
+}
+_CALL_ITEMS = frozenset(_CLIENT_CALLS)
+_RESULT_ITEMS = frozenset(f"{k}_output" for k in _CLIENT_CALLS)
+# Tools the provider runs inside the model's turn: the tool's name (None: the item names the MCP
+# tool) and the fields that are its result rather than its call.
+_SERVER_CALLS: dict[str, tuple[str | None, tuple[str, ...]]] = {
+    "web_search_call": ("web_search", ()),
+    "file_search_call": ("file_search", ("results",)),
+    "code_interpreter_call": ("code_interpreter", ("outputs",)),
+    "image_generation_call": ("image_generation", ("result",)),
+    "mcp_call": (None, ("output", "error")),
+    "mcp_list_tools": ("mcp_list_tools", ("tools", "error")),
+    "mcp_approval_request": (None, ()),
+}
 _TEXT_PARTS = frozenset({"input_text", "output_text", "text"})
 # Request fields that point at content stored on the provider's side instead of carrying it.
 _REFERENCES = ("previous_response_id", "conversation", "prompt")
@@ -147,10 +174,15 @@ class _Walker:
         elif kind == "reasoning":
             self.add_assistant(_reasoning(item, self.deg))
         elif kind in _CALL_ITEMS:
-            self.add_assistant([self._call(item)])
+            self.add_assistant([self._call(item, kind)])
         elif kind in _RESULT_ITEMS:
-            call_id = self._answer(as_str(item.get("call_id")))
-            self.add(Message("tool", [ToolCallResponsePart(id=call_id, result=item.get("output"))]))
+            self.add(Message("tool", self._result(item, kind)))
+        elif kind in _SERVER_CALLS:
+            self.add_assistant(_server_tool(item, kind, self.deg))
+        elif kind == "mcp_approval_response":
+            # The user's decision on an MCP call the model asked to make: a turn of the user's.
+            approval = as_str(item.get("approval_request_id"))
+            self.add(Message("user", [ServerToolCallResponsePart(approval, dict(item))]))
         elif kind == "item_reference":
             self.deg.add("content_reference")
             self.flush()
@@ -161,25 +193,53 @@ class _Walker:
                 self.deg.add("opaque_reasoning")
         else:
             self.deg.add("unsupported_content")
-            # Calls the model made (server tools, computer use, …) sit inside its turn; their
+            # Calls the model made (tool search, programs, …) sit inside its turn; their
             # outputs and anything else come from the other side and end the turn.
             if not self.output and not (
                 isinstance(kind, str) and kind.endswith(("_call", "_request", "_tools"))
             ):
                 self.flush()
 
-    def _call(self, item: dict[str, Any]) -> Part:
-        name = item.get("name") if isinstance(item.get("name"), str) else ""
-        args = (
-            item.get("input") if item.get("type") == "custom_tool_call" else item.get("arguments")
-        )
+    def _call(self, item: dict[str, Any], kind: str) -> Part:
+        tool, key = _CLIENT_CALLS[kind]
+        name = tool or (item.get("name") if isinstance(item.get("name"), str) else "")
+        args = item.get(key)
+        # The computer tool may batch its actions in a list instead of one action.
+        if kind == "computer_call" and args is None and isinstance(item.get("actions"), list):
+            args = {"actions": item["actions"]}
         call_id = as_str(item.get("call_id"))
         if call_id is None:
             ordinal = sum(1 for p in self.assistant or [] if isinstance(p, ToolCallPart))
             call_id = synthesized_call_id(NAME, name, args, ordinal)
             self.deg.add("synthesized_id")
-        self.pending.append((name, call_id))
+        self.pending.append((as_str(item.get("id")) or "", call_id))
         return tool_call(call_id, name, parse_arguments(args, self.deg))
+
+    def _result(self, item: dict[str, Any], kind: str) -> list[Part]:
+        """A client tool's result: one tool_call_response part, then the media it returned."""
+        call_id = as_str(item.get("call_id"))
+        if call_id is None and kind == "local_shell_call_output":
+            # The reference gives this item only an `id`, "the ID of the local shell tool call":
+            # taken when it names an open call (by its call_id or its item id).
+            ref = as_str(item.get("id"))
+            call_id = next((c for i, c in self.pending if ref in (i, c)), None)
+        call_id = self._answer(call_id)
+        output = item.get("output")
+        if kind != "computer_call_output" or not isinstance(output, dict):
+            return [ToolCallResponsePart(id=call_id, result=output)]
+        # A screenshot: the result says what came back, the image follows as a part of its own.
+        for key in ("image_url", "file_id"):
+            ref = output.get(key)
+            if isinstance(ref, str) and ref:
+                rest = {k: v for k, v in output.items() if k != key}
+                media = (
+                    url_part(ref, None, self.deg, "image")
+                    if key == "image_url"
+                    else file_part(ref, None, self.deg, "image")
+                )
+                response = ToolCallResponsePart(id=call_id, result=rest)
+                return [response] if media is None else [response, media]
+        return [ToolCallResponsePart(id=call_id, result=output)]
 
     def _answer(self, call_id: str | None) -> str:
         if call_id is not None:
@@ -196,8 +256,8 @@ class _Walker:
 
 
 def _content_part(p: Any, deg: Degradations) -> list[Part]:
-    """One entry of a message's content: text (its citations counted) or a refusal; anything
-    else is counted."""
+    """One entry of a message's content: text (its citations counted), a refusal, an image, a
+    file or audio; anything else is counted."""
     kind = field(p)
     if isinstance(p, dict) and kind in _TEXT_PARTS and isinstance(p.get("text"), str | None):
         if isinstance(p.get("annotations"), list):
@@ -205,8 +265,109 @@ def _content_part(p: Any, deg: Degradations) -> list[Part]:
         return text_parts(p.get("text"))
     if isinstance(p, dict) and kind == "refusal" and isinstance(p.get("refusal"), str | None):
         return text_parts(p.get("refusal"))
+    if isinstance(p, dict) and kind in _MEDIA:
+        media = _MEDIA[kind](p, deg)
+        return [media] if media is not None else []
     deg.add("unsupported_content")
     return []
+
+
+# File types a file part's name commonly has, for its MIME type when nothing else gives one.
+_EXTENSIONS = {
+    "pdf": "application/pdf",
+    "txt": "text/plain",
+    "md": "text/markdown",
+    "csv": "text/csv",
+    "json": "application/json",
+    "html": "text/html",
+    "docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+    "pptx": "application/vnd.openxmlformats-officedocument.presentationml.presentation",
+    "xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+    "png": "image/png",
+    "jpg": "image/jpeg",
+    "jpeg": "image/jpeg",
+    "gif": "image/gif",
+    "webp": "image/webp",
+}
+_AUDIO_FORMATS = {"mp3": "audio/mpeg", "wav": "audio/wav"}
+# Image generation's output_format, and the first base64 characters of each format (the
+# default, png, is often not echoed).
+_IMAGE_FORMATS = {
+    "png": "image/png",
+    "jpeg": "image/jpeg",
+    "webp": "image/webp",
+    "gif": "image/gif",
+    "svg": "image/svg+xml",
+}
+_IMAGE_MAGIC = (("iVBORw0KGgo", "image/png"), ("/9j/", "image/jpeg"), ("UklGR", "image/webp"))
+
+
+def _input_image(p: dict[str, Any], deg: Degradations) -> Part | None:
+    url, file_id = as_str(p.get("image_url")), as_str(p.get("file_id"))
+    if url is not None:
+        return url_part(url, None, deg, "image")
+    if file_id is not None:
+        return file_part(file_id, None, deg, "image")
+    deg.add("malformed_messages")
+    return None
+
+
+def _input_file(p: dict[str, Any], deg: Degradations) -> Part | None:
+    name = as_str(p.get("filename"))
+    mime = _EXTENSIONS.get(name.rpartition(".")[2].lower()) if name and "." in name else None
+    data, url, file_id = (as_str(p.get(k)) for k in ("file_data", "file_url", "file_id"))
+    if data is not None:
+        # A data URL as the guides send it; bare base64 as the reference allows.
+        return url_part(data, mime, deg) if data.startswith("data:") else blob_part(data, mime, deg)
+    if url is not None:
+        return url_part(url, mime, deg)
+    if file_id is not None:
+        return file_part(file_id, mime, deg)
+    deg.add("malformed_messages")
+    return None
+
+
+def _input_audio(p: dict[str, Any], deg: Degradations) -> Part | None:
+    audio = p.get("input_audio")
+    data = as_str(audio.get("data")) if isinstance(audio, dict) else None
+    if data is None:
+        deg.add("malformed_messages")
+        return None
+    fmt = as_str(audio.get("format")) if isinstance(audio, dict) else None
+    mime = _AUDIO_FORMATS.get(fmt, f"audio/{fmt}") if fmt else None
+    return blob_part(data, mime, deg, "audio")
+
+
+_MEDIA = {"input_image": _input_image, "input_file": _input_file, "input_audio": _input_audio}
+
+
+def _server_tool(item: dict[str, Any], kind: str, deg: Degradations) -> list[Part]:
+    """A tool the provider ran: the item, less its result, as the call; the result (when the
+    item has one) as the response; a generated image after both, as a blob part."""
+    tool, result_keys = _SERVER_CALLS[kind]
+    name = tool or (item.get("name") if isinstance(item.get("name"), str) else "") or kind
+    item_id = as_str(item.get("id"))
+    call = {k: v for k, v in item.items() if k not in result_keys}
+    parts: list[Part] = [ServerToolCallPart(id=item_id, name=name, server_tool_call=call)]
+    if kind == "image_generation_call":
+        image = as_str(item.get("result"))
+        if image is not None:
+            parts.append(ServerToolCallResponsePart(item_id, {"type": kind}))
+            blob = blob_part(image, _generated_image_type(item, image), deg, "image")
+            if blob is not None:
+                parts.append(blob)
+        return parts
+    result = {k: item[k] for k in result_keys if item.get(k) is not None}
+    if result:
+        parts.append(ServerToolCallResponsePart(item_id, {"type": kind, **result}))
+    return parts
+
+
+def _generated_image_type(item: dict[str, Any], data: str) -> str | None:
+    fmt = item.get("output_format")
+    if isinstance(fmt, str) and fmt.lower() in _IMAGE_FORMATS:
+        return _IMAGE_FORMATS[fmt.lower()]
+    return next((mime for magic, mime in _IMAGE_MAGIC if data.startswith(magic)), None)
 
 
 def _reasoning(item: dict[str, Any], deg: Degradations) -> list[Part]:
@@ -362,6 +523,14 @@ class _Stream:
             custom = kind.startswith("response.custom_tool_call_input.")
             attr = "input" if custom else "arguments"
             item = self._item(data, "custom_tool_call" if custom else "function_call")
+            _write(item, attr, text, data.get(attr) if kind.endswith(".done") else None)
+        elif kind.startswith(
+            ("response.code_interpreter_call_code.", "response.mcp_call_arguments.")
+        ):
+            # A server tool's code or arguments, for a stream cut before its item was done.
+            code = kind.startswith("response.code_interpreter_call_code.")
+            attr = "code" if code else "arguments"
+            item = self._item(data, "code_interpreter_call" if code else "mcp_call")
             _write(item, attr, text, data.get(attr) if kind.endswith(".done") else None)
         elif kind.startswith(("response.reasoning_summary_", "response.reasoning_text.")):
             summary = kind.startswith("response.reasoning_summary_")
