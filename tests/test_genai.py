@@ -21,6 +21,7 @@ from lithify.model import (
     DEGRADATION_REASONS,
     NO_FACT_REASONS,
     InferenceCall,
+    MediaPart,
     Message,
     ReasoningPart,
     Skip,
@@ -28,6 +29,7 @@ from lithify.model import (
     ToolCallPart,
     ToolCallResponsePart,
     ToolDefinition,
+    UriPart,
 )
 from lithify.translate import genai, translate_document, translate_protobuf
 from lithify.translate._common import Degradations
@@ -422,14 +424,14 @@ def test_unsupported_parts_are_dropped_and_counted_message_kept() -> None:
             {
                 "role": "user",
                 "parts": [
+                    # base64 that does not decode (5 characters): no part, malformed_media
                     {
                         "type": "blob",
                         "modality": "image",
                         "mime_type": "image/png",
                         "content": "iVBOR",
                     },
-                    {"type": "uri", "modality": "image", "uri": "https://x/y.png"},
-                    {"type": "file", "modality": "audio", "file_id": "f1"},
+                    # a server tool call without its typed description
                     {"type": "server_tool_call", "name": "web_search", "server_tool_call": {}},
                     {"type": "some_future_part"},
                 ],
@@ -438,7 +440,7 @@ def test_unsupported_parts_are_dropped_and_counted_message_kept() -> None:
         ]
     )
     assert f.input_messages[0] == Message("user", [], None)
-    assert f.degradations == {"unsupported_content": 5}
+    assert f.degradations == {"malformed_media": 1, "unsupported_content": 2}
 
 
 def test_empty_text_is_dropped_without_count() -> None:
@@ -755,7 +757,7 @@ def test_prompt_and_completion_span_events() -> None:
             "role": "user",
             "content": [
                 {"type": "text", "text": "hi"},
-                {"type": "image_url", "image_url": {"url": "x"}},
+                {"type": "image_url", "image_url": {"url": "https://example.com/x.png"}},
             ],
         },
         # openai-v2 2.0b0 wrote an assistant turn's tool calls as a bare list.
@@ -778,12 +780,16 @@ def test_prompt_and_completion_span_events() -> None:
     f = fact({**BASE, "gen_ai.response.finish_reasons": ["stop"]}, events)
     assert f.input_messages == [
         Message("system", [TextPart("Be brief.")], None),
-        Message("user", [TextPart("hi")], None),
+        Message(
+            "user",
+            [TextPart("hi"), UriPart("image", None, "https://example.com/x.png")],
+            None,
+        ),
         Message("assistant", [ToolCallPart("c1", "f", {"a": 1})], None),
         Message("tool", [ToolCallResponsePart("c1", "done")], None),
     ]
     assert f.output_messages == [Message("assistant", [TextPart("Hello!")], "stop")]
-    assert f.degradations == {"unsupported_content": 1}
+    assert f.degradations == {"content_reference": 1}
 
 
 def test_plain_text_prompt_event() -> None:
@@ -939,7 +945,9 @@ def _check(result: InferenceCall | Skip) -> None:
             if isinstance(p, ToolCallPart | ToolCallResponsePart):
                 assert p.id
             if isinstance(p, ToolCallResponsePart):
-                assert m.role == "tool" and len(m.parts) == 1
+                # a tool message: one result, then only the media that tool returned
+                assert m.role == "tool" and m.parts[0] is p
+                assert all(isinstance(q, MediaPart) for q in m.parts[1:])
 
 
 @given(st.dictionaries(st.sampled_from(_KEYS), anything, min_size=1), st.booleans())

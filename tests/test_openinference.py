@@ -197,7 +197,7 @@ def test_legacy_function_call_attributes() -> None:
     assert f.degradations == {"synthesized_id": 1}
 
 
-def test_server_side_calls_are_unsupported_content() -> None:
+def test_server_side_calls_are_server_tool_calls() -> None:
     f = fact(
         {
             f"{OUT}.0.message.role": "assistant",
@@ -210,26 +210,42 @@ def test_server_side_calls_are_unsupported_content() -> None:
     assert msgs(f.output_messages) == [
         {
             "role": "assistant",
-            "parts": [{"type": "text", "content": "Found it."}],
+            "parts": [
+                {
+                    "type": "server_tool_call",
+                    "id": "ws_1",
+                    "name": "web_search",
+                    "server_tool_call": {"type": "web_search_call"},
+                },
+                {"type": "text", "content": "Found it."},
+            ],
             "finish_reason": None,
         }
     ]
-    assert f.degradations == {"unsupported_content": 1}
+    assert f.degradations == {}
 
 
 # --- content --------------------------------------------------------------------------------
 
 
-def test_image_contents_are_unsupported_content() -> None:
+def test_image_url_contents_are_uri_parts() -> None:
     f = span_fact("openinference/envoy_chat_multimodal.span.json")
+    url = (
+        "https://upload.wikimedia.org/wikipedia/commons/thumb/d/dd/"
+        "Gfp-wisconsin-madison-the-nature-boardwalk.jpg/"
+        "2560px-Gfp-wisconsin-madison-the-nature-boardwalk.jpg"
+    )
     assert msgs(f.input_messages) == [
         {
             "role": "user",
-            "parts": [{"type": "text", "content": "What is in this image?"}],
+            "parts": [
+                {"type": "text", "content": "What is in this image?"},
+                {"type": "uri", "modality": "image", "mime_type": None, "uri": url},
+            ],
             "finish_reason": None,
         }
     ]
-    assert f.degradations == {"unsupported_content": 1}
+    assert f.degradations == {"content_reference": 1}
     # no output content; the finish reason comes from the raw chat completion
     assert msgs(f.output_messages) == [
         {"role": "assistant", "parts": [], "finish_reason": "length"}
@@ -252,7 +268,16 @@ def test_content_and_contents_are_both_kept_without_duplicates() -> None:
         }
     )
     assert [texts([m]) for m in f.input_messages] == [["look", "closely"], ["first"]]
-    assert f.degradations == {"unsupported_content": 1}
+    # the 4 zero bytes of the data URL, after the plain content
+    assert msgs(f.input_messages)[1]["parts"][1] == {
+        "type": "blob",
+        "modality": "image",
+        "mime_type": "image/png",
+        "size": 3,
+        "sha256": "709e80c88487a2411e1ee4dfb9f22a861492d20c4765150c0c794abd70f8147c",
+        "content": "AAAA",
+    }
+    assert f.degradations == {}
 
 
 def test_reasoning_contents_and_opaque_signatures() -> None:

@@ -328,7 +328,7 @@ def test_nested_function_spelling_of_tool_calls() -> None:
     ]
 
 
-def test_server_side_calls_are_unsupported_content() -> None:
+def test_server_side_calls_are_server_tool_calls() -> None:
     f = fact(
         {
             "gen_ai.completion.0.role": "assistant",
@@ -337,15 +337,34 @@ def test_server_side_calls_are_unsupported_content() -> None:
             "gen_ai.completion.0.tool_calls.0.name": "web_search_call",
         }
     )
-    assert texts(f.output_messages) == ["Found it."]
-    assert len(f.output_messages[0].parts) == 1
+    assert msgs(f.output_messages)[0]["parts"] == [
+        {"type": "text", "content": "Found it."},
+        {
+            "type": "server_tool_call",
+            "id": "ws_1",
+            "name": "web_search",
+            "server_tool_call": {"type": "web_search_call"},
+        },
+    ]
+    assert f.degradations == {}
+
+
+def test_computer_calls_stay_unsupported_content() -> None:
+    f = fact(
+        {
+            "gen_ai.completion.0.role": "assistant",
+            "gen_ai.completion.0.tool_calls.0.id": "cu_1",
+            "gen_ai.completion.0.tool_calls.0.name": "computer_call",
+        }
+    )
+    assert f.output_messages[0].parts == []
     assert f.degradations == {"unsupported_content": 1}
 
 
 # --- content --------------------------------------------------------------------------------
 
 
-def test_images_in_serialized_content_are_unsupported() -> None:
+def test_images_in_serialized_content_are_uri_parts() -> None:
     content = orjson.dumps(
         [
             {"type": "text", "text": "What is this?"},
@@ -353,8 +372,11 @@ def test_images_in_serialized_content_are_unsupported() -> None:
         ]
     ).decode()
     f = fact({"gen_ai.prompt.0.role": "user", "gen_ai.prompt.0.content": content})
-    assert texts(f.input_messages) == ["What is this?"]
-    assert f.degradations == {"unsupported_content": 1}
+    assert msgs(f.input_messages)[0]["parts"] == [
+        {"type": "text", "content": "What is this?"},
+        {"type": "uri", "modality": "image", "mime_type": None, "uri": "https://example.com/a.png"},
+    ]
+    assert f.degradations == {"content_reference": 1}
 
 
 def test_json_looking_user_text_stays_text() -> None:

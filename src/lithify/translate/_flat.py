@@ -17,19 +17,24 @@ import orjson
 
 from lithify.core.hashing import stable_hash
 from lithify.model import (
+    MediaPart,
     Message,
     Part,
     ReasoningPart,
+    ServerToolCallPart,
+    ServerToolCallResponsePart,
     TextPart,
     ToolCallPart,
     ToolCallResponsePart,
 )
 from lithify.translate._common import Degradations, parse_arguments, synthesized_id
+from lithify.translate._telemetry import MEDIA_TYPES, media_part, server_tool_part
 
 Fields = dict[str, Any]
 
-# Provider-run tool calls the instrumentations record as if they were function calls; they are
-# not canonical parts (CANONICAL: server tool calls count as unsupported content).
+# Provider-run tool calls the instrumentations record as if they were function calls: server
+# tool calls, named by the tool. A computer_call is run by the client, and its recording here
+# carries no action: unsupported content.
 SERVER_CALLS = frozenset({"web_search_call", "file_search_call", "computer_call"})
 
 # Block types that mark a JSON list as serialized provider content rather than user text.
@@ -38,33 +43,29 @@ _CALL_BLOCKS = frozenset({"tool_use", "tool_call", "function_call", "function"})
 _RESULT_BLOCKS = frozenset({"tool_result", "tool_call_response", "function_call_output"})
 _REASONING_BLOCKS = frozenset({"thinking", "reasoning", "summary_text", "reasoning_text"})
 _OPAQUE_BLOCKS = frozenset({"redacted_thinking"})
-_OTHER_BLOCKS = frozenset(
+# Anthropic's server tools (the call, and each tool's result block) and the OTel parts.
+_SERVER_CALL_BLOCKS = frozenset({"server_tool_use", "mcp_tool_use", "server_tool_call"})
+_SERVER_RESULT_BLOCKS = frozenset(
     {
-        "refusal",
-        "image",
-        "image_url",
-        "input_image",
-        "input_audio",
-        "audio",
-        "file",
-        "input_file",
-        "document",
-        "blob",
-        "uri",
-        "search_result",
-        "server_tool_use",
         "web_search_tool_result",
         "web_fetch_tool_result",
         "code_execution_tool_result",
-        "container_upload",
+        "bash_code_execution_tool_result",
+        "text_editor_code_execution_tool_result",
+        "mcp_tool_result",
+        "server_tool_call_response",
     }
 )
+_OTHER_BLOCKS = frozenset({"refusal", "audio", "search_result", "container_upload"})
 KNOWN_BLOCKS = (
     _TEXT_BLOCKS
     | _CALL_BLOCKS
     | _RESULT_BLOCKS
     | _REASONING_BLOCKS
     | _OPAQUE_BLOCKS
+    | MEDIA_TYPES
+    | _SERVER_CALL_BLOCKS
+    | _SERVER_RESULT_BLOCKS
     | _OTHER_BLOCKS
 )
 
@@ -242,17 +243,22 @@ def as_call_list(content: Any, decode: bool) -> list[Any] | None:
 
 def tool_call(
     ctx: Ctx, call_id: Any, name: Any, arguments: Any, *position: Any
-) -> ToolCallPart | None:
-    """A canonical tool call; provider-run calls are unsupported content (None)."""
+) -> ToolCallPart | ServerToolCallPart | None:
+    """A canonical tool call; a provider-run call is a server tool call named by its tool
+    (``web_search_call`` → ``web_search``), a ``computer_call`` unsupported content (None)."""
     n = name if isinstance(name, str) else ("" if name is None else dumps_text(name))
     if n in SERVER_CALLS and (arguments in (None, "", {}) or n == "computer_call"):
-        ctx.deg.add("unsupported_content")
-        return None
+        if n == "computer_call":
+            ctx.deg.add("unsupported_content")
+            return None
+        return ServerToolCallPart(ident(call_id), n.removesuffix("_call"), {"type": n})
     args = parse_arguments(arguments, ctx.deg)
     return ToolCallPart(id=ctx.call_id(call_id, n, *position), name=n, arguments=args)
 
 
-def call_from_dict(ctx: Ctx, obj: dict[str, Any], *position: Any) -> ToolCallPart | None:
+def call_from_dict(
+    ctx: Ctx, obj: dict[str, Any], *position: Any
+) -> ToolCallPart | ServerToolCallPart | None:
     """OpenAI ``{id, function: {name, arguments}}``, flat ``{id, name, arguments}`` or
     Anthropic ``{id, name, input}`` / Responses ``{call_id, name, arguments}``."""
     nested = obj.get("function")
@@ -283,6 +289,19 @@ def _block_piece(ctx: Ctx, block: Any, position: tuple[Any, ...]) -> list[Piece]
     if t in _OPAQUE_BLOCKS:
         ctx.deg.add("opaque_reasoning")
         return []
+    if t in MEDIA_TYPES:
+        media = media_part(block, t, ctx.deg)
+        return [media] if media is not None else []
+    if t in ("server_tool_call", "server_tool_call_response"):
+        part = server_tool_part(block, t, ctx.deg)
+        return [part] if part is not None else []
+    if t in _SERVER_CALL_BLOCKS:  # Anthropic {id, name, input}: the block is the description
+        name = block.get("name")
+        return [
+            ServerToolCallPart(ident(block.get("id")), name if isinstance(name, str) else "", block)
+        ]
+    if t in _SERVER_RESULT_BLOCKS:  # Anthropic {tool_use_id, content}
+        return [ServerToolCallResponsePart(ident(block.get("tool_use_id")), block)]
     if t in _CALL_BLOCKS or isinstance(block.get("function"), dict):
         call = call_from_dict(ctx, block, *position)
         return [call] if call is not None else []
@@ -355,7 +374,7 @@ def message_draft(
     tool_call_id: Any = None,
     name: Any = None,
     before: list[Piece] | None = None,
-    calls: list[ToolCallPart] | None = None,
+    calls: list[ToolCallPart | ServerToolCallPart] | None = None,
     finish_reason: str | None = None,
     unwrap_result: Callable[[Any], tuple[Any, Any] | None] | None = None,
 ) -> Draft:
@@ -429,10 +448,19 @@ class Pairer:
     def messages(self, drafts: Iterable[Draft], *, output: bool = False) -> list[Message]:
         out: list[Message] = []
         for d in drafts:
-            results = [p for p in d.parts if isinstance(p, PendingResult)]
-            others: list[Part] = [p for p in d.parts if not isinstance(p, PendingResult)]
-            for r in results:
-                out.append(Message("tool", [ToolCallResponsePart(self._resolve(r), r.result)]))
+            # In a tool message, media after a result are what that tool returned.
+            results: list[tuple[PendingResult, list[Part]]] = []
+            others: list[Part] = []
+            for p in d.parts:
+                if isinstance(p, PendingResult):
+                    results.append((p, []))
+                elif d.role == "tool" and results and isinstance(p, MediaPart):
+                    results[-1][1].append(p)
+                else:
+                    others.append(p)
+            for r, media in results:
+                response = ToolCallResponsePart(self._resolve(r), r.result)
+                out.append(Message("tool", [response, *media]))
             if others or not results:
                 # A tool message holds one result; anything else the source put beside it is
                 # the user's content (CANONICAL: the tool messages, then the remaining content).

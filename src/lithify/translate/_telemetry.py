@@ -9,8 +9,23 @@ import orjson
 
 from lithify.core.times import ns_to_rfc3339
 from lithify.core.values import as_int
-from lithify.model import InferenceCall, Message, ToolDefinition
-from lithify.translate._common import Degradations, finish_fields
+from lithify.model import (
+    MODALITIES,
+    InferenceCall,
+    Message,
+    Part,
+    ServerToolCallPart,
+    ServerToolCallResponsePart,
+    ToolDefinition,
+)
+from lithify.translate._common import (
+    Degradations,
+    blob_part,
+    file_part,
+    finish_fields,
+    modality_of,
+    url_part,
+)
 
 
 @dataclass(slots=True)
@@ -21,6 +36,134 @@ class Content:
     input_messages: list[Message] = field(default_factory=list)
     output_messages: list[Message] = field(default_factory=list)
     tools: list[ToolDefinition] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------------------------------------
+# media and server-tool parts, as the conventions and the provider content they embed spell them
+
+# Part types that carry media: the OTel parts, and the OpenAI and Anthropic content blocks that
+# older instrumentations serialize into their message attributes.
+MEDIA_TYPES = frozenset(
+    {
+        "blob",
+        "file",
+        "uri",
+        "image_url",
+        "input_image",
+        "input_audio",
+        "input_file",
+        "image",
+        "document",
+    }
+)
+# OpenAI's input_audio names a format, not a MIME type.
+_AUDIO_MIME = {"mp3": "audio/mpeg", "wav": "audio/wav"}
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def modality(value: Any, mime_type: str | None) -> str:
+    """The source's modality when it is one of the canonical four (case aside), else the MIME
+    type's (docs/canonical.md, Parts beyond v1)."""
+    if isinstance(value, str):
+        key = value.strip().lower()
+        if key in MODALITIES:
+            return key
+    return modality_of(mime_type)
+
+
+def _inline(data: str, mime: str | None, deg: Degradations, kind: str | None) -> Part | None:
+    """Inline bytes given either as a data URL or as bare base64."""
+    if data.startswith("data:"):
+        return url_part(data, mime, deg, kind)
+    return blob_part(data, mime, deg, kind or modality_of(mime))
+
+
+def media_part(p: dict[str, Any], kind: str, deg: Degradations) -> Part | None:
+    """A part of one of ``MEDIA_TYPES`` as a canonical blob, file or uri part; media whose data
+    is missing or does not decode gives no part and counts ``malformed_media``."""
+    part: Part | None = None
+    if kind == "blob":  # OTel {modality, mime_type, content: base64}
+        mime = _str(p.get("mime_type"))
+        if (data := _str(p.get("content"))) is not None:
+            return blob_part(data, mime, deg, modality(p.get("modality"), mime))
+    elif kind == "uri":  # OTel {modality, mime_type, uri}; a data URL is inline bytes
+        mime = _str(p.get("mime_type"))
+        if (uri := _str(p.get("uri"))) is not None:
+            return url_part(uri, mime, deg, modality(p.get("modality"), mime))
+    elif kind == "file" and isinstance(p.get("file"), dict):  # OpenAI chat {file: {…}}
+        part = _openai_file(p["file"], deg, None)
+    elif kind == "file":  # OTel {modality, mime_type, file_id}
+        mime = _str(p.get("mime_type"))
+        if (file_id := _str(p.get("file_id"))) is not None:
+            return file_part(file_id, mime, deg, modality(p.get("modality"), mime))
+    elif kind == "image_url":  # OpenAI chat {image_url: {url, detail}} (or a bare URL)
+        iu = p.get("image_url")
+        url = _str(iu.get("url") if isinstance(iu, dict) else iu)
+        if url is not None:
+            return url_part(url, None, deg, "image")
+    elif kind == "input_image":  # Responses {image_url: str} or {file_id}
+        if (url := _str(p.get("image_url"))) is not None:
+            return url_part(url, None, deg, "image")
+        if (file_id := _str(p.get("file_id"))) is not None:
+            return file_part(file_id, None, deg, "image")
+    elif kind == "input_audio":  # OpenAI chat {input_audio: {data, format}}
+        ia = p.get("input_audio")
+        if isinstance(ia, dict) and (data := _str(ia.get("data"))) is not None:
+            fmt = _str(ia.get("format"))
+            mime = _AUDIO_MIME.get(fmt.lower(), "audio/" + fmt.lower()) if fmt else None
+            return blob_part(data, mime, deg, "audio")
+    elif kind == "input_file":  # Responses {file_data | file_id | file_url}
+        part = _openai_file(p, deg, None)
+    else:  # Anthropic image / document {source: {type: base64 | url | file, …}}
+        part = _anthropic_source(p.get("source"), "image" if kind == "image" else None, deg)
+    if part is None:
+        deg.add("malformed_media")
+    return part
+
+
+def _openai_file(f: dict[str, Any], deg: Degradations, kind: str | None) -> Part | None:
+    if (data := _str(f.get("file_data"))) is not None:
+        return _inline(data, None, deg, kind)
+    if (file_id := _str(f.get("file_id"))) is not None:
+        return file_part(file_id, None, deg, kind)
+    if (url := _str(f.get("file_url"))) is not None:
+        return url_part(url, None, deg, kind)
+    return None
+
+
+def _anthropic_source(src: Any, kind: str | None, deg: Degradations) -> Part | None:
+    if not isinstance(src, dict):
+        return None
+    mime = _str(src.get("media_type"))
+    st = src.get("type")
+    if st == "base64" and (data := _str(src.get("data"))) is not None:
+        return blob_part(data, mime, deg, kind or modality_of(mime))
+    if st == "url" and (url := _str(src.get("url"))) is not None:
+        return url_part(url, mime, deg, kind)
+    if st == "file" and (file_id := _str(src.get("file_id"))) is not None:
+        return file_part(file_id, mime, deg, kind)
+    return None
+
+
+def server_tool_part(p: dict[str, Any], kind: str, deg: Degradations) -> Part | None:
+    """OTel ``server_tool_call`` ``{id, name, server_tool_call: {type, …}}`` and
+    ``server_tool_call_response`` ``{id, server_tool_call_response: {type, …}}``; a part
+    without its typed description is no part (``unsupported_content``)."""
+    body = p.get(kind)
+    id_ = p.get("id")
+    id_ = id_ if isinstance(id_, str) and id_ else None
+    if isinstance(body, dict) and isinstance(body.get("type"), str):
+        if kind == "server_tool_call":
+            name = p.get("name")
+            if isinstance(name, str):
+                return ServerToolCallPart(id_, name, body)
+        else:
+            return ServerToolCallResponsePart(id_, body)
+    deg.add("unsupported_content")
+    return None
 
 
 def _first(attrs: dict[str, Any], keys: tuple[str, ...]) -> Any:

@@ -26,24 +26,40 @@ from lithify.core.hashing import stable_hash
 from lithify.core.times import ns_to_rfc3339
 from lithify.core.values import as_int
 from lithify.model import (
+    BlobPart,
+    FilePart,
     InferenceCall,
     Message,
     Part,
     ReasoningPart,
+    ServerToolCallPart,
+    ServerToolCallResponsePart,
     Skip,
     TextPart,
     ToolCallPart,
     ToolCallResponsePart,
     ToolDefinition,
+    UriPart,
 )
 from lithify.translate._common import (
     Degradations,
+    blob_part,
+    file_part,
     finish_reason,
     parse_arguments,
     synthesized_id,
     tool_definition,
+    url_part,
 )
-from lithify.translate._telemetry import Content, build, session_of
+from lithify.translate._telemetry import (
+    MEDIA_TYPES,
+    Content,
+    build,
+    media_part,
+    modality,
+    server_tool_part,
+    session_of,
+)
 from lithify.translate.otlp import LogRecord
 
 SOURCE = "otel-genai"
@@ -77,6 +93,8 @@ _OPAQUE_TYPES = frozenset(
     {"redacted_thinking", "redacted_reasoning", "encrypted_reasoning", "thought_signature"}
 )
 _OPAQUE_FIELDS = ("signature", "encrypted_content", "thought_signature", "thoughtSignature")
+_SERVER_TYPES = frozenset({"server_tool_call", "server_tool_call_response"})
+_MEDIA = (BlobPart, FilePart, UriPart)
 
 _BAD = object()  # an attribute that could not be decoded (already counted)
 
@@ -222,6 +240,10 @@ class _Builder:
         if kind == "tool_call_response":
             result = p["response"] if "response" in p else p.get("result")
             return ToolCallResponsePart(self.response_id(p.get("id"), p.get("name"), pos), result)
+        if kind in MEDIA_TYPES:
+            return media_part(p, kind, self.deg)
+        if kind in _SERVER_TYPES:
+            return server_tool_part(p, kind, self.deg)
         self.deg.add("unsupported_content")
         return None
 
@@ -371,7 +393,12 @@ def _infer_role(parts: list[Part]) -> str:
     """A role for a message whose source gave none, from what it holds."""
     if parts and all(isinstance(p, ToolCallResponsePart) for p in parts):
         return "tool"
-    if any(isinstance(p, ToolCallPart | ReasoningPart) for p in parts):
+    if any(
+        isinstance(
+            p, ToolCallPart | ReasoningPart | ServerToolCallPart | ServerToolCallResponsePart
+        )
+        for p in parts
+    ):
         return "assistant"
     return "user"
 
@@ -380,15 +407,23 @@ def _split(role: str, parts: list[Part], finish: str | None) -> list[Message]:
     """Tool results as one ``tool`` message each; the rest keeps the source role.
 
     Results come before the remaining content of a user turn (they answer the previous turn)
-    and after the content of an assistant turn (they answer its calls).
+    and after the content of an assistant turn (they answer its calls). In a ``tool`` message,
+    media that follow a result are what that tool returned and stay with it.
     """
     if role == "tool" and len(parts) == 1:  # the common case: a tool message, one result
         return [Message(role, parts, finish)]
-    results = [p for p in parts if isinstance(p, ToolCallResponsePart)]
-    if not results:
+    if not any(isinstance(p, ToolCallResponsePart) for p in parts):
         return [Message(role, parts, finish)]
-    rest = [p for p in parts if not isinstance(p, ToolCallResponsePart)]
-    tools = [Message("tool", [r]) for r in results]
+    groups: list[list[Part]] = []
+    rest: list[Part] = []
+    for p in parts:
+        if isinstance(p, ToolCallResponsePart):
+            groups.append([p])
+        elif role == "tool" and groups and isinstance(p, _MEDIA):
+            groups[-1].append(p)
+        else:
+            rest.append(p)
+    tools = [Message("tool", g) for g in groups]
     if not rest:
         return tools
     head = Message(role, rest, finish)
@@ -474,8 +509,47 @@ class _FToolResponse(_Fast, tag="tool_call_response"):
     result: msgspec.Raw = _ABSENT
 
 
+class _FBlob(_Fast, tag="blob"):
+    modality: str
+    content: str
+    mime_type: str | None = None
+
+
+class _FFile(_Fast, tag="file"):
+    modality: str
+    file_id: str
+    mime_type: str | None = None
+
+
+class _FUri(_Fast, tag="uri"):
+    modality: str
+    uri: str
+    mime_type: str | None = None
+
+
+class _FServerCall(_Fast, tag="server_tool_call"):
+    name: str
+    server_tool_call: msgspec.Raw
+    id: str | None = None
+
+
+class _FServerResponse(_Fast, tag="server_tool_call_response"):
+    server_tool_call_response: msgspec.Raw
+    id: str | None = None
+
+
 # Text and reasoning decode straight into the canonical parts, which refuse unknown fields too.
-_FPart = TextPart | ReasoningPart | _FToolCall | _FToolResponse
+_FPart = (
+    TextPart
+    | ReasoningPart
+    | _FToolCall
+    | _FToolResponse
+    | _FBlob
+    | _FFile
+    | _FUri
+    | _FServerCall
+    | _FServerResponse
+)
 
 
 class _FMessage(msgspec.Struct, forbid_unknown_fields=True, gc=False):
@@ -525,7 +599,7 @@ def _fast_parts(parts: list[Any], deg: Degradations) -> tuple[list[Part], bool]:
             if type(args) is not dict:
                 args = parse_arguments(args, deg)
             out.append(ToolCallPart(p.id, p.name, args))
-        else:
+        elif cls is _FToolResponse:
             if not p.id:
                 raise _NotFast
             # Both are decoded: the general path's orjson would refuse the whole value for either.
@@ -533,7 +607,35 @@ def _fast_parts(parts: list[Any], deg: Degradations) -> tuple[list[Part], bool]:
             result = None if p.result is _ABSENT else _json(p.result)
             out.append(ToolCallResponsePart(p.id, result if p.response is _ABSENT else response))
             results = True
+        else:
+            part = _fast_other(p, deg)
+            if part is not None:
+                out.append(part)
     return out, results
+
+
+def _fast_other(p: Any, deg: Degradations) -> Part | None:
+    """A media or server-tool part, as ``media_part`` / ``server_tool_part`` make it."""
+    cls = type(p)
+    if cls is _FServerCall or cls is _FServerResponse:
+        body = _json(p.server_tool_call if cls is _FServerCall else p.server_tool_call_response)
+        if type(body) is not dict or not isinstance(body.get("type"), str):
+            raise _NotFast
+        if cls is _FServerCall:
+            return ServerToolCallPart(p.id or None, p.name, body)
+        return ServerToolCallResponsePart(p.id or None, body)
+    mime = p.mime_type or None
+    kind = modality(p.modality, mime)
+    if cls is _FBlob:
+        if p.content:
+            return blob_part(p.content, mime, deg, kind)
+    elif cls is _FFile:
+        if p.file_id:
+            return file_part(p.file_id, mime, deg, kind)
+    elif p.uri:
+        return url_part(p.uri, mime, deg, kind)
+    deg.add("malformed_media")
+    return None
 
 
 def _fast_messages(

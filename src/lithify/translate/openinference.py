@@ -13,8 +13,24 @@ from __future__ import annotations
 from typing import Any
 
 from lithify.core.values import as_int
-from lithify.model import ReasoningPart, TextPart, ToolCallPart, ToolDefinition
-from lithify.translate._common import Degradations, finish_reason, tool_definition
+from lithify.model import (
+    MediaPart,
+    Part,
+    ReasoningPart,
+    ServerToolCallPart,
+    TextPart,
+    ToolCallPart,
+    ToolDefinition,
+)
+from lithify.translate._common import (
+    Degradations,
+    blob_part,
+    file_part,
+    finish_reason,
+    modality_of,
+    tool_definition,
+    url_part,
+)
 from lithify.translate._flat import (
     Ctx,
     Draft,
@@ -43,6 +59,10 @@ _TOOLS = "llm.tools."
 _PROMPTS = "llm.prompts."
 _CHOICES = "llm.choices."
 _OPAQUE_KEYS = ("signature", "data", "encrypted_content")
+# What the instrumentation writes in place of media it hides (OPENINFERENCE_HIDE_INPUT_IMAGES)
+# or of a base64 image longer than OPENINFERENCE_BASE64_IMAGE_MAX_LENGTH.
+_HIDDEN = "__REDACTED__"
+_MEDIA_KINDS = ("image", "audio", "video", "document")
 
 
 def _strip(fields: Fields) -> Fields:
@@ -61,15 +81,43 @@ def _contents(ctx: Ctx, f: Fields) -> list[Piece]:
         elif kind in (None, "text") and (text is None or isinstance(text, str)):
             if text:
                 out.append(TextPart(text))
+        elif kind in _MEDIA_KINDS:
+            media = _media(c, kind, ctx.deg)
+            if media is not None:
+                out.append(media)
         else:
-            # images, audio, files and anything else this version cannot carry
+            # tool_use and anything else this version cannot carry
             ctx.deg.add("unsupported_content")
     return out
 
 
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _media(c: Fields, kind: str, deg: Degradations) -> Part | None:
+    """``message_content.{image.image.url | audio.audio.{url, mime_type} | video.video.url |
+    document.document.{url, id, content, mime_type}}``: a data URL is inline bytes (a blob),
+    any other URL a uri part, a document id a file part, a document's inline text a text/plain
+    blob. Media the instrumentation hid, or left without data, counts ``malformed_media``."""
+    pre = f"{kind}.{kind}."
+    mime = _str(c.get(pre + "mime_type"))
+    modality = kind if kind != "document" else modality_of(mime)
+    url = _str(c.get(pre + "url"))
+    if url is not None and url != _HIDDEN:
+        return url_part(url, mime, deg, modality)
+    if kind == "document":
+        if (doc_id := _str(c.get(pre + "id"))) is not None:
+            return file_part(doc_id, mime, deg, modality)
+        if (text := _str(c.get(pre + "content"))) is not None and text != _HIDDEN:
+            return blob_part(text.encode(), mime or "text/plain", deg, "document")
+    deg.add("malformed_media")
+    return None
+
+
 def _draft(ctx: Ctx, raw: Fields, default_role: str, position: tuple[Any, ...]) -> Draft:
     f = _strip(raw)
-    calls: list[ToolCallPart] = []
+    calls: list[ToolCallPart | ServerToolCallPart] = []
     for m, tc in sub_indexed(f, "tool_calls.", strip="tool_call."):
         call = tool_call(
             ctx,
@@ -97,11 +145,14 @@ def _draft(ctx: Ctx, raw: Fields, default_role: str, position: tuple[Any, ...]) 
     content = f.get("content")
     contents = _contents(ctx, f)
     r = norm_role(role, default_role)
+    after: list[Piece] = []
     if r == "tool" or (ident(f.get("tool_call_id")) is not None and r != "assistant"):
         parts = [p.content for p in contents if isinstance(p, TextPart)]
         if content is None and parts:
             content = parts[0] if len(parts) == 1 else [{"type": "text", "text": t} for t in parts]
         before: list[Piece] = []
+        # media the tool returned follow its result (docs/canonical.md, Parts beyond v1)
+        after = [p for p in contents if isinstance(p, MediaPart)]
     else:
         # The flattening loses the order of content and contents: the plain content first,
         # unless contents already carries the same text.
@@ -110,7 +161,7 @@ def _draft(ctx: Ctx, raw: Fields, default_role: str, position: tuple[Any, ...]) 
         before = [p for p in first if not (isinstance(p, TextPart) and p.content in texts)]
         before += contents
         content = None
-    return message_draft(
+    draft = message_draft(
         ctx,
         role=role,
         default_role=default_role,
@@ -122,6 +173,8 @@ def _draft(ctx: Ctx, raw: Fields, default_role: str, position: tuple[Any, ...]) 
         before=before,
         calls=calls,
     )
+    draft.parts.extend(after)
+    return draft
 
 
 def _json(value: Any) -> dict[str, Any] | None:

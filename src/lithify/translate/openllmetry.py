@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from lithify.core.values import as_int
-from lithify.model import ToolCallPart, ToolDefinition
+from lithify.model import ServerToolCallPart, ToolCallPart, ToolDefinition
 from lithify.translate._common import Degradations, finish_reason, tool_definition
 from lithify.translate._flat import (
     Ctx,
@@ -91,7 +91,7 @@ def _flat_draft(ctx: Ctx, fields: Fields, default_role: str, position: tuple[Any
     if content is None and "user" in fields:
         content = fields["user"]  # legacy completions API: gen_ai.prompt.0.user
         role = role or "user"
-    calls: list[ToolCallPart] = []
+    calls: list[ToolCallPart | ServerToolCallPart] = []
     nested = sub_indexed(fields, "tool_calls.")
     for m, f in nested:
         call = tool_call(
@@ -143,7 +143,7 @@ def _dict_draft(ctx: Ctx, d: dict[str, Any], default_role: str, position: tuple[
     content = d.get("content")
     if content is None and isinstance(d.get("text"), str):
         content = d["text"]  # the deprecated completion object {"text", "finish_reason"}
-    calls: list[ToolCallPart] = []
+    calls: list[ToolCallPart | ServerToolCallPart] = []
     if isinstance(d.get("tool_calls"), list):
         for m, c in enumerate(d["tool_calls"]):
             if isinstance(c, dict) and (call := call_from_dict(ctx, c, *position, "call", m)):
