@@ -183,20 +183,15 @@ def test_mixed_user_turn_splits_in_source_order() -> None:
     ]
 
 
-def test_images_documents_and_server_tools_are_unsupported() -> None:
-    image = {"type": "image", "source": {"type": "url", "url": "https://x/y.png"}}
-    doc = {"type": "document", "source": {"type": "base64", "data": "JVBE"}}
-    server = {"type": "server_tool_use", "id": "srv", "name": "web_search", "input": {}}
-    result = {"type": "web_search_tool_result", "tool_use_id": "srv", "content": []}
-    f = fact(req(user(text("look"), image, doc)), resp(server, result, text("found")))
+def test_search_results_and_unknown_blocks_are_unsupported() -> None:
+    search = {"type": "search_result", "source": "s", "title": "t", "content": [text("x")]}
+    f = fact(req(user(text("look"), search, {"type": "hologram"})))
     assert f.input_messages == [Message("user", [TextPart("look")])]
-    assert f.output_messages[0].parts == [TextPart("found")]
-    assert f.degradations == {"unsupported_content": 4}
+    assert f.degradations == {"unsupported_content": 2}
 
 
 def test_message_with_only_unsupported_content_is_kept() -> None:
-    image = {"type": "image", "source": {"type": "url", "url": "https://x/y.png"}}
-    f = fact(req(user(image)))
+    f = fact(req(user({"type": "hologram"})))
     assert f.input_messages == [Message("user", [])]
 
 
@@ -379,7 +374,7 @@ def stream_of(message: dict[str, Any], seed: int = 0) -> list[SSEEvent]:
                 events.append({"type": "content_block_delta", "index": i, "delta": delta})
             delta = {"type": "signature_delta", "signature": block["signature"]}
             events.append({"type": "content_block_delta", "index": i, "delta": delta})
-        elif kind == "tool_use":
+        elif kind in ("tool_use", "server_tool_use", "mcp_tool_use"):
             head = {**block, "input": {}}
             events.append({"type": "content_block_start", "index": i, "content_block": head})
             for c in ["", *_chunks(json.dumps(block["input"]), rng)]:
@@ -422,7 +417,26 @@ MESSAGES = [
         usage={"input_tokens": 5, "cache_read_input_tokens": 50, "output_tokens": 9},
     ),
     resp(text("cut"), stop="max_tokens"),
-]
+    # Server tools: the call streams its input as JSON fragments, the result arrives whole.
+    resp(
+        text("Let me search."),
+        {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {"query": "q"}},
+        {
+            "type": "web_search_tool_result",
+            "tool_use_id": "srvtoolu_1",
+            "content": [{"type": "web_search_result", "url": "https://e.org", "title": "E", "encrypted_content": "RW5j", "page_age": None}],
+        },
+        {"type": "mcp_tool_use", "id": "mcptoolu_1", "name": "echo", "server_name": "srv", "input": {"s": "hi"}},
+        {"type": "mcp_tool_result", "tool_use_id": "mcptoolu_1", "is_error": False, "content": [text("hi")]},
+        {"type": "server_tool_use", "id": "srvtoolu_2", "name": "bash_code_execution", "input": {"command": "ls"}},
+        {
+            "type": "bash_code_execution_tool_result",
+            "tool_use_id": "srvtoolu_2",
+            "content": {"type": "bash_code_execution_result", "stdout": "a", "stderr": "", "return_code": 0, "content": []},
+        },
+        text("Found it."),
+    ),
+]  # fmt: skip
 
 
 @pytest.mark.parametrize("message", MESSAGES, ids=range(len(MESSAGES)))
@@ -606,7 +620,30 @@ json_values = st.recursive(
     max_leaves=20,
 )
 block_types = st.sampled_from(
-    ["text", "thinking", "redacted_thinking", "tool_use", "tool_result", "image", "document", "x"]
+    [
+        "text",
+        "thinking",
+        "redacted_thinking",
+        "tool_use",
+        "tool_result",
+        "image",
+        "document",
+        "server_tool_use",
+        "mcp_tool_use",
+        "web_search_tool_result",
+        "container_upload",
+        "x",
+    ]
+)
+sources = st.fixed_dictionaries(
+    {"type": st.sampled_from(["base64", "url", "file", "text", "content", "x"]) | json_values},
+    optional={
+        "data": st.sampled_from(["iVBORw0KGgo=", "not base64!", ""]) | json_values,
+        "media_type": st.sampled_from(["image/png", "application/pdf"]) | json_values,
+        "url": json_values,
+        "file_id": json_values,
+        "content": json_values,
+    },
 )
 blocks = st.fixed_dictionaries(
     {"type": block_types},
@@ -619,6 +656,8 @@ blocks = st.fixed_dictionaries(
         "input": json_values,
         "tool_use_id": json_values,
         "content": json_values,
+        "source": sources | json_values,
+        "file_id": json_values,
     },
 )
 messages = st.fixed_dictionaries(

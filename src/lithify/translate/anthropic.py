@@ -14,11 +14,22 @@ from typing import Any
 import orjson
 
 from lithify.core.values import as_int
-from lithify.model import InferenceCall, Message, Part, ReasoningPart, Skip, ToolCallResponsePart
+from lithify.model import (
+    InferenceCall,
+    Message,
+    Part,
+    ReasoningPart,
+    ServerToolCallPart,
+    ServerToolCallResponsePart,
+    Skip,
+    ToolCallResponsePart,
+)
 from lithify.translate._common import (
     Degradations,
     as_str,
+    blob_part,
     error_detail,
+    file_part,
     finish,
     finish_reason,
     parse_arguments,
@@ -27,6 +38,7 @@ from lithify.translate._common import (
     tool_call,
     tool_definition,
     transport_times,
+    url_part,
 )
 from lithify.translate.messages_format import messages_format
 from lithify.translate.sse import SSEEvent, event_json, raw_stream
@@ -43,6 +55,13 @@ _STREAM_TYPES = frozenset(
         "message_stop",
     }
 )
+# Blocks that carry media: in a turn, and inside a tool result (a computer-use screenshot).
+_MEDIA = frozenset({"image", "document"})
+# Blocks that record a tool the API ran itself; every `*_tool_result` block but the client's
+# own `tool_result` is what such a tool returned (web search, web fetch, code execution, …).
+_SERVER_CALLS = frozenset({"server_tool_use", "mcp_tool_use"})
+# How deep a document's `content` source may nest blocks before it is taken as malformed.
+_MAX_DEPTH = 8
 # Anthropic platforms that serve the Messages API under another provider name (OTel names).
 _PLATFORMS = {"vertex": "gcp.vertex_ai", "bedrock": "aws.bedrock"}
 
@@ -107,18 +126,75 @@ class _Ids:
         return synthesized_call_id(NAME, "", result, "result", self.results - 1)
 
 
-def _tool_result(block: dict[str, Any], ids: _Ids) -> Message:
-    # The result is what the model saw: a string stays a string, blocks stay blocks. `is_error`
-    # is not part of the value; it stays on raw.
-    result = block.get("content", "")
-    if result is None:
-        result = ""
-    part = ToolCallResponsePart(id=ids.result(block.get("tool_use_id"), result), result=result)
-    return Message("tool", [part])
+def _tool_result(block: dict[str, Any], ids: _Ids, deg: Degradations) -> Message:
+    """A ``tool`` message: the result, then the images and documents the tool returned.
+
+    The result is what the model saw: a string stays a string, blocks stay blocks, except that
+    image and document blocks leave the list and follow as media parts in their order (a
+    screenshot-only result is ``[]``). `is_error` is not part of the value; it stays on raw.
+    """
+    content = block.get("content", "")
+    if content is None:
+        content = ""
+    result = content
+    media: list[Part] = []
+    if isinstance(content, list) and any(_is_media(b) for b in content):
+        result = [b for b in content if not _is_media(b)]
+        for b in content:
+            if _is_media(b):
+                media.extend(_media(b, deg, 0))
+    # The id of a result without one is made of the content as sent, media included.
+    part = ToolCallResponsePart(id=ids.result(block.get("tool_use_id"), content), result=result)
+    return Message("tool", [part, *media])
 
 
-def _block_parts(block: Any, deg: Degradations, ids: _Ids) -> list[Part]:
-    """The canonical parts of one content block (never a tool result)."""
+def _one(part: Part | None) -> list[Part]:
+    return [part] if part is not None else []
+
+
+def _is_media(block: Any) -> bool:
+    return isinstance(block, dict) and block.get("type") in _MEDIA
+
+
+def _media(block: dict[str, Any], deg: Degradations, depth: int) -> list[Part]:
+    """The parts of an ``image`` or ``document`` block, from its ``source``."""
+    image = block.get("type") == "image"
+    source = block.get("source")
+    if not isinstance(source, dict):
+        deg.add("malformed_messages")
+        return []
+    kind = source.get("type")
+    mime = as_str(source.get("media_type"))
+    modality = "image" if image else None  # a document's modality follows its MIME type
+    if kind == "base64":
+        data = source.get("data")
+        if not isinstance(data, str):
+            deg.add("malformed_media")
+            return []
+        return _one(blob_part(data, mime, deg, modality))
+    if kind == "url" and isinstance(source.get("url"), str):
+        return _one(url_part(source["url"], mime, deg, modality or "document"))
+    if kind == "file" and isinstance(source.get("file_id"), str):
+        return [file_part(source["file_id"], mime, deg, modality or "document")]
+    if kind == "text" and isinstance(source.get("data"), str) and not image:
+        # A plain-text document is a document the model read, not words of the turn: its text
+        # as UTF-8 bytes (a lone surrogate kept as the JSON gave it).
+        data = source["data"].encode("utf-8", "surrogatepass")
+        return _one(blob_part(data, mime or "text/plain", deg, "document"))
+    if kind == "content" and not image:
+        # A document made of content blocks (text, images): their own parts, in order.
+        if depth >= _MAX_DEPTH:
+            deg.add("malformed_messages")
+            return []
+        inner = source.get("content")
+        return [p for b in _blocks(inner, deg) for p in _block_parts(b, deg, None, depth + 1)]
+    deg.add("unsupported_content")
+    return []
+
+
+def _block_parts(block: Any, deg: Degradations, ids: _Ids | None, depth: int = 0) -> list[Part]:
+    """The canonical parts of one content block (never a client tool result). ``ids`` is None
+    inside a document's own content, where no tool call can stand."""
     if isinstance(block, str):
         return text_parts(block)
     if not isinstance(block, dict):
@@ -144,13 +220,36 @@ def _block_parts(block: Any, deg: Degradations, ids: _Ids) -> list[Part]:
     if kind == "redacted_thinking":
         deg.add("opaque_reasoning")
         return []
-    if kind == "tool_use":
+    if kind == "tool_use" and ids is not None:
         name = block.get("name")
         name = name if isinstance(name, str) else ""
         args = block.get("input")
         return [tool_call(ids.call(block.get("id"), name, args), name, parse_arguments(args, deg))]
-    # Images, documents, search results, server tools (web search, code execution, MCP), and
-    # anything newer: not canonical parts in v1.
+    if kind in _MEDIA:
+        return _media(block, deg, depth)
+    if kind in _SERVER_CALLS:
+        # The block as the API wrote it, its input an object (a stream sends it as JSON text).
+        call = dict(block)
+        if "input" in call:
+            call["input"] = parse_arguments(call["input"], deg)
+        name = block.get("name")
+        return [
+            ServerToolCallPart(
+                id=as_str(block.get("id")),
+                name=name if isinstance(name, str) else "",
+                server_tool_call=call,
+            )
+        ]
+    if isinstance(kind, str) and kind.endswith("_tool_result") and kind != "tool_result":
+        return [
+            ServerToolCallResponsePart(
+                id=as_str(block.get("tool_use_id")), server_tool_call_response=block
+            )
+        ]
+    if kind == "container_upload" and isinstance(block.get("file_id"), str):
+        # A file the code execution container is given: uploaded beforehand, sent by id.
+        return [file_part(block["file_id"], None, deg, "document")]
+    # Search results and anything newer: not canonical parts.
     deg.add("unsupported_content")
     return []
 
@@ -180,7 +279,7 @@ def _turn(role: str, content: Any, deg: Degradations, ids: _Ids) -> list[Message
             if pending:
                 out.append(Message(role, parts))
                 parts, pending = [], False
-            out.append(_tool_result(block, ids))
+            out.append(_tool_result(block, ids, deg))
             continue
         parts.extend(_block_parts(block, deg, ids))
         pending = True
