@@ -6,10 +6,7 @@ import os
 import re
 from typing import Annotated
 
-import orjson
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from lithify.cli.exits import Exit
 from lithify.cli.options import (
@@ -20,7 +17,9 @@ from lithify.cli.options import (
     server_exits,
     store_or_none,
 )
-from lithify.store import StoreError, TokenExists
+
+# The stages (store, ingest) and rich are imported inside the commands: `lithify --version` and
+# every other command start without them.
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b?)\s*$", re.IGNORECASE)
 
@@ -44,6 +43,15 @@ def serve_cmd(
     port: Annotated[
         int, typer.Option(help="Port (0 picks a free one).", envvar="LITHIFY_PORT")
     ] = 4318,
+    grpc_port: Annotated[
+        int,
+        typer.Option(
+            help="OTLP/gRPC port, beside HTTP (0 turns gRPC off).", envvar="LITHIFY_GRPC_PORT"
+        ),
+    ] = 4317,
+    no_grpc: Annotated[
+        bool, typer.Option("--no-grpc", help="Serve OTLP/HTTP only (as --grpc-port 0).")
+    ] = False,
     max_body_size: Annotated[
         str,
         typer.Option(
@@ -92,11 +100,12 @@ def serve_cmd(
         str, typer.Option(help="debug, info, warning or error.", envvar="LITHIFY_LOG_LEVEL")
     ] = "info",
 ) -> None:
-    """Receive OTLP/HTTP traces and logs (protobuf or JSON, gzip) and store their facts.
+    """Receive OTLP traces and logs over HTTP (protobuf or JSON, gzip) and gRPC; store their facts.
 
-    Point an OpenTelemetry exporter at http://HOST:PORT (OTEL_EXPORTER_OTLP_ENDPOINT). Ingest:
-    POST /v1/traces, /v1/logs, /v1/feedback; GET /health and /health/ready. Logs are JSON lines
-    on stderr. A request is acknowledged only once its facts are committed.
+    Point an OpenTelemetry exporter at http://HOST:PORT (OTLP/HTTP) or http://HOST:GRPC-PORT
+    (OTLP/gRPC, the Collector's default `otlp` exporter). HTTP ingest: POST /v1/traces, /v1/logs,
+    /v1/feedback; GET /health and /health/ready. gRPC: TraceService/Export, LogsService/Export.
+    Logs are JSON lines on stderr. A request is acknowledged only once its facts are committed.
     """
     from lithify.ingest.receiver import ServeConfig, serve
 
@@ -105,10 +114,13 @@ def serve_cmd(
     for name, value in (("--max-inflight", max_inflight), ("--retry-after", retry_after)):
         if value < 1:
             raise typer.BadParameter("must be at least 1", param_hint=name)
+    if not 0 <= grpc_port <= 65535:
+        raise typer.BadParameter("a port is 0 to 65535", param_hint="--grpc-port")
     config = ServeConfig(
         store=store,
         host=host,
         port=port,
+        grpc_port=None if no_grpc or grpc_port == 0 else grpc_port,
         max_body_size=parse_size(max_body_size),
         require_token=require_token,
         workers=max(0, workers if workers is not None else (os.cpu_count() or 1)),
@@ -138,6 +150,7 @@ def token_create(
     Once any token exists, `lithify serve` refuses ingest without a valid one.
     """
     from lithify.ingest.tokens import new_token, token_hash, token_prefix
+    from lithify.store import StoreError, TokenExists
 
     token = new_token()
     with opened_store(store) as s:
@@ -166,6 +179,12 @@ def token_list(
     as_json: Annotated[bool, json_flag("Print JSON.")] = False,
 ) -> None:
     """List tokens (names, prefixes, dates; never the tokens)."""
+    import orjson
+    from rich.console import Console
+    from rich.table import Table
+
+    from lithify.store import StoreError
+
     with opened_store(store) as s:
         try:
             tokens = s.list_tokens()
@@ -206,6 +225,8 @@ def token_revoke(
     store: StoreOpt = None,
 ) -> None:
     """Revoke a token: a running `lithify serve` refuses it within seconds."""
+    from lithify.store import StoreError
+
     with opened_store(store) as s:
         try:
             n = s.revoke_token(name)

@@ -81,6 +81,9 @@ class ServeConfig:
     store: str | None = None  # None: $LITHIFY_STORE, else the per-user default
     host: str = "127.0.0.1"
     port: int = 4318
+    # OTLP/gRPC beside HTTP (ingest/grpc.py): None turns it off, 0 picks a free port (the CLI
+    # turns it off with 0, as OTLP users expect of a port they did not ask for).
+    grpc_port: int | None = None
     max_body_size: int = DEFAULT_MAX_BODY  # on the wire AND after decompression
     require_token: bool = False
     workers: int = field(default_factory=lambda: os.cpu_count() or 1)  # 0: threads in-process
@@ -149,6 +152,30 @@ def _response(
     return Response(body, status_code=status, media_type=_MEDIA[kind], headers=headers)
 
 
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """A request not taken, whatever the transport: its HTTP status (each face maps it to its
+    own: ingest/grpc.py), why, and the seconds after which a retry may succeed."""
+
+    status: int
+    message: str
+    retry_after: int | None = None
+
+
+@dataclass(slots=True)
+class Taken:
+    """A request whose facts are committed: what processing gave and what the store did."""
+
+    out: Processed
+    facts: InsertResult
+    feedback: InsertResult
+
+    @property
+    def message(self) -> str:
+        """The partial-success ``error_message``: why units were rejected, then warnings."""
+        return "; ".join([*self.out.errors, *self.out.warnings])
+
+
 # ---------------------------------------------------------------------------------------------
 # the receiver
 
@@ -173,6 +200,7 @@ class Receiver:
         self._down_logged = False
         self._token_lock = asyncio.Lock()
         self._pool_lock = threading.Lock()
+        self.grpc_port: int | None = None  # bound by ingest/grpc.py, when gRPC is on
 
     # -- lifetime --------------------------------------------------------------------------
     def _new_pool(self) -> concurrent.futures.Executor:
@@ -304,17 +332,96 @@ class Receiver:
             if self.available:
                 await self._reload_tokens()
 
-    async def authorize(self, request: Request) -> tuple[bool, str | None]:
-        """(allowed, token name). Auth is on once any token exists or with --require-token."""
+    async def authorize(self, authorization: str | None) -> tuple[bool, str | None]:
+        """(allowed, token name) for an ``Authorization`` value (HTTP header or gRPC metadata).
+        Auth is on once any token exists or with --require-token."""
         if not self.tokens.required:
             return True, None
-        header = request.headers.get("authorization")
-        name = self.tokens.check(header)
-        if name is None and header and time.monotonic() - self.tokens.loaded_at > 1.0:
+        name = self.tokens.check(authorization)
+        if name is None and authorization and time.monotonic() - self.tokens.loaded_at > 1.0:
             # A token created since the last reload: look again, at most once a second.
             await self._reload_tokens()
-            name = self.tokens.check(header)
+            name = self.tokens.check(authorization)
         return name is not None, name
+
+    # -- admission: the same for every transport -----------------------------------------
+    def _unavailable(self, error: object) -> Refused:
+        return Refused(503, f"the store is unavailable: {error}", self.config.retry_after)
+
+    async def admit_token(self, authorization: str | None, info: dict[str, Any]) -> Refused | None:
+        """Who may send is in the store: unknown (503) until it answers; then the token (401)."""
+        if not self.tokens.loaded:
+            return self._unavailable(self.store_error)
+        allowed, token = await self.authorize(authorization)
+        if token:
+            info["token"] = token
+        if not allowed:
+            return Refused(401, "a valid ingest token is required: Authorization: Bearer <token>")
+        return None
+
+    def admit_capacity(self) -> Refused | None:
+        """Checked before a body is read: the store down (503), or --max-inflight (429)."""
+        if not self.available:
+            return self._unavailable(self.store_error)
+        if self.inflight >= self.config.max_inflight:
+            return Refused(
+                429, f"overloaded: {self.inflight} requests in progress, retry later",
+                self.config.overload_retry_after,
+            )  # fmt: skip
+        return None
+
+    async def ingest_body(
+        self, signal: str, kind: str, body: bytes, encoding: str, info: dict[str, Any]
+    ) -> Refused | Taken:
+        """Process a body in the pool, commit its rows, count them: the answer may be sent only
+        once this returns ``Taken`` (its facts are committed). The caller holds an inflight slot."""
+        try:
+            preparer = self.store.preparer() if self.store is not None else prepare
+            out = await self.run(process, signal, kind, body, encoding, self.config.max_body_size,
+                                 preparer)  # fmt: skip
+        except BrokenProcessPool:
+            return Refused(
+                503, "a translation worker died; retry", self.config.overload_retry_after
+            )
+        if out.status != 200:
+            return Refused(out.status, out.message)
+        info["units"] = out.units
+        facts = feedback = InsertResult(0, 0, [])
+        if out.rows is not None:
+            if not self.available:
+                return self._unavailable(self.store_error)
+            assert self.writer is not None
+            try:
+                facts, feedback = await asyncio.wrap_future(self.writer.submit(out.rows))
+            except StoreUnavailable as e:
+                self._mark_unavailable(e)
+                return self._unavailable(e)
+            except Exception as e:
+                _event(logging.ERROR, "store_error", error=f"{type(e).__name__}: {e}")
+                return Refused(500, f"the store failed: {type(e).__name__}: {e}")
+        self.counts["facts"] += facts.inserted
+        self.counts["duplicates"] += facts.duplicates + feedback.duplicates
+        self.counts["variants"] += facts.variants
+        self.counts["id_collisions"] += facts.collisions
+        self.counts["feedback"] += feedback.inserted
+        self.counts["rejected"] += out.rejected
+        info.update(
+            status=200,
+            facts=facts.inserted,
+            duplicates=facts.duplicates,
+            variants=facts.variants,
+            id_collisions=facts.collisions,
+            feedback=feedback.inserted,
+            feedback_duplicates=feedback.duplicates,
+            rejected=out.rejected,
+        )
+        if out.degraded:
+            info["degraded"] = out.degraded
+        if out.skipped:
+            info["skipped"] = out.skipped
+        if out.errors:
+            info["errors"] = out.errors[:5]
+        return Taken(out, facts, feedback)
 
     # -- request handling ----------------------------------------------------------------
     async def run(self, fn: Callable[..., Processed], *args: Any) -> Processed:
@@ -357,9 +464,16 @@ def build_app(config: ServeConfig, store: FactStore | None = None) -> Starlette:
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         await rx.startup()
+        face = None
         try:
+            if config.grpc_port is not None:
+                from lithify.ingest.grpc import GrpcFace  # grpcio only when it is on
+
+                face = await GrpcFace.start(rx, config.host, config.grpc_port)
             yield
         finally:
+            if face is not None:  # HTTP has drained; now gRPC: refuse new calls, finish the rest
+                await face.stop(config.shutdown_timeout)
             await rx.shutdown()
 
     async def ingest(request: Request, signal: str) -> Response:
@@ -385,6 +499,12 @@ def build_app(config: ServeConfig, store: FactStore | None = None) -> Starlette:
         info["error"] = message
         return _response(kind, status, status_body(kind, status, message), headers or None)
 
+    def refuse(kind: str, r: Refused, info: dict[str, Any]) -> Response:
+        headers = {"Retry-After": str(r.retry_after)} if r.retry_after is not None else {}
+        if r.status == 401:
+            headers["WWW-Authenticate"] = 'Bearer realm="lithify"'
+        return fail(kind, r.status, r.message, info, **headers)
+
     async def _ingest(request: Request, signal: str, info: dict[str, Any]) -> Response:
         raw_type = request.headers.get("content-type", "")
         media = raw_type.split(";", 1)[0].strip().lower()
@@ -392,19 +512,9 @@ def build_app(config: ServeConfig, store: FactStore | None = None) -> Starlette:
         reply = kind or "json"  # errors for an unknown type are answered in JSON
         info["signal"] = signal
 
-        if not rx.tokens.loaded:  # who may send is in the store: unknown until it answers
-            return fail(
-                reply, 503, f"the store is unavailable: {rx.store_error}", info,
-                **{"Retry-After": str(config.retry_after)},
-            )  # fmt: skip
-        allowed, token = await rx.authorize(request)
-        if token:
-            info["token"] = token
-        if not allowed:
-            return fail(
-                reply, 401, "a valid ingest token is required: Authorization: Bearer <token>",
-                info, **{"WWW-Authenticate": 'Bearer realm="lithify"'},
-            )  # fmt: skip
+        refused = await rx.admit_token(request.headers.get("authorization"), info)
+        if refused is not None:
+            return refuse(reply, refused, info)
         if kind is None or (signal == "feedback" and kind != "json"):
             want = "application/json" if signal == "feedback" else f"{PROTOBUF} or {JSON}"
             got = raw_type or "none"
@@ -427,16 +537,9 @@ def build_app(config: ServeConfig, store: FactStore | None = None) -> Starlette:
                 kind, 413, f"the body ({declared} bytes) is larger than the {limit}-byte limit",
                 info, **close,
             )  # fmt: skip
-        if not rx.available:
-            return fail(
-                kind, 503, f"the store is unavailable: {rx.store_error}", info,
-                **{"Retry-After": str(config.retry_after)},
-            )  # fmt: skip
-        if rx.inflight >= config.max_inflight:
-            return fail(
-                kind, 429, f"overloaded: {rx.inflight} requests in progress, retry later", info,
-                **{"Retry-After": str(config.overload_retry_after)},
-            )  # fmt: skip
+        refused = rx.admit_capacity()
+        if refused is not None:
+            return refuse(kind, refused, info)
 
         rx.inflight += 1
         try:
@@ -453,74 +556,23 @@ def build_app(config: ServeConfig, store: FactStore | None = None) -> Starlette:
                 )  # fmt: skip
             assert isinstance(body, bytes)
             info["bytes"] = len(body)
-            try:
-                preparer = rx.store.preparer() if rx.store is not None else prepare
-                out = await rx.run(process, signal, kind, body, encoding, limit, preparer)
-            except BrokenProcessPool:
-                return fail(
-                    kind, 503, "a translation worker died; retry", info,
-                    **{"Retry-After": str(config.overload_retry_after)},
-                )  # fmt: skip
-            if out.status != 200:
-                return fail(kind, out.status, out.message, info)
-            info["units"] = out.units
-            stored = (InsertResult(0, 0, []), InsertResult(0, 0, []))
-            if out.rows is not None:
-                if not rx.available:
-                    return fail(
-                        kind, 503, f"the store is unavailable: {rx.store_error}", info,
-                        **{"Retry-After": str(config.retry_after)},
-                    )  # fmt: skip
-                assert rx.writer is not None
-                try:
-                    stored = await asyncio.wrap_future(rx.writer.submit(out.rows))
-                except StoreUnavailable as e:
-                    rx._mark_unavailable(e)
-                    return fail(
-                        kind, 503, f"the store is unavailable: {e}", info,
-                        **{"Retry-After": str(config.retry_after)},
-                    )  # fmt: skip
-                except Exception as e:
-                    _event(logging.ERROR, "store_error", error=f"{type(e).__name__}: {e}")
-                    return fail(kind, 500, f"the store failed: {type(e).__name__}: {e}", info)
+            done = await rx.ingest_body(signal, kind, body, encoding, info)
         finally:
             rx.inflight -= 1
-
-        facts, feedback = stored
-        rx.counts["facts"] += facts.inserted
-        rx.counts["duplicates"] += facts.duplicates + feedback.duplicates
-        rx.counts["variants"] += facts.variants
-        rx.counts["id_collisions"] += facts.collisions
-        rx.counts["feedback"] += feedback.inserted
-        rx.counts["rejected"] += out.rejected
-        info.update(
-            status=200,
-            facts=facts.inserted,
-            duplicates=facts.duplicates,
-            variants=facts.variants,
-            id_collisions=facts.collisions,
-            feedback=feedback.inserted,
-            feedback_duplicates=feedback.duplicates,
-            rejected=out.rejected,
-        )
-        if out.degraded:
-            info["degraded"] = out.degraded
-        if out.skipped:
-            info["skipped"] = out.skipped
-        if out.errors:
-            info["errors"] = out.errors[:5]
+        if isinstance(done, Refused):
+            return refuse(kind, done, info)
+        out = done.out
         if signal == "feedback":
             body_out = orjson.dumps(
                 {
-                    "stored": feedback.inserted,
-                    "duplicates": feedback.duplicates,
+                    "stored": done.feedback.inserted,
+                    "duplicates": done.feedback.duplicates,
                     "rejected": out.rejected,
                     "errors": out.errors,
                 }
             )
             return _response("json", 200, body_out)
-        message = "; ".join([*out.errors, *out.warnings])
-        return _response(kind, 200, export_body(signal, kind, out.rejected, message))
+        return _response(kind, 200, export_body(signal, kind, out.rejected, done.message))
 
     async def traces(request: Request) -> Response:
         return await ingest(request, "traces")
@@ -546,7 +598,9 @@ def build_app(config: ServeConfig, store: FactStore | None = None) -> Starlette:
 
     async def health(request: Request) -> Response:
         """Liveness: the process serves requests."""
-        return Response(orjson.dumps({"status": "ok", **health_doc()}), media_type=JSON)
+        ports = {"http": request.scope["server"][1], "grpc": rx.grpc_port}
+        doc = {"status": "ok", "ports": ports, **health_doc()}
+        return Response(orjson.dumps(doc), media_type=JSON)
 
     async def ready(request: Request) -> Response:
         """Readiness: ingest would be taken now (the store is reachable)."""
@@ -619,6 +673,7 @@ def serve(config: ServeConfig, store: FactStore | None = None, *, log_level: str
             "listening",
             url=url,
             port=port,
+            grpc_port=rx.grpc_port,  # None: gRPC is off
             store=rx.store_url,
             store_available=rx.available,
             auth="token" if rx.tokens.required else "open",
