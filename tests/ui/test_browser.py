@@ -53,6 +53,18 @@ def test_read_filter_open_and_unfold(tab: Tab) -> None:
     assert "finish: tool_call" in first.locator(".callhead").inner_text()
     tab.shot("session")
 
+    tab.follow(page.get_by_role("link", name="rows this session exports"))
+    assert "lithify export sft --profile canonical --session agent-1" in page.locator(
+        "pre.command"
+    ).inner_text()
+    tab.follow(page.locator("nav.kinds a", has_text="trl").first)
+    assert page.locator("nav.kinds a.current").inner_text() == "trl"
+    assert page.locator("article.row").count() >= 2
+    assert '"reasoning_content"' in page.locator("article.row pre.json").first.inner_text()
+    tab.shot("rows")
+    tab.press("Escape")  # back to the session
+    assert page.locator("h1").inner_text() == "agent-1"
+
     tab.follow(first.get_by_role("link", name="captures & raw"))
     assert page.locator(".tag-used").count() == 1
     page.locator("details.raw summary").first.click()
@@ -141,7 +153,8 @@ def test_hostile_content_stays_text_on_every_page(tab: Tab, viewer: Running) -> 
             headers={"x-csrf-token": csrf},
         )
         assert r.status == 201, r.text()
-    for path in ["/", "/sessions", f"/sessions?q={quote(SCRIPT)}", f"/sessions/{sid}"]:
+    for path in ["/", "/sessions", f"/sessions?q={quote(SCRIPT)}", f"/rows?session={sid}",
+                 f"/rows?session={sid}&kind=nemo-gym", f"/sessions/{sid}"]:  # fmt: skip
         tab.go(path)
         _inert(tab)
     assert SCRIPT in page.locator("article.call").first.inner_text()  # shown, as text

@@ -227,3 +227,63 @@ def test_rows_are_the_bytes_the_cli_writes(
     assert page["command"].startswith(f"lithify export {kind} --profile {profile} --session")
     assert html.status == 200 and b"lithify export" in html.body
     assert missing.status == 404 and wrong.status == 400
+
+
+def _png(width: int, height: int) -> bytes:
+    """A valid RGB PNG, made by hand so the test needs no imaging library."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return (
+            struct.pack(">I", len(data))
+            + kind
+            + data
+            + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+        )
+
+    rows = b"".join(b"\x00" + bytes([x % 256, y % 256, 128]) * 1 for y in range(height)
+                    for x in range(width))  # fmt: skip
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", ihdr)
+        + chunk(b"IDAT", zlib.compress(rows))
+        + chunk(b"IEND", b"")
+    )
+
+
+def test_media_is_linked_not_inlined_and_served_safely(sqlite_store_url: str) -> None:
+    from lithify.model import Message
+    from lithify.translate._common import Degradations, blob_part
+    from tests.export.helpers import assistant, fact, text, user
+
+    deg = Degradations()
+    png = _png(1, 1)
+    shot = blob_part(png, "image/png", deg)
+    page = blob_part(b"<script>window.__pwned = 9</script>", "text/html", deg, "image")
+    svg = blob_part(b'<svg xmlns="http://www.w3.org/2000/svg" onload="alert(1)"/>',
+                    "image/svg+xml", deg)  # fmt: skip
+    assert shot and page and svg
+    msg = Message("user", [*user("What is on screen?").parts, shot, page, svg])
+    store = open_store(sqlite_store_url)
+    store.insert_facts([fact("vision-a", [msg], [assistant(text("A pixel."))], session="vision")])
+    try:
+        with running(store) as v:
+            session = _get(v, "/api/sessions/vision").json()
+            parts = session["segments"][0]["turns"][0]["new_messages"][0]["parts"]
+            blobs = [p for p in parts if p["type"] == "blob"]
+            assert [p["sha256"] for p in blobs] == [shot.sha256, page.sha256, svg.sha256]
+            assert all("content" not in p for p in blobs)  # linked, not inlined
+            got = [_get(v, p["url"]) for p in blobs]
+            html = _get(v, "/sessions/vision")
+            nope = _get(v, f"/media/{'0' * 64}?call=" + blobs[0]["url"].split("call=")[1])
+    finally:
+        store.close()
+    assert got[0].body == png and got[0].headers["content-type"] == "image/png"
+    for hostile in got[1:]:  # never shown inline in the viewer's origin
+        assert hostile.headers["content-type"] == "application/octet-stream"
+        assert hostile.headers["content-disposition"] == "attachment"
+    assert got[1].body == b"<script>window.__pwned = 9</script>"
+    assert f'<img src="{blobs[0]["url"]}"'.replace("&", "&amp;").encode() in html.body
+    assert nope.status == 404

@@ -182,6 +182,22 @@ def build_app(store: FactStore, config: UiConfig | None = None) -> Starlette:
             return api(data)
         return html(request, "rows.html", data)
 
+    def media_page(request: Request) -> Response:
+        found = views.media(
+            store, request.query_params.get("call", ""), request.path_params["sha256"]
+        )
+        if found is None:
+            return not_found(request, "such media")
+        body, mime = found
+        return Response(
+            body,
+            media_type=mime or "application/octet-stream",
+            headers={
+                "content-disposition": "inline" if mime else "attachment",
+                "cache-control": "private, max-age=86400",  # content-addressed: never changes
+            },
+        )
+
     # -- curate ----------------------------------------------------------------------------------
     def _store_label(request: Request, kind: str, target: str, name: str, value: Any) -> Any:
         return views.curate(store, kind, target, name, value, views.who(request.state.user))
@@ -270,6 +286,7 @@ def build_app(store: FactStore, config: UiConfig | None = None) -> Starlette:
             Route("/api/sessions", sessions_page),
             Route("/sessions/{session_id:path}", session_page),
             Route("/api/sessions/{session_id:path}", session_page),
+            Route("/media/{sha256}", media_page),
             Route("/rows", rows_page),
             Route("/api/rows", rows_page),
             Route("/calls/{call_id:path}", call_page),

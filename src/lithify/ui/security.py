@@ -27,7 +27,7 @@ CSRF_HEADER = "x-csrf-token"
 # still could not run, load, frame or post anywhere.
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-    "connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+    "media-src 'self'; connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
 )
 HEADERS = {
     "content-security-policy": CSP,

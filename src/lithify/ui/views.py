@@ -4,12 +4,14 @@ copies of them."""
 
 from __future__ import annotations
 
+import base64
 import getpass
 import shlex
 import tempfile
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import urlencode
 
 import msgspec
 import orjson
@@ -22,7 +24,13 @@ from lithify.derive.feedback import FeedbackIndex
 from lithify.derive.segments import segment_session
 from lithify.export import ExportOptions, export, from_store
 from lithify.export.profiles import SUPPORTED
-from lithify.model import DEGRADATION_REASONS, Feedback, InferenceCall, ToolCallResponsePart
+from lithify.model import (
+    DEGRADATION_REASONS,
+    BlobPart,
+    Feedback,
+    InferenceCall,
+    ToolCallResponsePart,
+)
 from lithify.store import FactFilter, FactStore, FeedbackFilter, FeedbackValue, SessionFilter
 
 # The feedback names the viewer writes (docs/ui.md, Curate); `exclude` keeps a call or a
@@ -164,6 +172,46 @@ def _results(segment: Segment) -> dict[str, Any]:
     return out
 
 
+def media_url(call_id: str, sha256: str) -> str:
+    return f"/media/{sha256}?{urlencode({'call': call_id})}"
+
+
+def _shown(messages: Any, call_id: str) -> Any:
+    """Messages as a page shows them: a blob's bytes are not inlined but linked (``url``, served
+    by ``media``), so a session of screenshots stays a small page."""
+    out = _builtins(messages)
+    for m in out if isinstance(out, list) else [out]:
+        for p in m["parts"]:
+            if p.get("type") == "blob":
+                del p["content"]
+                p["url"] = media_url(call_id, p["sha256"])
+    return out
+
+
+# Media a browser may show inline; anything else (SVG, HTML, PDF) is only ever downloaded, so
+# a hostile blob cannot run in the viewer's origin.
+INLINE_MEDIA = frozenset(
+    {
+        "image/png", "image/jpeg", "image/gif", "image/webp", "image/avif", "image/bmp",
+        "audio/wav", "audio/x-wav", "audio/mpeg", "audio/mp3", "audio/ogg", "audio/webm",
+        "audio/flac", "audio/aac", "video/mp4", "video/webm", "video/ogg",
+    }
+)  # fmt: skip
+
+
+def media(store: FactStore, call_id: str, sha256: str) -> tuple[bytes, str] | None:
+    """The bytes of a blob part of a call, with the content type to serve them under."""
+    fact = store.get_fact(call_id)
+    if fact is None:
+        return None
+    for m in (*fact.input_messages, *fact.output_messages):
+        for p in m.parts:
+            if isinstance(p, BlobPart) and p.sha256 == sha256:
+                mime = (p.mime_type or "").lower()
+                return base64.b64decode(p.content), mime if mime in INLINE_MEDIA else ""
+    return None
+
+
 def _turn(index: FeedbackIndex, turn: Any, own: dict[str, list[Feedback]]) -> dict[str, Any]:
     call: InferenceCall = turn.call
     chosen = call.output_messages[turn.chosen] if call.output_messages else None
@@ -180,10 +228,12 @@ def _turn(index: FeedbackIndex, turn: Any, own: dict[str, list[Feedback]]) -> di
         "degradations": call.degradations,
         "opaque_reasoning": call.degradations.get("opaque_reasoning", 0),
         "tools": [t.name for t in call.tools],
-        "new_messages": _builtins(turn.new_messages),
-        "output": _builtins(chosen) if chosen else None,
+        "new_messages": _shown(turn.new_messages, call.inference_call_id),
+        "output": _shown(chosen, call.inference_call_id) if chosen else None,
         "chosen": turn.chosen,
-        "alternatives": [_builtins(call.output_messages[i]) for i in turn.alternatives],
+        "alternatives": [
+            _shown(call.output_messages[i], call.inference_call_id) for i in turn.alternatives
+        ],
         "feedback_joined": {n: f.value for n, f in index.for_call(call).items()},
         "feedback": _feedback(own.get(call.inference_call_id, [])),
     }
