@@ -163,23 +163,11 @@ def test_thought_parts_and_signatures() -> None:
     assert f.degradations == {"opaque_reasoning": 2}
 
 
-def test_unsupported_parts_are_counted_and_turn_kept() -> None:
-    r = req(
-        turn(
-            "user",
-            {"text": "look"},
-            {"inlineData": {"mimeType": "image/png", "data": "iVBO"}},
-            {"file_data": {"fileUri": "gs://b/x.pdf"}},
-        ),
-        turn(
-            "model",
-            {"executableCode": {"code": "print(1)"}},
-            {"codeExecutionResult": {"output": "1"}},
-        ),
-    )
+def test_unknown_parts_are_counted_and_turn_kept() -> None:
+    r = req(turn("user", {"text": "look"}, {"hologram": {"x": 1}}), turn("model", {"toolCall": {}}))
     f = fact(r)
     assert f.input_messages == [Message("user", [TextPart("look")]), Message("assistant", [])]
-    assert f.degradations == {"unsupported_content": 4}
+    assert f.degradations == {"unsupported_content": 2}
 
 
 def test_calls_without_ids_are_synthesized_and_responses_paired_by_name_and_order() -> None:
@@ -515,6 +503,8 @@ def stream_of(response: dict[str, Any], seed: int = 0) -> list[SSEEvent]:
         chunk: dict[str, Any] = {"content": {"role": "model", "parts": [p]}, "index": 0}
         if i == len(pieces) - 1:
             chunk["finishReason"] = cand["finishReason"]
+            # Grounding (and anything else beside the content) comes with the last chunk.
+            chunk.update({k: v for k, v in cand.items() if k not in ("content", "finishReason")})
         events.append(SSEEvent(None, json.dumps({"candidates": [chunk], **top})))
     return events
 
@@ -534,7 +524,28 @@ RESPONSES = [
         call("get_time", {"tz": "CET"}),
     ),
     resp({"text": "cut short"}, finish="MAX_TOKENS"),
+    resp(
+        {"text": "Let me compute."},
+        {"executableCode": {"language": "PYTHON", "code": "print(2 + 2)"}},
+        {"codeExecutionResult": {"outcome": "OUTCOME_OK", "output": "4\n"}},
+        {"inlineData": {"mimeType": "image/png", "data": "iVBORw0KGgo="}},
+        {"text": "It is 4."},
+    ),
 ]
+RESPONSES.append(
+    {
+        **RESPONSES[0],
+        "candidates": [
+            {
+                **RESPONSES[0]["candidates"][0],
+                "groundingMetadata": {
+                    "webSearchQueries": ["q"],
+                    "groundingChunks": [{"web": {"uri": "https://e.org", "title": "e.org"}}],
+                },
+            }
+        ],
+    }
+)
 
 
 @pytest.mark.parametrize("response", RESPONSES, ids=range(len(RESPONSES)))
@@ -696,7 +707,14 @@ parts = st.fixed_dictionaries(
                 "parts": json_values,
             },
         ),
-        "inlineData": json_values,
+        "inlineData": json_values
+        | st.fixed_dictionaries(
+            {"data": st.sampled_from(["iVBORw0KGgo=", "iVBO-_w", "not base64!"]) | json_values},
+            optional={"mimeType": json_values},
+        ),
+        "fileData": json_values,
+        "executableCode": json_values,
+        "codeExecutionResult": json_values,
     },
 )
 contents = st.fixed_dictionaries(
@@ -718,7 +736,7 @@ candidates = st.fixed_dictionaries(
         "content": st.fixed_dictionaries({"parts": st.lists(parts, max_size=4) | json_values})
         | json_values
     },
-    optional={"index": json_values, "finishReason": json_values},
+    optional={"index": json_values, "finishReason": json_values, "groundingMetadata": json_values},
 )
 responses = st.fixed_dictionaries(
     {"candidates": st.lists(candidates, max_size=3) | json_values},

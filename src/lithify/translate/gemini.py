@@ -22,6 +22,8 @@ from lithify.model import (
     Message,
     Part,
     ReasoningPart,
+    ServerToolCallPart,
+    ServerToolCallResponsePart,
     Skip,
     TextPart,
     ToolCallResponsePart,
@@ -30,6 +32,7 @@ from lithify.model import (
 from lithify.translate._common import (
     Degradations,
     as_str,
+    blob_part,
     error_detail,
     finish,
     finish_reason,
@@ -37,6 +40,7 @@ from lithify.translate._common import (
     synthesized_call_id,
     tool_call,
     transport_times,
+    url_part,
 )
 from lithify.translate.sse import SSEEvent, event_json, raw_stream
 
@@ -96,6 +100,8 @@ _SCHEMA_INTS = frozenset(
     {"maxItems", "minItems", "minLength", "maxLength", "minProperties", "maxProperties"}
 )
 _PART_META = frozenset({"thought", "thoughtSignature", "videoMetadata", "partMetadata"})
+# Protobuf JSON reads bytes in either base64 alphabet; the URL-safe one is turned standard.
+_URLSAFE = str.maketrans("-_", "+/")
 
 
 # --- field access -----------------------------------------------------------------------------
@@ -235,10 +241,55 @@ def _part(part: Any, deg: Degradations) -> Part | None:
         if not text:
             return None
         return ReasoningPart(text) if _g(part, "thought") is True else TextPart(text)
-    # inlineData, fileData, executableCode, codeExecutionResult and any newer payload.
+    inline = _g(part, "inlineData")
+    if isinstance(inline, dict):
+        return _inline(inline, deg)
+    file = _g(part, "fileData")
+    if isinstance(file, dict) and isinstance(_g(file, "fileUri"), str):
+        return url_part(_g(file, "fileUri"), as_str(_g(file, "mimeType")), deg)
+    code = _g(part, "executableCode")
+    if isinstance(code, dict):
+        # Code the model wrote and Google ran (the code execution tool): a server tool call.
+        call = {"type": "executable_code", **_camel_keys(code)}
+        return ServerToolCallPart(
+            id=as_str(code.get("id")), name="code_execution", server_tool_call=call
+        )
+    result = _g(part, "codeExecutionResult")
+    if isinstance(result, dict):
+        response = {"type": "code_execution_result", **_camel_keys(result)}
+        return ServerToolCallResponsePart(
+            id=as_str(result.get("id")), server_tool_call_response=response
+        )
+    # Any newer payload.
     if any(k != "text" and not _is_meta(k) for k in part):
         deg.add("unsupported_content")
     return None
+
+
+def _inline(inline: dict[str, Any], deg: Degradations) -> Part | None:
+    data = inline.get("data")
+    if isinstance(data, str) and ("-" in data or "_" in data):
+        data = "".join(data.translate(_URLSAFE).split())
+        data += "=" * (-len(data) % 4)
+    if not isinstance(data, str | bytes):
+        deg.add("malformed_media")
+        return None
+    return blob_part(data, as_str(_g(inline, "mimeType")), deg)
+
+
+def _camel_keys(value: Any, depth: int = 0) -> Any:
+    """A value Google describes (code, its result, grounding) with its keys in camelCase, the
+    REST spelling, so the SDK's snake_case dumps give the same fact."""
+    if depth > 32:
+        return value
+    if isinstance(value, dict):
+        return {
+            (_camel(k) if isinstance(k, str) else k): _camel_keys(v, depth + 1)
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [_camel_keys(v, depth + 1) for v in value]
+    return value
 
 
 def _is_meta(key: str) -> bool:
@@ -264,12 +315,14 @@ def _turn(role: str, parts: list[Any], deg: Degradations, ids: _Ids) -> list[Mes
             results += 1
             if _g(part, "thoughtSignature"):
                 deg.add("opaque_reasoning")
-            # Multimodal response parts ride beside `response`; they are not canonical.
-            deg.add("unsupported_content", len(_parts_of(response, deg)))
             result = response.get("response")
-            out.append(
-                Message("tool", [ToolCallResponsePart(id_, {} if result is None else result)])
-            )
+            tool: list[Part] = [ToolCallResponsePart(id_, {} if result is None else result)]
+            # Media the function returned (multimodal function responses) follow its result.
+            for media in _parts_of(response, deg):
+                p = _part(media, deg)
+                if p is not None:
+                    tool.append(p)
+            out.append(Message("tool", tool))
             continue
         pending = True
         call = _g(part, "functionCall")
@@ -301,8 +354,10 @@ def _system_messages(system: Any, deg: Degradations) -> list[Message]:
     out: list[Part] = []
     for p in parts:
         part = _part(p, deg)
-        if part is not None:
+        if isinstance(part, TextPart | ReasoningPart):
             out.append(TextPart(part.content))
+        elif part is not None:
+            out.append(part)
     return [Message("system", out)] if parts else []
 
 
@@ -573,6 +628,9 @@ class _Stream:
             reason = _g(cand, "finishReason")
             if reason is not None:
                 acc["finishReason"] = reason
+            grounding = _g(cand, "groundingMetadata")
+            if isinstance(grounding, dict):
+                acc.setdefault("groundingMetadata", {}).update(_camel_keys(grounding))
 
     @staticmethod
     def _add(parts: list[Any], part: Any) -> None:
@@ -600,8 +658,9 @@ class _Stream:
                 "index": index,
                 "content": {"role": c["role"] or "model", "parts": c["parts"]},
             }
-            if "finishReason" in c:
-                cand["finishReason"] = c["finishReason"]
+            for key in ("finishReason", "groundingMetadata"):
+                if key in c:
+                    cand[key] = c[key]
             cands.append(cand)
         return {"candidates": cands, **self.top}
 
@@ -644,12 +703,39 @@ def _output_messages(
         ids.model_turn()
         content = cand.get("content")
         msgs = _turn("assistant", _parts_of(content, deg), deg, ids)
-        parts = [p for m in msgs for p in m.parts]
+        parts = [*_grounding(_g(cand, "groundingMetadata")), *(p for m in msgs for p in m.parts)]
         reason = _finish(_g(cand, "finishReason"), explicit_gemini)
         if reason is None and error:
             reason = "error"
         out.append(Message("assistant", parts, reason))
     return out
+
+
+# What a grounded answer searched, by the tool that searched (the first key present).
+_GROUNDING_QUERIES = (
+    ("webSearchQueries", "google_search"),
+    ("retrievalQueries", "retrieval"),
+    ("imageSearchQueries", "google_search"),
+)
+
+
+def _grounding(metadata: Any) -> list[Part]:
+    """A candidate's ``groundingMetadata`` as the search Google ran before the answer: a
+    ``server_tool_call`` (the tool, its queries) and a ``server_tool_call_response`` holding the
+    whole metadata (chunks, supports, search entry point) in camelCase. They lead the message:
+    the search came before the words that cite it."""
+    if not isinstance(metadata, dict) or not metadata:
+        return []
+    grounding = _camel_keys(metadata)
+    call: dict[str, Any] = {"type": "grounding"}
+    name = "grounding"
+    for key, tool in _GROUNDING_QUERIES:
+        if grounding.get(key) is not None:
+            name = tool
+            call = {"type": tool, key: grounding[key]}
+            break
+    response = {"type": "grounding_metadata", **grounding}
+    return [ServerToolCallPart(None, name, call), ServerToolCallResponsePart(None, response)]
 
 
 def _explicit_gemini(meta: dict[str, Any], provider: str) -> bool:

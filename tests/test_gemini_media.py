@@ -1,0 +1,342 @@
+"""Gemini media, code execution and grounding (issue 16): in requests, responses and streams, in
+both spellings, and across a replay."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from itertools import pairwise
+from typing import Any
+
+import msgspec
+import orjson
+from hypothesis import given
+from hypothesis import strategies as st
+
+from lithify.model import (
+    BlobPart,
+    InferenceCall,
+    Message,
+    ServerToolCallPart,
+    ServerToolCallResponsePart,
+    TextPart,
+    ToolCallResponsePart,
+    UriPart,
+)
+from lithify.translate import gemini
+from tests.conftest import CORPUS
+from tests.test_gemini import answer, call, fact, req, resp, stream_of, turn, user
+
+PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\xfb\xff"
+PNG64 = base64.b64encode(PNG).decode()
+
+
+def blob(raw: bytes, mime: str | None, modality: str) -> BlobPart:
+    return BlobPart(
+        modality=modality,
+        mime_type=mime,
+        size=len(raw),
+        sha256=hashlib.sha256(raw).hexdigest(),
+        content=base64.b64encode(raw).decode(),
+    )
+
+
+def inline(data: str = PNG64, mime: str = "image/png") -> dict[str, Any]:
+    return {"inlineData": {"mimeType": mime, "data": data}}
+
+
+# --- media ------------------------------------------------------------------------------------
+
+
+def test_inline_data_is_a_blob_and_file_data_a_uri() -> None:
+    pdf = b"%PDF-1.7 tiny"
+    f = fact(
+        req(
+            turn(
+                "user",
+                {"text": "look"},
+                inline(),
+                inline(base64.b64encode(pdf).decode(), "application/pdf"),
+                {"fileData": {"mimeType": "video/mp4", "fileUri": "gs://bucket/clip.mp4"}},
+                {
+                    "fileData": {
+                        "fileUri": "https://generativelanguage.googleapis.com/v1beta/files/abc"
+                    }
+                },
+                {"inlineData": {"mimeType": "audio/wav", "data": "UklGRg=="}},
+            )
+        )
+    )
+    assert f.input_messages[0].parts == [
+        TextPart("look"),
+        blob(PNG, "image/png", "image"),
+        blob(pdf, "application/pdf", "document"),
+        UriPart(modality="video", mime_type="video/mp4", uri="gs://bucket/clip.mp4"),
+        UriPart(
+            modality="document",
+            mime_type=None,
+            uri="https://generativelanguage.googleapis.com/v1beta/files/abc",
+        ),
+        blob(b"RIFF", "audio/wav", "audio"),
+    ]
+    assert f.degradations == {"content_reference": 2}
+
+
+def test_url_safe_base64_and_bad_base64() -> None:
+    safe = base64.urlsafe_b64encode(PNG).decode().rstrip("=")
+    assert "-" in safe or "_" in safe
+    f = fact(req(turn("user", inline(safe), inline("not base64!"), {"inlineData": {"data": 7}})))
+    assert f.input_messages[0].parts == [blob(PNG, "image/png", "image")]
+    assert f.degradations == {"malformed_media": 2}
+
+
+def test_snake_case_media_is_the_same_fact() -> None:
+    camel = req(
+        turn(
+            "user",
+            inline(),
+            {"fileData": {"mimeType": "image/jpeg", "fileUri": "gs://b/x.jpg"}},
+            {"videoMetadata": {"startOffset": "1s"}, "fileData": {"fileUri": "gs://b/v.mp4"}},
+        )
+    )
+    snake = {
+        "contents": [
+            {
+                "role": "user",
+                "parts": [
+                    {"inline_data": {"mime_type": "image/png", "data": PNG64}},
+                    {"file_data": {"mime_type": "image/jpeg", "file_uri": "gs://b/x.jpg"}},
+                    {"video_metadata": {"start_offset": "1s"}, "file_data": {"file_uri": "gs://b/v.mp4"}},
+                ],
+            }
+        ]
+    }  # fmt: skip
+    a, b = fact(camel), fact(snake)
+    assert a.input_messages == b.input_messages
+    assert a.degradations == b.degradations == {"content_reference": 2}
+
+
+def test_corpus_multimodal_request() -> None:
+    doc = orjson.loads((CORPUS / "gemini/vertex_multimodal_filedata_inlinedata.request.json").read_bytes())  # fmt: skip
+    f = fact(doc)
+    _, uri, img = f.input_messages[0].parts
+    assert isinstance(uri, UriPart) and uri.mime_type == "image/jpeg" and uri.modality == "image"
+    assert isinstance(img, BlobPart) and img.modality == "image"
+    raw = base64.b64decode(doc["contents"][0]["parts"][2]["inlineData"]["data"])
+    assert raw.startswith(b"\x89PNG") and img.size == len(raw)
+    assert img.sha256 == hashlib.sha256(raw).hexdigest()
+    assert f.degradations == {"content_reference": 1}
+
+
+def test_media_a_function_returned_follows_its_result() -> None:
+    shot = {"inlineData": {"mimeType": "image/png", "data": PNG64, "displayName": "shot.png"}}
+    r = req(
+        user("Take a screenshot."),
+        turn("model", call("screenshot", {}, "c1")),
+        turn(
+            "user",
+            {
+                "functionResponse": {
+                    "id": "c1",
+                    "name": "screenshot",
+                    "response": {"ok": True},
+                    "parts": [shot, {"fileData": {"mimeType": "image/png", "fileUri": "gs://b/s.png"}}],
+                }
+            },
+            {"text": "Go on."},
+        ),
+    )  # fmt: skip
+    f = fact(r)
+    assert f.input_messages[2:] == [
+        Message(
+            "tool",
+            [
+                ToolCallResponsePart("c1", {"ok": True}),
+                blob(PNG, "image/png", "image"),
+                UriPart(modality="image", mime_type="image/png", uri="gs://b/s.png"),
+            ],
+        ),
+        Message("user", [TextPart("Go on.")]),
+    ]
+    assert f.degradations == {"content_reference": 1}
+
+
+def test_media_in_the_system_instruction_is_kept() -> None:
+    f = fact(req(user("q"), systemInstruction={"parts": [{"text": "sys"}, inline()]}))
+    assert f.input_messages[0] == Message("system", [TextPart("sys"), blob(PNG, "image/png", "image")])  # fmt: skip
+
+
+# --- code execution ---------------------------------------------------------------------------
+
+CODE = {"executableCode": {"language": "PYTHON", "code": "print(sum(range(1, 51)))"}}
+RESULT = {"codeExecutionResult": {"outcome": "OUTCOME_OK", "output": "1275\n"}}
+CODE_CALL = ServerToolCallPart(
+    None,
+    "code_execution",
+    {"type": "executable_code", "language": "PYTHON", "code": "print(sum(range(1, 51)))"},
+)
+CODE_RESULT = ServerToolCallResponsePart(
+    None, {"type": "code_execution_result", "outcome": "OUTCOME_OK", "output": "1275\n"}
+)
+
+
+def test_code_execution_is_a_server_tool_in_part_order() -> None:
+    f = fact(
+        req(user("Sum 1..50"), tools=[{"codeExecution": {}}]),
+        resp({"text": "I'll compute it."}, CODE, RESULT, {"text": "The sum is 1275."}),
+    )
+    assert f.output_messages == [
+        Message(
+            "assistant",
+            [TextPart("I'll compute it."), CODE_CALL, CODE_RESULT, TextPart("The sum is 1275.")],
+            "stop",
+        )
+    ]
+    # The built-in tool in the request is still counted as a tool that is not a function.
+    assert f.degradations == {"unsupported_tool": 1}
+
+
+def test_code_execution_ids_are_kept_and_snake_case_is_the_same() -> None:
+    with_ids = resp(
+        {"executableCode": {**CODE["executableCode"], "id": "x1"}},
+        {"codeExecutionResult": {**RESULT["codeExecutionResult"], "id": "x1"}},
+    )
+    parts = fact(None, with_ids).output_messages[0].parts
+    assert [p.id for p in parts] == ["x1", "x1"]  # type: ignore[union-attr]
+    snake = resp({"executable_code": CODE["executableCode"]}, {"code_execution_result": RESULT["codeExecutionResult"]})  # fmt: skip
+    assert fact(None, snake).output_messages[0].parts == [CODE_CALL, CODE_RESULT]
+
+
+# --- grounding --------------------------------------------------------------------------------
+
+GROUNDING = {
+    "webSearchQueries": ["UEFA Euro 2024 winner"],
+    "searchEntryPoint": {"renderedContent": "<div>Euro 2024</div>"},
+    "groundingChunks": [
+        {
+            "web": {
+                "uri": "https://vertexaisearch.cloud.google.com/grounding-api-redirect/AbC",
+                "title": "uefa.com",
+            }
+        }
+    ],
+    "groundingSupports": [
+        {
+            "segment": {"startIndex": 0, "endIndex": 25, "text": "Spain won Euro 2024."},
+            "groundingChunkIndices": [0],
+            "confidenceScores": [0.97],
+        }
+    ],
+}
+GROUNDING_SNAKE = {
+    "web_search_queries": ["UEFA Euro 2024 winner"],
+    "search_entry_point": {"rendered_content": "<div>Euro 2024</div>"},
+    "grounding_chunks": GROUNDING["groundingChunks"],
+    "grounding_supports": [
+        {
+            "segment": {"start_index": 0, "end_index": 25, "text": "Spain won Euro 2024."},
+            "grounding_chunk_indices": [0],
+            "confidence_scores": [0.97],
+        }
+    ],
+}
+
+
+def grounded(metadata: dict[str, Any], key: str = "groundingMetadata") -> dict[str, Any]:
+    r = resp({"text": "Spain won Euro 2024."})
+    r["candidates"][0][key] = metadata
+    return r
+
+
+def test_grounding_is_a_search_before_the_answer() -> None:
+    f = fact(req(user("Who won Euro 2024?"), tools=[{"googleSearch": {}}]), grounded(GROUNDING))
+    assert f.output_messages[0].parts == [
+        ServerToolCallPart(
+            None,
+            "google_search",
+            {"type": "google_search", "webSearchQueries": ["UEFA Euro 2024 winner"]},
+        ),
+        ServerToolCallResponsePart(None, {"type": "grounding_metadata", **GROUNDING}),
+        TextPart("Spain won Euro 2024."),
+    ]
+    assert f.degradations == {"unsupported_tool": 1}
+
+
+def test_grounding_in_snake_case_and_streamed_is_the_same() -> None:
+    plain = fact(None, grounded(GROUNDING))
+    snake = fact(None, grounded(GROUNDING_SNAKE, "grounding_metadata"))
+    assert snake.output_messages == plain.output_messages
+    for seed in range(3):
+        streamed = fact(None, stream_of(grounded(GROUNDING), seed))
+        assert streamed.output_messages == plain.output_messages
+
+
+def test_empty_grounding_gives_nothing_and_retrieval_is_named() -> None:
+    assert fact(None, grounded({})).output_messages[0].parts == [TextPart("Spain won Euro 2024.")]
+    parts = fact(None, grounded({"retrievalQueries": ["q"]})).output_messages[0].parts
+    assert parts[0] == ServerToolCallPart(None, "retrieval", {"type": "retrieval", "retrievalQueries": ["q"]})  # fmt: skip
+
+
+# --- call N's output is its replay in call N+1's input --------------------------------------
+
+
+def next_request(first: InferenceCall, *more: dict[str, Any]) -> dict[str, Any]:
+    """The next call's request, as the SDK's chat builds it: the history, then the candidate's
+    content, then what is new."""
+    response = first.raw["response"]
+    content = response["candidates"][0]["content"]
+    return {"contents": [*first.raw["request"]["contents"], content, *more]}
+
+
+def test_code_execution_and_media_replay_exactly() -> None:
+    first = fact(
+        req(turn("user", {"text": "Plot it."}, inline())),
+        resp({"text": "Plotting."}, CODE, RESULT, inline(mime="image/png"), {"text": "Done."}),
+    )
+    second = fact(next_request(first, user("Thanks.")))
+    n = len(first.input_messages)
+    assert second.input_messages[:n] == first.input_messages
+    assert second.input_messages[n] == Message("assistant", first.output_messages[0].parts)
+    assert second.degradations == {}
+
+
+def test_grounding_is_not_replayed_by_clients() -> None:
+    """A client sends back the candidate's content, and grounding is not in it: the replayed
+    turn is the answer without its search (docs/sources/anthropic-gemini.md, Grounding)."""
+    first = fact(req(user("Who won Euro 2024?")), grounded(GROUNDING))
+    second = fact(next_request(first, user("And 2020?")))
+    replayed = second.input_messages[1]
+    assert replayed.parts == [p for p in first.output_messages[0].parts if isinstance(p, TextPart)]
+
+
+_parts = st.one_of(
+    st.text(min_size=1, max_size=8).map(lambda t: {"text": t}),
+    st.binary(min_size=1, max_size=12).map(lambda b: inline(base64.b64encode(b).decode())),
+    st.sampled_from(["gs://b/1.png", "gs://b/2.pdf"]).map(lambda u: {"fileData": {"fileUri": u}}),
+    st.text(max_size=12).map(lambda c: {"executableCode": {"language": "PYTHON", "code": c}}),
+    st.text(max_size=12).map(
+        lambda o: {"codeExecutionResult": {"outcome": "OUTCOME_OK", "output": o}}
+    ),
+    st.sampled_from(["f", "g"]).map(lambda n: call(n, {"a": 1})),
+)
+
+
+@given(st.lists(_parts, min_size=1, max_size=6), st.integers(0, 9))
+def test_every_answer_replays_as_itself(parts: list[dict[str, Any]], seed: int) -> None:
+    """Whatever a candidate holds, streamed or not, the next call's history holds it again."""
+    request = req(turn("user", {"text": "q"}, inline()))
+    response = resp(*parts)
+    first = fact(request, response)
+    streamed = fact(request, stream_of(response, seed))
+    # A stream joins adjacent text fragments; the plain answer may hold two texts in a row.
+    if not any("text" in a and "text" in b for a, b in pairwise(parts)):
+        assert streamed.output_messages == first.output_messages
+    names = [p["functionCall"]["name"] for p in parts if "functionCall" in p]
+    results = [answer(n, {"ok": True}) for n in names]
+    second = fact(next_request(first, *([turn("user", *results)] if results else [])))
+    n = len(first.input_messages)
+    assert second.input_messages[:n] == first.input_messages
+    assert second.input_messages[n] == Message("assistant", first.output_messages[0].parts)
+    assert "unsupported_content" not in first.degradations
+    assert gemini.translate(first.raw["request"], first.raw["response"]) == first
+    assert msgspec.json.decode(msgspec.json.encode(first), type=InferenceCall) == first
