@@ -337,7 +337,11 @@ CODE = {
     "status": "completed",
     "code": "print(1)",
     "container_id": "cntr_1",
-    "outputs": [{"type": "logs", "logs": "1\n"}, {"type": "image", "url": "https://c/img.png"}],
+    "outputs": [
+        {"type": "logs", "logs": "1\n"},
+        {"type": "image", "url": "https://c/img.png"},
+        {"type": "image", "url": f"data:image/png;base64,{PNG64}"},
+    ],
 }
 IMAGE = {
     "id": "ig_1",
@@ -382,7 +386,12 @@ SERVER_PARTS = [
         "fs_1", {"type": "file_search_call", "results": FILES["results"]}
     ),
     ServerToolCallPart("ci_1", "code_interpreter", without(CODE, "outputs")),
-    ServerToolCallResponsePart("ci_1", {"type": "code_interpreter_call", "outputs": CODE["outputs"]}),
+    ServerToolCallResponsePart(
+        "ci_1",
+        {"type": "code_interpreter_call", "outputs": [CODE["outputs"][0], {"type": "image"}, {"type": "image"}]},
+    ),
+    UriPart("image", None, "https://c/img.png"),
+    blob(PNG, "image/png", "image"),
     ServerToolCallPart("ig_1", "image_generation", without(IMAGE, "result")),
     ServerToolCallResponsePart("ig_1", {"type": "image_generation_call"}),
     blob(PNG, "image/png", "image"),
@@ -406,9 +415,9 @@ SERVER_ITEMS = [
 def test_server_tools_stay_in_the_assistant_turn_in_item_order() -> None:
     f = fact(None, resp(*SERVER_ITEMS))
     assert f.output_messages == [Message("assistant", SERVER_PARTS, "stop")]
-    assert f.degradations == {}
+    assert f.degradations == {"content_reference": 1}  # the code's image at a URL
     # Nothing of the provider's items is lost: call and response together are the item again
-    # (the image's bytes are the blob's).
+    # (with the images' URLs and bytes from the parts after the response).
     whole = {}
     for p in SERVER_PARTS:
         if isinstance(p, ServerToolCallPart):
@@ -416,6 +425,7 @@ def test_server_tools_stay_in_the_assistant_turn_in_item_order() -> None:
         elif isinstance(p, ServerToolCallResponsePart):
             whole[p.id].update(p.server_tool_call_response)
     whole["ig_1"]["result"] = PNG64
+    whole["ci_1"]["outputs"] = CODE["outputs"]
     whole["mcp_1"]["error"] = None
     assert list(whole.values()) == SERVER_ITEMS[:-1]
 
@@ -484,7 +494,7 @@ def test_streamed_server_tools_equal_the_body_even_when_cut() -> None:
     assert streamed.output_messages == plain.output_messages
     cut = fact(None, stream_of(body, final=False))
     assert cut.output_messages[0].parts == plain.output_messages[0].parts
-    assert cut.degradations == {"truncated_stream": 1}
+    assert cut.degradations == {"content_reference": 1, "truncated_stream": 1}
 
 
 def test_cut_stream_rebuilds_code_and_mcp_arguments_from_deltas() -> None:

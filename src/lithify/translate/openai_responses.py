@@ -358,9 +358,24 @@ def _server_tool(item: dict[str, Any], kind: str, deg: Degradations) -> list[Par
                 parts.append(blob)
         return parts
     result = {k: item[k] for k in result_keys if item.get(k) is not None}
+    media: list[Part] = []
+    if kind == "code_interpreter_call" and isinstance(result.get("outputs"), list):
+        # Images the code made (a data URL or a container file's URL) follow the response
+        # as parts of their own, in output order; their entries keep everything but the URL.
+        outputs = []
+        for out in result["outputs"]:
+            url = as_str(out.get("url")) if field(out) == "image" else None
+            if url is None:
+                outputs.append(out)
+                continue
+            outputs.append({k: v for k, v in out.items() if k != "url"})
+            image = url_part(url, None, deg, "image")
+            if image is not None:
+                media.append(image)
+        result["outputs"] = outputs
     if result:
         parts.append(ServerToolCallResponsePart(item_id, {"type": kind, **result}))
-    return parts
+    return parts + media
 
 
 def _generated_image_type(item: dict[str, Any], data: str) -> str | None:
