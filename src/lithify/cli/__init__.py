@@ -4,19 +4,91 @@ One module per command group, each command registered below, explicitly, in the 
 `lithify --help` lists them: convert.py (convert, import), facts.py (facts, stats), demo.py,
 serve.py (serve, token), export.py, proxy.py, ui.py; options.py holds what they share and exits.py
 what their exit codes mean.
+
+A command's module is imported when the command is run or its help shown, not before, and each
+module imports the stages it uses inside its functions: `lithify --version` imports no stage, and
+`lithify convert` none that only other commands use (docs/development.md, Start-up).
 """
 
 from __future__ import annotations
 
-from typing import Annotated
+import importlib
+from collections.abc import Iterator, Mapping, MutableMapping
+from typing import Annotated, Any
 
 import typer
+from typer.core import TyperGroup
+from typer.models import CommandInfo
 
 from lithify import __version__
-from lithify.cli import convert, demo, export, facts, proxy, serve, ui
+
+# name: (module, attribute), in the order `lithify --help` lists them (typer lists a group such as
+# `token` after the commands).
+COMMANDS: dict[str, tuple[str, str]] = {
+    "convert": ("lithify.cli.convert", "convert_cmd"),
+    "import": ("lithify.cli.convert", "import_cmd"),
+    "facts": ("lithify.cli.facts", "facts_cmd"),
+    "stats": ("lithify.cli.facts", "stats_cmd"),
+    "demo": ("lithify.cli.demo", "demo_cmd"),
+    "serve": ("lithify.cli.serve", "serve_cmd"),
+    "export": ("lithify.cli.export", "export_cmd"),
+    "proxy": ("lithify.cli.proxy", "proxy_cmd"),
+    "ui": ("lithify.cli.ui", "ui_cmd"),
+    "token": ("lithify.cli.serve", "token_app"),
+}
+
+
+class _Commands(MutableMapping[str, Any]):
+    """The group's commands, each made from its module when first looked up: naming them (for
+    suggestions, say) imports nothing."""
+
+    def __init__(self) -> None:
+        self._made: dict[str, Any] = {}
+
+    def __getitem__(self, name: str) -> Any:
+        if name not in self._made:
+            module, attribute = COMMANDS[name]  # KeyError: no such command
+            self._made[name] = _command(name, getattr(importlib.import_module(module), attribute))
+        return self._made[name]
+
+    def __setitem__(self, name: str, command: Any) -> None:
+        self._made[name] = command
+
+    def __delitem__(self, name: str) -> None:
+        raise TypeError("lithify's commands are fixed")
+
+    def __iter__(self) -> Iterator[str]:
+        yield from COMMANDS
+        yield from (name for name in self._made if name not in COMMANDS)
+
+    def __len__(self) -> int:
+        return len(COMMANDS.keys() | self._made.keys())
+
+
+def _command(name: str, target: Any) -> Any:
+    """The click command typer would have made of ``target`` registered eagerly as ``name``."""
+    if isinstance(target, typer.Typer):
+        group = typer.main.get_group(target)
+        group.name = name
+        return group
+    return typer.main.get_command_from_info(
+        CommandInfo(name=name, callback=target),
+        pretty_exceptions_short=app.pretty_exceptions_short,
+        rich_markup_mode=app.rich_markup_mode,
+    )
+
+
+class _LazyGroup(TyperGroup):
+    def __init__(self, *, commands: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.commands = _Commands()
+        for name, command in (commands or {}).items():
+            self.commands[name] = command
+
 
 app = typer.Typer(
     name="lithify",
+    cls=_LazyGroup,
     help="Turn LLM agent telemetry and provider traffic into canonical facts and training data.",
     no_args_is_help=True,
     add_completion=False,
@@ -46,18 +118,6 @@ def _main(
     ] = False,
 ) -> None:
     """lithify: capture model calls, keep them as canonical facts, export training rows."""
-
-
-app.command("convert")(convert.convert_cmd)
-app.command("import")(convert.import_cmd)
-app.command("facts")(facts.facts_cmd)
-app.command("stats")(facts.stats_cmd)
-app.command("demo")(demo.demo_cmd)
-app.command("serve")(serve.serve_cmd)
-app.add_typer(serve.token_app, name="token")
-app.command("export")(export.export_cmd)
-app.command("proxy")(proxy.proxy_cmd)
-app.command("ui")(ui.ui_cmd)
 
 
 def main() -> None:  # the console entry point

@@ -4,32 +4,35 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-import orjson
 import typer
-from rich.markup import escape
-from rich.progress import (
-    BarColumn,
-    DownloadColumn,
-    Progress,
-    TextColumn,
-    TimeRemainingColumn,
-    TransferSpeedColumn,
-)
-from rich.table import Table
 
 from lithify.cli.engine import EngineOpt, RayAddressOpt, RayMissing, check_engine, ray_session
 from lithify.cli.exits import Exit
-from lithify.cli.options import StoreOpt, err, json_flag, opened_store
-from lithify.ingest.convert import JsonlSink, Sink, StrictError, Summary, open_output, run
-from lithify.ingest.distributed import convert_ray
-from lithify.ingest.importer import StoreSink
-from lithify.model import DEGRADATION_REASONS, NO_FACT_REASONS
-from lithify.translate import FORMATS
+from lithify.cli.options import StoreOpt, err, json_flag, opened_store, stderr
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
+
+    from lithify.ingest.convert import Sink, Summary
+
+# The stages (and rich) are imported where they are used: `lithify convert` must not pay for what
+# `import` or the Ray engine needs, and `lithify --help` for neither.
+
+# lithify.translate.FORMATS, written out so that the help does not import every translator
+# (tests/test_cli.py checks the two are the same).
+FORMATS = (
+    "auto", "otlp", "otlp-traces", "otlp-logs", "attributes", "exchange", "openai-responses",
+    "anthropic", "gemini", "openai-chat", "feedback",
+)  # fmt: skip
 
 
 def _summary_table(summary: Summary, output: str) -> None:
+    from rich.table import Table
+
+    from lithify.model import DEGRADATION_REASONS, NO_FACT_REASONS
+
     t = Table(title="lithify convert", show_header=True, header_style="bold")
     t.add_column("what")
     t.add_column("count", justify="right")
@@ -108,6 +111,8 @@ def _pipeline(
     progress: bool | None,
 ) -> Summary:
     """Check the inputs, run the pipeline into ``sink`` with progress bars on a terminal."""
+    from lithify.ingest.convert import StrictError, run
+
     if source not in FORMATS:
         err.print(f"[red]unknown --from {source!r}[/]; choose one of: {', '.join(FORMATS)}")
         raise typer.Exit(Exit.USAGE)
@@ -119,13 +124,22 @@ def _pipeline(
     try:
         if not show:
             return run(paths or [], sink, **options)
+        from rich.progress import (
+            BarColumn,
+            DownloadColumn,
+            Progress,
+            TextColumn,
+            TimeRemainingColumn,
+            TransferSpeedColumn,
+        )
+
         bars = Progress(
             TextColumn("{task.description}"),
             BarColumn(),
             DownloadColumn(),
             TransferSpeedColumn(),
             TimeRemainingColumn(),
-            console=err,
+            console=stderr(),
             transient=True,
         )
         with bars:
@@ -156,6 +170,10 @@ def convert_cmd(
 
     Reads OTLP traces and logs (protobuf, OTLP/JSON, the Collector's JSONL), flat attribute maps, and provider request/response bodies; writes facts in input order. Units that give no fact (non-GenAI spans, error bodies, corrupt lines) are counted in the summary with their reason.
     """
+    import orjson
+
+    from lithify.ingest.convert import JsonlSink, open_output
+
     if check_engine(engine):
         summary = _convert_ray(paths, output, source, strict, ray_address, request, response)
     else:
@@ -188,6 +206,10 @@ def import_cmd(
 
     Idempotent: a fact already stored (same identity, or same provider response id) is counted as a duplicate and never changed, so importing a file twice stores nothing new. Another capture of a stored call with different content (a span's log event, the proxy's view of a response) is kept apart, as a variant; a call that shares an id with a stored call it contradicts is stored as a call of its own and counted as a collision.
     """
+    import orjson
+
+    from lithify.ingest.importer import StoreSink
+
     with opened_store(store_url) as store:
         sink = StoreSink(store)
         summary = _pipeline(
@@ -230,6 +252,11 @@ def _convert_ray(
     response: Path | None,
 ) -> Summary:
     """``convert --engine ray``: one task per input file, fact files in the folder ``output``."""
+    from rich.markup import escape
+
+    from lithify.ingest.convert import StrictError
+    from lithify.ingest.distributed import convert_ray
+
     if output == "-" or request is not None or response is not None or not paths:
         err.print("[red]--engine ray converts PATH… into a folder: give -o DIR[/]")
         raise typer.Exit(Exit.USAGE)

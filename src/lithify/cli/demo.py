@@ -4,26 +4,26 @@ import` of it, then `lithify export` of its facts, through the same stages."""
 from __future__ import annotations
 
 import shlex
-from importlib.resources import files
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-import msgspec
 import typer
-from rich.markup import escape
 
 from lithify.cli.exits import Exit
-from lithify.cli.export import summary_table
 from lithify.cli.options import StoreOpt, err, json_flag, json_text
-from lithify.export import ExportOptions, ExportSummary, export, from_store
-from lithify.ingest.convert import run
-from lithify.ingest.importer import StoreSink
-from lithify.model import Feedback, InferenceCall
-from lithify.store import FactFilter, StoreError, open_store
+
+if TYPE_CHECKING:
+    from lithify.export import ExportSummary
+
+# The stages are imported inside the functions: importing this module for `lithify --help` costs
+# none of them.
 
 
 def example_files() -> list[Path]:
     """The example telemetry shipped with the package (recorded from real instrumentations)."""
+    from importlib.resources import files
+
     root = files("lithify") / "examples"
     return sorted(Path(str(p)) for p in root.iterdir() if p.name.endswith((".json", ".pb")))
 
@@ -36,6 +36,8 @@ def demo_cmd(
     as_json: Annotated[bool, json_flag("Print the summary as JSON.")] = False,
 ) -> None:
     """The main job on the shipped example telemetry: import it into the store, derive the sessions, and export SFT and NeMo Gym rows into a folder."""
+    from lithify.store import StoreError
+
     try:
         result = run_demo(example_files(), out_dir, store_url)
     except StoreError as e:
@@ -47,7 +49,8 @@ def demo_cmd(
     print_demo(result)
 
 
-class DemoResult(msgspec.Struct, kw_only=True):
+@dataclass(kw_only=True)  # msgspec encodes it as it would a Struct: fields in this order
+class DemoResult:
     """What `lithify demo` did: the import of the examples (as `lithify import` counts it),
     then one export per row kind. Fields in the order ``--json`` prints them."""
 
@@ -70,6 +73,12 @@ def run_demo(examples: list[Path], out_dir: Path, store_url: str | None) -> Demo
     A call captured as a span and as a log event is one call: the capture rule keeps the span
     (it starts first), the capture that carries the session, whatever the import order.
     """
+    from lithify.export import ExportOptions, export, from_store
+    from lithify.ingest.convert import run
+    from lithify.ingest.importer import StoreSink
+    from lithify.model import Feedback, InferenceCall
+    from lithify.store import FactFilter, open_store
+
     examples = sorted(examples, key=lambda p: (".logs." in p.name, p.name))
 
     class _Traces:
@@ -112,6 +121,10 @@ def run_demo(examples: list[Path], out_dir: Path, store_url: str | None) -> Demo
 
 
 def print_demo(result: DemoResult) -> None:
+    from rich.markup import escape
+
+    from lithify.cli.export import summary_table
+
     err.print(
         f"Imported {len(result.examples)} example files recorded from real instrumentations: "
         f"{result.facts} facts, [green]{result.stored}[/] new calls in {result.store}, "

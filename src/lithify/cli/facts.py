@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import sys
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-import orjson
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from lithify.cli.exits import Exit
 from lithify.cli.options import (
@@ -24,21 +21,18 @@ from lithify.cli.options import (
     json_flag,
     opened_store,
 )
-from lithify.core.factfile import encode_line
-from lithify.core.identity import part_count
-from lithify.ingest.convert import JsonlSink
-from lithify.model import (
-    DEGRADATION_REASONS,
-    InferenceCall,
-    TextPart,
-    ToolCallPart,
-    encode,
-    to_builtins,
-)
-from lithify.store import StoredCapture
+
+if TYPE_CHECKING:
+    from lithify.model import InferenceCall
+    from lithify.store import StoredCapture
+
+# The stages and rich are imported inside the commands: importing this module for `lithify
+# --help` costs neither.
 
 
 def _preview(call: InferenceCall) -> str:
+    from lithify.model import TextPart, ToolCallPart
+
     for m in reversed(call.output_messages or call.input_messages):
         for p in m.parts:
             if isinstance(p, TextPart):
@@ -72,6 +66,14 @@ def facts_cmd(
     ] = False,
 ) -> None:
     """List stored facts (newest last), or show one in full."""
+    import orjson
+    from rich.console import Console
+    from rich.table import Table
+
+    from lithify.core.factfile import encode_line
+    from lithify.ingest.convert import JsonlSink
+    from lithify.model import encode
+
     with opened_store(store_url) as store:
         if fact_id is not None and captures:
             _show_captures(store.captures(fact_id), fact_id, store.url, as_json)
@@ -123,6 +125,12 @@ def facts_cmd(
 
 
 def _show_captures(found: list[StoredCapture], fact_id: str, url: str, as_json: bool) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from lithify.core.identity import part_count
+    from lithify.model import encode
+
     if not found:
         err.print(f"[red]no fact[/] {fact_id} in {url}")
         raise typer.Exit(Exit.NOT_FOUND)
@@ -166,6 +174,12 @@ def stats_cmd(
     as_json: Annotated[bool, json_flag("Print the stats as JSON.")] = False,
 ) -> None:
     """Counts of stored facts by model, provider, source, session and degradation reason, with tokens."""
+    import orjson
+    from rich.console import Console
+    from rich.table import Table
+
+    from lithify.model import DEGRADATION_REASONS, to_builtins
+
     with opened_store(store_url) as store:
         st = store.stats(fact_filter(session, model, source, provider, since, until, None))
         url = store.url

@@ -5,16 +5,42 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-import msgspec
 import typer
-from rich.console import Console
 
 from lithify.cli.exits import Exit
-from lithify.store import FactFilter, FactStore, StoreError, StoreUnavailable, open_store
 
-err = Console(stderr=True, soft_wrap=True)  # paths and locations stay on one line
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from lithify.store import FactFilter, FactStore
+
+# Stages and rich are imported inside the functions that use them: importing a command module
+# (for `lithify --help`, say) must not cost what only running the command needs.
+
+
+def stderr() -> Console:
+    """The stderr console, made on first use (rich is imported by commands that print)."""
+    global _console
+    if _console is None:
+        from rich.console import Console
+
+        _console = Console(stderr=True, soft_wrap=True)  # paths and locations stay on one line
+    return _console
+
+
+_console: Console | None = None
+
+
+class _Stderr:
+    """``err``: the stderr console's methods, without making it before one is called."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(stderr(), name)
+
+
+err: Console = _Stderr()  # type: ignore[assignment]
 
 StoreOpt = Annotated[
     str | None,
@@ -51,6 +77,8 @@ def fact_filter(
     limit: int | None = None,
 ) -> FactFilter:
     """The store filter the options above give (a repeatable option not given: no filter)."""
+    from lithify.store import FactFilter
+
     return FactFilter(
         session_id=session or None,
         model=model or None,
@@ -64,6 +92,8 @@ def fact_filter(
 
 def json_text(value: Any) -> str:
     """What ``--json`` prints for a typed result (a msgspec struct): its JSON, indented."""
+    import msgspec
+
     return msgspec.json.format(msgspec.json.encode(value), indent=2).decode()
 
 
@@ -75,6 +105,8 @@ def json_flag(help: str) -> Any:
 def store_or_none(url: str | None, meanwhile: str) -> FactStore | None:
     """The store for a server, None while it cannot be reached (saying what the server does
     ``meanwhile``), or ``Exit.STORE`` when it can never work (a bad URL, a schema too new)."""
+    from lithify.store import StoreError, StoreUnavailable, open_store
+
     try:
         return open_store(url)
     except StoreUnavailable as e:
@@ -88,6 +120,8 @@ def store_or_none(url: str | None, meanwhile: str) -> FactStore | None:
 @contextmanager
 def opened_store(url: str | None) -> Iterator[FactStore]:
     """The store, or a readable error and ``Exit.STORE`` when it cannot be opened or reached."""
+    from lithify.store import StoreError, open_store
+
     try:
         with open_store(url) as store:
             yield store

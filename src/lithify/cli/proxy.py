@@ -9,16 +9,9 @@ import typer
 
 from lithify.cli.exits import Exit
 from lithify.cli.options import StoreOpt, err, server_exits, store_or_none
-from lithify.cli.serve import parse_size
-from lithify.ingest.spool import (
-    SpoolOfAnotherStore,
-    SpoolReader,
-    check_owner,
-    default_spool,
-    spool_owner,
-    store_key,
-)
-from lithify.store import default_store_path
+
+# The stages are imported inside the functions: importing this module for `lithify --help`
+# costs none of them.
 
 
 def _listen(text: str) -> tuple[str, int]:
@@ -96,7 +89,9 @@ def proxy_cmd(
 
     Exchanges go through a durable spool to the store, so a slow or stopped store never slows or fails a call. GET /lithify/health and /lithify/metrics say what was recorded and what was not (docs/proxy.md).
     """
+    from lithify.cli.serve import parse_size
     from lithify.ingest.proxy import ProxyConfig, parse_upstream, serve
+    from lithify.ingest.spool import SpoolOfAnotherStore, check_owner, default_spool, store_key
 
     if log_level.lower() not in ("debug", "info", "warning", "error"):
         raise typer.BadParameter(f"unknown log level {log_level!r}", param_hint="--log-level")
@@ -151,6 +146,9 @@ def proxy_cmd(
 def _warn_of_the_shared_spool() -> None:
     """Before spools followed their store, every proxy without --spool used this one folder:
     what is left in it is recorded only when a proxy is pointed at it with its store."""
+    from lithify.ingest.spool import SpoolReader, spool_owner
+    from lithify.store import default_store_path
+
     shared = default_store_path().parent / "proxy-spool"
     if shared.is_dir() and spool_owner(shared) is None and SpoolReader(shared).backlog()[0]:
         err.print(

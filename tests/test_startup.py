@@ -1,0 +1,81 @@
+"""A command imports only what it uses (docs/development.md, Start-up): which modules a real
+`lithify` run loaded, read from ``sys.modules`` in a fresh interpreter. No timings here: those
+are bench/startup.py's."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+
+from tests.conftest import CORPUS
+
+# Run the console entry point as the installed script does, then list the modules it loaded.
+_PROBE = """
+import sys
+import orjson  # the probe's own output; removed from the list below
+sys.argv = ["lithify", *sys.argv[1:]]
+before = set(sys.modules) - {"orjson", "orjson.orjson"}
+from lithify.cli import main
+try:
+    main()
+except SystemExit:
+    pass
+sys.stderr.write(orjson.dumps(sorted(set(sys.modules) - before)).decode())
+"""
+
+STAGES = ("model", "core", "translate", "store", "derive", "export", "ingest", "ui")
+
+
+def _loaded(*args: str) -> set[str]:
+    """The modules ``lithify ARGS…`` imported (stdout discarded, the exit code not checked:
+    `--help` and `--version` exit through SystemExit)."""
+    done = subprocess.run(
+        [sys.executable, "-c", _PROBE, *args],
+        capture_output=True,
+        check=True,
+        env={"COLUMNS": "100", "PATH": "/usr/bin:/bin"},
+    )
+    return set(orjson.loads(done.stderr.splitlines()[-1]))
+
+
+def _stages(modules: set[str]) -> set[str]:
+    return {m for m in modules if m.split(".")[:2][-1] in STAGES and m.startswith("lithify.")}
+
+
+def _top(modules: set[str]) -> set[str]:
+    return {m.split(".")[0] for m in modules}
+
+
+def test_version_imports_no_stage_and_no_library_beyond_typer() -> None:
+    loaded = _loaded("--version")
+    assert _stages(loaded) == set()
+    assert {m for m in loaded if m.startswith("lithify.cli.")} == set()
+    assert _top(loaded) & {"rich", "msgspec", "pydantic", "numpy", "google"} == set()
+
+
+def test_help_imports_the_command_modules_but_no_stage() -> None:
+    loaded = _loaded("--help")
+    assert {"lithify.cli.convert", "lithify.cli.export", "lithify.cli.ui"} <= loaded
+    assert _stages(loaded) == set()
+    assert _top(loaded) & {"msgspec", "numpy"} == set()
+
+
+def test_convert_imports_only_what_converting_needs(tmp_path: Path) -> None:
+    src = CORPUS / "otlp" / "util_genai_openai_v2_chat_tool_call.otlp.json"
+    loaded = _loaded("convert", str(src), "-o", str(tmp_path / "facts.jsonl"), "--json")
+    assert "lithify.ingest.convert" in loaded and "lithify.translate.otlp" in loaded
+    assert (tmp_path / "facts.jsonl").read_bytes().startswith(b'{"inference_call_id":')
+    # Neither the other commands nor the stages only they use.
+    assert {m for m in loaded if m.startswith("lithify.cli.")} == {
+        "lithify.cli.convert",
+        "lithify.cli.engine",
+        "lithify.cli.exits",
+        "lithify.cli.options",
+    }
+    for stage in ("lithify.store", "lithify.export", "lithify.derive", "lithify.ui"):
+        assert {m for m in loaded if m == stage or m.startswith(stage + ".")} == set(), stage
+    # --json prints no table: rich is not needed at all.
+    assert "rich" not in _top(loaded)
