@@ -4,6 +4,7 @@ real `lithify serve` process, OTLP bodies of GenAI spans, and a plain HTTP clien
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -229,12 +230,27 @@ class ServerProcess(LoggedProcess):
     """A real `lithify serve` process; ``events`` reads its JSON log lines."""
 
     args: list[str] = field(default_factory=list)
+    grpc_port: int | None = None
+
+
+def free_port() -> int:
+    """A loopback port nothing listens on now (`--grpc-port 0` turns gRPC off, as the CLI has it)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 def start_server(
-    store: str, log: Path, *args: str, env: dict[str, str] | None = None
+    store: str,
+    log: Path,
+    *args: str,
+    env: dict[str, str] | None = None,
+    grpc_port: int | None = None,
 ) -> ServerProcess:
-    cmd = [str(LITHIFY), "serve", "--store", store, "--port", "0", *args]
+    """A real `lithify serve` on a free HTTP port; gRPC off unless ``grpc_port`` is given (its
+    default, 4317, would be shared by every server the tests start)."""
+    grpc = ["--grpc-port", str(grpc_port)] if grpc_port else ["--no-grpc"]
+    cmd = [str(LITHIFY), "serve", "--store", store, "--port", "0", *grpc, *args]
     fh = log.open("ab")
     proc = subprocess.Popen(
         cmd, stdout=subprocess.DEVNULL, stderr=fh, env={**os.environ, **(env or {})}
@@ -248,7 +264,7 @@ def start_server(
             if '"event":"listening"' in line:
                 ev = orjson.loads(line)
                 if ev["pid"] == proc.pid:
-                    return ServerProcess(proc, int(ev["port"]), log, cmd)
+                    return ServerProcess(proc, int(ev["port"]), log, cmd, ev["grpc_port"])
         if proc.poll() is not None:
             raise RuntimeError(f"lithify serve exited {proc.returncode}: {log.read_text()[-3000:]}")
         time.sleep(0.05)

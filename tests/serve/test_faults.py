@@ -230,7 +230,7 @@ def test_an_address_in_use_exits_1_and_says_why(tmp_path: Path) -> None:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        for command in (["serve", "--port", str(port)], ["proxy", "--listen", f"127.0.0.1:{port}",
+        for command in (["serve", "--port", str(port), "--no-grpc"], ["proxy", "--listen", f"127.0.0.1:{port}",
                         "-u", "openai=http://127.0.0.1:9", "--spool", str(tmp_path / "spool")]):  # fmt: skip
             done = subprocess.run(
                 [str(LITHIFY), *command, "--store", f"sqlite://{tmp_path / 'f.db'}"],
