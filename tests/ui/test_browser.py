@@ -105,6 +105,22 @@ def test_label_and_exclude_then_export_honours_them(
     assert "agent-1" not in everything and "chat-2" in everything and "chat-3" in everything
     assert rows(("label==good",)) == ["chat-2"]
 
+    # every session a filter selects: labelled at once, then exported from the page
+    tab.go("/sessions?model=gpt-4o")
+    tab.follow(page.locator("#curate-selection").get_by_role("button", name="bad"))
+    assert page.locator("h1").inner_text() == "Labelled 2 of 2 sessions"
+    assert rows(("label==bad",)) == ["chat-3"]  # agent-1 is excluded, so it has no rows
+    tab.go("/sessions?model=gpt-4o")
+    tab.follow(page.locator("#export-selection"))
+    assert page.locator("h1").inner_text() == "Export 2 sessions"
+    page.select_option("select[name=profile]", "openai")
+    tab.follow(page.get_by_role("button", name="Update"))
+    assert "lithify export sft --profile openai --session" in page.locator("pre.command").inner_text()
+    tab.shot("export")
+    with page.expect_download() as download:
+        page.locator("a.download").click()
+    assert download.value.suggested_filename == "lithify-sft-openai.zip"
+
 
 def test_keyboard_and_dark_theme(tab: Tab) -> None:
     page = tab.page

@@ -287,3 +287,53 @@ def test_media_is_linked_not_inlined_and_served_safely(sqlite_store_url: str) ->
     assert got[1].body == b"<script>window.__pwned = 9</script>"
     assert f'<img src="{blobs[0]["url"]}"'.replace("&", "&amp;").encode() in html.body
     assert nope.status == 404
+
+
+def test_label_and_export_every_session_a_filter_selects(
+    sqlite_store_url: str, tmp_path: Path
+) -> None:
+    import io
+    import zipfile
+
+    store = open_store(sqlite_store_url)
+    store.insert_facts(sample_facts())
+    try:
+        with running(store) as v:
+            assert _label(v, {"target_kind": "session", "target_id": "chat-3", "name": "label",
+                              "value": "bad"}).status == 201  # fmt: skip
+            h = {"content-type": "application/json", "x-csrf-token": _csrf(v)}
+            body = {"filter": {"model": "gpt-4o"}, "name": "label", "value": "good"}
+            done = request(v.port, "POST", "/api/feedback-selection", orjson.dumps(body), h)
+            unguarded = request(v.port, "POST", "/api/feedback-selection", orjson.dumps(body),
+                                {"content-type": "application/json"})  # fmt: skip
+            q = urlencode({"model": "gpt-4o", "kind": "sft", "profile": "trl"})
+            page = _get(v, "/api/export?" + q).json()
+            html = _get(v, "/export?" + q)
+            archive = _get(v, page["download"])
+            out = tmp_path / "out"  # the CLI's export, before the labels below change it
+            cli_export("sft", "--profile", "trl", "--session", "agent-1", "--session", "chat-3",
+                       "--store", sqlite_store_url, "-o", str(out))  # fmt: skip
+            form = request(v.port, "POST", "/curate-selection", urlencode({
+                "csrf": _csrf(v), "model": "gpt-4o", "action": "exclude"}).encode(), FORM)  # fmt: skip
+            labels = {(f.target_id, f.name, f.value) for f in store.iter_feedback(FeedbackFilter())}
+    finally:
+        store.close()
+    assert done.status == 200, done.body
+    assert done.json() == {"sessions": 2, "stored": 1, "duplicates": 0, "conflicts": ["chat-3"]}
+    assert unguarded.status == 403  # state-changing: the CSRF token is required
+    assert form.status == 200 and b"Labelled 2 of 2 sessions" in form.body
+    assert {("agent-1", "label", "good"), ("chat-3", "label", "bad"), ("agent-1", "exclude", True),
+            ("chat-3", "exclude", True)} <= labels  # fmt: skip
+    assert ("chat-3", "label", "good") not in labels  # a contradicting label is never added
+    assert sorted(page["sessions"]) == ["agent-1", "chat-3"]
+    assert html.status == 200 and b"Download the export" in html.body
+    assert archive.headers["content-type"] == "application/zip"
+    names = zipfile.ZipFile(io.BytesIO(archive.body)).namelist()
+    assert {"train.jsonl", "manifest.json", "README.md"} <= set(names)
+    assert page["command"] == (
+        "lithify export sft --profile trl --session agent-1 --session chat-3 -o OUT"
+    ) or page["command"] == (
+        "lithify export sft --profile trl --session chat-3 --session agent-1 -o OUT"
+    )
+    zipped = zipfile.ZipFile(io.BytesIO(archive.body)).read("train.jsonl")
+    assert zipped == (out / "train.jsonl").read_bytes()

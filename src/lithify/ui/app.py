@@ -11,7 +11,8 @@ import asyncio
 import contextlib
 import json
 import math
-from collections.abc import AsyncIterator
+import tempfile
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -23,7 +24,7 @@ from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.base import BaseHTTPMiddleware
 from starlette.requests import Request
-from starlette.responses import JSONResponse, RedirectResponse, Response
+from starlette.responses import JSONResponse, RedirectResponse, Response, StreamingResponse
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
@@ -67,6 +68,9 @@ def _env() -> Environment:
     )
     env.filters["pretty"] = _pretty
     env.filters["q"] = lambda s: quote(str(s), safe="")
+    env.filters["urlencode_filter"] = lambda d: urlencode(
+        {k: v for k, v in d.items() if k not in ("kind", "profile", "format")}
+    )
     env.filters["clip"] = lambda s: s if len(s) <= CLIP else s[:CLIP]
     env.filters["num"] = lambda n: "" if n is None else f"{n:,}"
     env.filters["bytes"] = _human_bytes
@@ -177,10 +181,85 @@ def build_app(store: FactStore, config: UiConfig | None = None) -> Starlette:
             return bad(request, str(e))
         data = views.rows(store, req)
         if data is None:
-            return not_found(request, f"session {req.session_id!r}")
+            return not_found(request, f"session {req.sessions[0]!r}")
         if request.url.path.startswith("/api/"):
             return api(data)
         return html(request, "rows.html", data)
+
+    def export_page(request: Request) -> Response:
+        params = dict(request.query_params)
+        try:
+            req = views.selection_request(store, params)
+        except ValueError as e:
+            return bad(request, str(e))
+        data = views.export_selection(store, req)
+        data["download"] = "/export.zip?" + urlencode(params)
+        if request.url.path.startswith("/api/"):
+            return api(data)
+        return html(request, "export.html", data, params=params)
+
+    def export_zip(request: Request) -> Response:
+        params = dict(request.query_params)
+        try:
+            req = views.selection_request(store, params)
+        except ValueError as e:
+            return bad(request, str(e))
+        # Spooled to disk past 16 MiB: the archive is never held whole in memory. The response's
+        # generator closes it once sent.
+        spool = tempfile.SpooledTemporaryFile(max_size=16 << 20)  # noqa: SIM115
+        views.export_archive(store, req, spool)
+        size = spool.tell()
+        spool.seek(0)
+
+        def chunks() -> Iterator[bytes]:
+            with spool:
+                while chunk := spool.read(1 << 20):
+                    yield chunk
+
+        name = f"lithify-{req.kind}-{req.profile}.zip"
+        return StreamingResponse(
+            chunks(),
+            media_type="application/zip",
+            headers={
+                "content-disposition": f'attachment; filename="{name}"',
+                "content-length": str(size),
+                "cache-control": "no-store",
+            },
+        )
+
+    async def curate_selection_form(request: Request) -> Response:
+        field = await read_form(request)
+        query = {k: v for k, v in field.items() if k not in ("action", "value", "csrf", "next")}
+        try:
+            name, value = _action(field.get("action", ""), field.get("value", ""))
+            done = await _threaded(
+                views.curate_selection, store, query, name, value,
+                views.who(request.state.user),
+            )  # fmt: skip
+        except ValueError as e:
+            return bad(request, str(e))
+        return html(request, "curated.html", done, params=query)
+
+    async def curate_selection_api(request: Request) -> Response:
+        try:
+            doc = orjson.loads(await request.body())
+            query, name, value = doc["filter"], doc["name"], doc["value"]
+            if not isinstance(query, dict) or not all(
+                isinstance(v, str) for v in query.values()
+            ) or not isinstance(name, str) or not isinstance(value, bool | int | float | str) or (
+                isinstance(value, float) and not math.isfinite(value)
+            ):  # fmt: skip
+                raise ValueError("filter is an object of strings, name a string, value a "
+                                 "finite number, a boolean or a string")  # fmt: skip
+            done = await _threaded(
+                views.curate_selection, store, query, name, value,
+                views.who(request.state.user),
+            )  # fmt: skip
+        except (orjson.JSONDecodeError, KeyError, TypeError) as e:
+            return api({"error": f"expected {{filter, name, value}}: {e}"}, 400)
+        except ValueError as e:
+            return api({"error": str(e)}, 400)
+        return api(done)
 
     def media_page(request: Request) -> Response:
         found = views.media(
@@ -289,6 +368,11 @@ def build_app(store: FactStore, config: UiConfig | None = None) -> Starlette:
             Route("/media/{sha256}", media_page),
             Route("/rows", rows_page),
             Route("/api/rows", rows_page),
+            Route("/export", export_page),
+            Route("/api/export", export_page),
+            Route("/export.zip", export_zip),
+            Route("/curate-selection", curate_selection_form, methods=["POST"]),
+            Route("/api/feedback-selection", curate_selection_api, methods=["POST"]),
             Route("/calls/{call_id:path}", call_page),
             Route("/api/calls/{call_id:path}", call_page),
             Route("/curate", curate_form, methods=["POST"]),

@@ -5,12 +5,16 @@ copies of them."""
 from __future__ import annotations
 
 import base64
+import dataclasses
 import getpass
 import shlex
+import shutil
 import tempfile
+import zipfile
 from collections.abc import Iterable
 from datetime import UTC, datetime
-from typing import Any
+from pathlib import Path
+from typing import IO, Any
 from urllib.parse import urlencode
 
 import msgspec
@@ -22,7 +26,7 @@ from lithify.core.times import datetime_to_rfc3339
 from lithify.derive import SPLIT_REASONS, Segment
 from lithify.derive.feedback import FeedbackIndex
 from lithify.derive.segments import segment_session
-from lithify.export import ExportOptions, export, from_store
+from lithify.export import FORMATS, ExportOptions, ExportSummary, export, from_store
 from lithify.export.profiles import SUPPORTED
 from lithify.model import (
     DEGRADATION_REASONS,
@@ -330,6 +334,35 @@ def _same(a: FeedbackValue, b: FeedbackValue) -> bool:
     return a == b
 
 
+def _conflict(
+    store: FactStore, target_kind: str, target_id: str, name: str, value: FeedbackValue
+) -> FeedbackValue | None:
+    """The other value of ``name`` already on the target, if there is one."""
+    for f in store.iter_feedback(
+        FeedbackFilter(target_kind=target_kind, target_id=target_id, name=name)
+    ):
+        if not _same(f.value, value):
+            return f.value
+    return None
+
+
+def _ui_feedback(
+    target_kind: str, target_id: str, name: str, value: FeedbackValue, by: str
+) -> Feedback:
+    if not name or len(name) > 200:
+        raise ValueError("a feedback name is 1 to 200 characters")
+    return Feedback(
+        feedback_id=stable_hash(SOURCE, target_kind, target_id, name, value),
+        target_kind=target_kind,  # type: ignore[arg-type]
+        target_id=target_id,
+        name=name,
+        value=value,
+        source=SOURCE,
+        observed_at=datetime_to_rfc3339(datetime.now(UTC)),
+        raw={"by": by, "via": f"lithify ui {__version__}"},
+    )
+
+
 def curate(
     store: FactStore, target_kind: str, target_id: str, name: str, value: FeedbackValue, by: str
 ) -> dict[str, Any]:
@@ -343,60 +376,147 @@ def curate(
             raise NoTarget(f"no call {target_id!r}")
     else:
         raise ValueError("a label targets a call or a session")
-    if not name or len(name) > 200:
-        raise ValueError("a feedback name is 1 to 200 characters")
-    for f in store.iter_feedback(
-        FeedbackFilter(target_kind=target_kind, target_id=target_id, name=name)
-    ):
-        if not _same(f.value, value):
-            raise Conflict(
-                f"{target_kind} {target_id!r} already has {name} = {f.value!r}: feedback facts "
-                "are never edited, and two values of one name are both dropped as ambiguous"
-            )
-    fb = Feedback(
-        feedback_id=stable_hash(SOURCE, target_kind, target_id, name, value),
-        target_kind=target_kind,  # type: ignore[arg-type]
-        target_id=target_id,
-        name=name,
-        value=value,
-        source=SOURCE,
-        observed_at=datetime_to_rfc3339(datetime.now(UTC)),
-        raw={"by": by, "via": f"lithify ui {__version__}"},
-    )
+    fb = _ui_feedback(target_kind, target_id, name, value, by)
+    other = _conflict(store, target_kind, target_id, name, value)
+    if other is not None:
+        raise Conflict(
+            f"{target_kind} {target_id!r} already has {name} = {other!r}: feedback facts "
+            "are never edited, and two values of one name are both dropped as ambiguous"
+        )
     result = store.insert_feedback([fb])
     return {"stored": result.inserted, "duplicates": result.duplicates, **_feedback([fb])[0]}
 
 
+# -- a selection: every session a filter selects -------------------------------------------------
+SELECTION_LIMIT = 10_000  # sessions one request labels or exports; beyond, the CLI's filters
+
+
+def selected_sessions(store: FactStore, params: dict[str, str]) -> list[str]:
+    """The ids of every session the list's filter selects (all its pages), at most
+    ``SELECTION_LIMIT``; ``ValueError`` beyond."""
+    query = {k: v for k, v in params.items() if k not in ("after", "limit")}
+    out: list[str] = []
+    after: str | None = None
+    while True:
+        page = store.sessions(
+            dataclasses.replace(session_filter(query), limit=500, after=after)
+        )
+        out.extend(s.session_id for s in page.sessions)
+        if len(out) > SELECTION_LIMIT:
+            raise ValueError(
+                f"the filter selects more than {SELECTION_LIMIT:,} sessions: narrow it, or use "
+                "lithify export's own filters (--model, --source, --since, --until, --where)"
+            )
+        if page.next is None:
+            return out
+        after = page.next
+
+
+def curate_selection(
+    store: FactStore, params: dict[str, str], name: str, value: FeedbackValue, by: str
+) -> dict[str, Any]:
+    """The same feedback on every session the filter selects, in one write; a session that
+    already has another value of that name is left as it is and named."""
+    facts: list[Feedback] = []
+    conflicts: list[str] = []
+    sessions = selected_sessions(store, params)
+    for sid in sessions:
+        if _conflict(store, "session", sid, name, value) is not None:
+            conflicts.append(sid)
+        else:
+            facts.append(_ui_feedback("session", sid, name, value, by))
+    result = store.insert_feedback(facts)
+    return {
+        "sessions": len(sessions),
+        "stored": result.inserted,
+        "duplicates": result.duplicates,
+        "conflicts": conflicts,
+    }
+
+
 # -- rows ----------------------------------------------------------------------------------------
-class RowsRequest(msgspec.Struct, frozen=True):
-    session_id: str
+EXPORT_KEYS = ("kind", "profile", "format")
+
+
+class ExportRequest(msgspec.Struct, frozen=True):
+    sessions: tuple[str, ...]
     kind: str
     profile: str
+    fmt: str
 
 
-def rows_request(params: dict[str, str]) -> RowsRequest:
-    """The session, kind and profile a Rows page asks for; ``ValueError`` names a bad one."""
-    sid = params.get("session", "")
-    if not sid:
-        raise ValueError("session: required")
+def export_options(params: dict[str, str]) -> tuple[str, str, str]:
+    """The kind, profile and format a Rows or Export page asks for; ``ValueError`` names a
+    bad one."""
     kind = params.get("kind") or "sft"
     if kind not in SUPPORTED:
         raise ValueError(f"kind must be one of {', '.join(SUPPORTED)}")
     profile = params.get("profile") or SUPPORTED[kind][0]
     if profile not in SUPPORTED[kind]:
         raise ValueError(f"profile for {kind} must be one of {', '.join(SUPPORTED[kind])}")
-    return RowsRequest(sid, kind, profile)
+    fmt = params.get("format") or "jsonl"
+    if fmt not in FORMATS:
+        raise ValueError(f"format must be one of {', '.join(FORMATS)}")
+    return kind, profile, fmt
 
 
-def rows(store: FactStore, req: RowsRequest) -> dict[str, Any] | None:
+def rows_request(params: dict[str, str]) -> ExportRequest:
+    """One session's rows (the Rows page), as JSON lines."""
+    sid = params.get("session", "")
+    if not sid:
+        raise ValueError("session: required")
+    kind, profile, _ = export_options(params)
+    return ExportRequest((sid,), kind, profile, "jsonl")
+
+
+def selection_request(store: FactStore, params: dict[str, str]) -> ExportRequest:
+    """The sessions the list's filter selects, with the export options (the Export page)."""
+    kind, profile, fmt = export_options(params)
+    query = {k: v for k, v in params.items() if k not in EXPORT_KEYS}
+    return ExportRequest(tuple(selected_sessions(store, query)), kind, profile, fmt)
+
+
+def export_command(req: ExportRequest) -> str:
+    """The ``lithify export`` command that writes what the page shows."""
+    argv = ["lithify", "export", req.kind, "--profile", req.profile]
+    if req.fmt != "jsonl":
+        argv += ["--format", req.fmt]
+    for sid in req.sessions:
+        argv += ["--session", sid]
+    return shlex.join([*argv, "-o", "OUT"])
+
+
+def export_to(store: FactStore, req: ExportRequest, out_dir: str | Path) -> ExportSummary:
+    """Run the export pipeline itself over the request's sessions into ``out_dir``."""
+    options = ExportOptions(kind=req.kind, profile=req.profile, fmt=req.fmt)
+    selection = from_store(store, FactFilter(session_id=list(req.sessions)))
+    return export(selection, out_dir, options)
+
+
+def _options(req: ExportRequest, summary: ExportSummary) -> dict[str, Any]:
+    return {
+        "kind": req.kind,
+        "profile": req.profile,
+        "format": req.fmt,
+        "kinds": {k: list(v) for k, v in SUPPORTED.items()},
+        "formats": list(FORMATS),
+        "schema": summary.schema,
+        "rows_written": summary.rows,
+        "skipped": summary.skipped,
+        "filtered": summary.filtered,
+        "changes": summary.changes,
+        "command": export_command(req),
+    }
+
+
+def rows(store: FactStore, req: ExportRequest) -> dict[str, Any] | None:
     """The rows ``lithify export`` writes for one session, run through the export pipeline itself
     into a scratch folder and read back, so each row's ``line`` is the file's bytes; None when
     the session has no calls."""
-    if store.count(FactFilter(session_id=req.session_id)) == 0:
+    if store.count(FactFilter(session_id=list(req.sessions))) == 0:
         return None
-    options = ExportOptions(kind=req.kind, profile=req.profile)
     with tempfile.TemporaryDirectory(prefix="lithify-ui-rows-") as tmp:
-        summary = export(from_store(store, FactFilter(session_id=req.session_id)), tmp, options)
+        summary = export_to(store, req, tmp)
         out: list[dict[str, Any]] = []
         for split, path in sorted(summary.files.items()):
             with open(path, "rb") as f:
@@ -413,17 +533,26 @@ def rows(store: FactStore, req: RowsRequest) -> dict[str, Any] | None:
                             "row": row,
                         }
                     )
-    command = ["lithify", "export", req.kind, "--profile", req.profile, "--session",
-               req.session_id, "-o", "OUT"]  # fmt: skip
-    return {
-        "session_id": req.session_id,
-        "kind": req.kind,
-        "profile": req.profile,
-        "kinds": {k: list(v) for k, v in SUPPORTED.items()},
-        "schema": summary.schema,
-        "rows": out,
-        "skipped": summary.skipped,
-        "filtered": summary.filtered,
-        "changes": summary.changes,
-        "command": shlex.join(command),
-    }
+    return {"session_id": req.sessions[0], **_options(req, summary), "rows": out}
+
+
+def export_selection(store: FactStore, req: ExportRequest) -> dict[str, Any]:
+    """What exporting the selection writes (the Export page), counted by a dry run into a
+    scratch folder; the download runs the same export again into the archive."""
+    with tempfile.TemporaryDirectory(prefix="lithify-ui-export-") as tmp:
+        summary = export_to(store, req, tmp)
+    return {"sessions": list(req.sessions), **_options(req, summary)}
+
+
+def export_archive(store: FactStore, req: ExportRequest, into: IO[bytes]) -> None:
+    """The export's folder (rows, manifest, card and any files beside them) as a zip archive,
+    entries in name order with a fixed time, so the same facts give the same archive."""
+    with tempfile.TemporaryDirectory(prefix="lithify-ui-export-") as tmp:
+        export_to(store, req, tmp)
+        root = Path(tmp)
+        with zipfile.ZipFile(into, "w", zipfile.ZIP_DEFLATED) as z:
+            for path in sorted(p for p in root.rglob("*") if p.is_file()):
+                info = zipfile.ZipInfo(path.relative_to(root).as_posix(), (1980, 1, 1, 0, 0, 0))
+                info.compress_type = zipfile.ZIP_DEFLATED
+                with path.open("rb") as src, z.open(info, "w") as dst:
+                    shutil.copyfileobj(src, dst, 1 << 20)
