@@ -277,6 +277,7 @@ def test_media_is_linked_not_inlined_and_served_safely(sqlite_store_url: str) ->
             assert all("content" not in p for p in blobs)  # linked, not inlined
             got = [_get(v, p["url"]) for p in blobs]
             html = _get(v, "/sessions/vision")
+            found = _get(v, "/api/sessions?q=on+screen").json()  # a search reads past media
             nope = _get(v, f"/media/{'0' * 64}?call=" + blobs[0]["url"].split("call=")[1])
     finally:
         store.close()
@@ -287,6 +288,7 @@ def test_media_is_linked_not_inlined_and_served_safely(sqlite_store_url: str) ->
     assert got[1].body == b"<script>window.__pwned = 9</script>"
     assert f'<img src="{blobs[0]["url"]}"'.replace("&", "&amp;").encode() in html.body
     assert nope.status == 404
+    assert [x["session_id"] for x in found["sessions"]] == ["vision"]
 
 
 def test_label_and_export_every_session_a_filter_selects(

@@ -12,7 +12,16 @@ from typing import Any
 import orjson
 
 from lithify.core import codec
-from lithify.model import InferenceCall, Message, ReasoningPart, TextPart, ToolCallPart
+from lithify.model import (
+    InferenceCall,
+    Message,
+    ReasoningPart,
+    ServerToolCallPart,
+    ServerToolCallResponsePart,
+    TextPart,
+    ToolCallPart,
+    ToolCallResponsePart,
+)
 from lithify.store._captures import CaptureIndex
 from lithify.store._query import Cursor, _select_in, fact_where
 from lithify.store._rows import _feedback_decoder
@@ -78,7 +87,7 @@ def _value_cond(value: FeedbackValue) -> tuple[str, list[Any]]:
 
 def message_text(messages: Iterable[Message]) -> Iterable[str]:
     """The searchable text of messages: text and reasoning, tool names and arguments, tool
-    results (JSON where they are not text)."""
+    results and server tools (JSON where they are not text)."""
     for m in messages:
         for p in m.parts:
             if isinstance(p, TextPart | ReasoningPart):
@@ -86,10 +95,17 @@ def message_text(messages: Iterable[Message]) -> Iterable[str]:
             elif isinstance(p, ToolCallPart):
                 yield p.name
                 yield orjson.dumps(p.arguments, default=str).decode()
-            elif isinstance(p.result, str):
-                yield p.result
-            else:
-                yield orjson.dumps(p.result, default=str).decode()
+            elif isinstance(p, ToolCallResponsePart):
+                if isinstance(p.result, str):
+                    yield p.result
+                else:
+                    yield orjson.dumps(p.result, default=str).decode()
+            elif isinstance(p, ServerToolCallPart):
+                yield p.name
+                yield orjson.dumps(p.server_tool_call, default=str).decode()
+            elif isinstance(p, ServerToolCallResponsePart):
+                yield orjson.dumps(p.server_tool_call_response, default=str).decode()
+            # media parts have no text to search: their bytes are not words
 
 
 def _has_text(fact: InferenceCall, needle: str) -> bool:
