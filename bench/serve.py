@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/serve.py                      # both backends, ≈1 minute
     .venv/bin/python bench/serve.py --backend sqlite --seconds 20 --clients 8
+    .venv/bin/python bench/serve.py --backend sqlite --transport both --rounds 5   # HTTP vs gRPC
 
 Starts a real `lithify serve` process on a fresh store, then N concurrent OTLP/HTTP exporters
 (threads with keep-alive connections, as the SDK's exporters use) each send batches of 512
@@ -10,6 +11,11 @@ fresh trace/span/response ids so nothing deduplicates) for a fixed time. Prints 
 p50/p99 request latency, and losses: spans acknowledged (HTTP 200) but not in the store — must be
 0. The ceiling is the same spans converted without the server: one process, and one process per
 core.
+
+``--transport grpc`` sends the same bodies as OTLP/gRPC ``TraceService/Export`` calls (one
+channel per exporter, as the SDK's exporter keeps); ``both`` alternates HTTP and gRPC runs, each
+on a fresh server and store, ``--rounds`` times (the order swapped every round, so a machine
+shared with other work weighs on both alike) and prints the medians and their ratio.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import contextlib
 import http.client
 import os
 import shutil
+import socket
 import statistics
 import subprocess
 import sys
@@ -116,11 +123,19 @@ def _to_json(req: ExportTraceServiceRequest) -> bytes:
     return orjson.dumps(doc)
 
 
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
 def start_server(
-    store: str, workers: int | None, extra: list[str]
-) -> tuple[subprocess.Popen[bytes], int, Path]:
+    store: str, workers: int | None, extra: list[str], grpc_on: bool = False
+) -> tuple[subprocess.Popen[bytes], int, int | None, Path]:
+    """The server, its HTTP port and its gRPC port (None: off)."""
     log = Path(tempfile.mkstemp(prefix="lithify-serve-", suffix=".log")[1])
-    cmd = [str(LITHIFY), "serve", "--store", store, "--port", "0", *extra]
+    grpc_flag = ["--grpc-port", str(_free_port())] if grpc_on else ["--no-grpc"]
+    cmd = [str(LITHIFY), "serve", "--store", store, "--port", "0", *grpc_flag, *extra]
     if workers is not None:
         cmd += ["--workers", str(workers)]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log.open("wb"))
@@ -128,7 +143,8 @@ def start_server(
     while time.monotonic() < deadline:
         for line in log.read_text().splitlines():
             if '"event":"listening"' in line:
-                return proc, int(orjson.loads(line)["port"]), log
+                ev = orjson.loads(line)
+                return proc, int(ev["port"]), ev.get("grpc_port"), log
         if proc.poll() is not None:
             raise RuntimeError(f"lithify serve exited: {log.read_text()[-2000:]}")
         time.sleep(0.1)
@@ -136,9 +152,55 @@ def start_server(
     raise RuntimeError("lithify serve did not start in 60 s")
 
 
-def load(port: int, batches: Batches, clients: int, seconds: float) -> dict[str, object]:
+# gRPC codes as the HTTP statuses the HTTP face gives for the same refusal.
+_GRPC_STATUS = {"RESOURCE_EXHAUSTED": 429, "UNAVAILABLE": 503, "INVALID_ARGUMENT": 400}
+
+
+class _GrpcClient:
+    """One exporter's channel: ``post`` is one TraceService/Export call, answered as HTTP is
+    (status, retry-after seconds)."""
+
+    def __init__(self, port: int) -> None:
+        import grpc
+
+        self.grpc = grpc
+        self.channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+        self.export = self.channel.unary_unary(
+            "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+        )
+
+    def post(self, body: bytes) -> tuple[int, float]:
+        try:
+            self.export(body, timeout=120)
+        except self.grpc.RpcError as e:
+            return _GRPC_STATUS.get(e.code().name, 500), 1.0  # type: ignore[attr-defined]
+        return 200, 0.0
+
+    def close(self) -> None:
+        self.channel.close()
+
+
+class _HttpClient:
+    def __init__(self, port: int, ctype: str) -> None:
+        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+        self.headers = {"Content-Type": ctype}
+
+    def post(self, body: bytes) -> tuple[int, float]:
+        self.conn.request("POST", "/v1/traces", body=body, headers=self.headers)
+        resp = self.conn.getresponse()
+        resp.read()
+        return resp.status, float(resp.getheader("Retry-After") or 1)
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def load(
+    port: int, batches: Batches, clients: int, seconds: float, grpc_port: int | None = None
+) -> dict[str, object]:
     """Send for ``seconds`` (or until the pre-built bodies run out): bodies are built before
-    the clock starts, so the clients spend no CPU the server could use."""
+    the clock starts, so the clients spend no CPU the server could use. Over gRPC when
+    ``grpc_port`` is given."""
     expected = int(args_rate_cap * seconds / 512) + clients
     bodies = [batches.next() for _ in range(expected)]
     bodies.reverse()
@@ -150,24 +212,22 @@ def load(port: int, batches: Batches, clients: int, seconds: float) -> dict[str,
 
     def client() -> None:
         nonlocal acked
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+        conn = _GrpcClient(grpc_port) if grpc_port else _HttpClient(port, ctype)
         while time.monotonic() < stop:
             with lock:
                 if not bodies:
                     break
                 body, n = bodies.pop()
             t0 = time.perf_counter()
-            conn.request("POST", "/v1/traces", body=body, headers={"Content-Type": ctype})
-            resp = conn.getresponse()
-            resp.read()
+            status, retry_after = conn.post(body)
             dt = time.perf_counter() - t0
             with lock:
-                statuses[resp.status] = statuses.get(resp.status, 0) + 1
-                if resp.status == 200:
+                statuses[status] = statuses.get(status, 0) + 1
+                if status == 200:
                     acked += n
                     latencies.append(dt)
-            if resp.status != 200:
-                time.sleep(float(resp.getheader("Retry-After") or 1))
+            if status != 200:
+                time.sleep(retry_after)
         conn.close()
 
     stop = time.monotonic() + seconds
@@ -191,19 +251,19 @@ def load(port: int, batches: Batches, clients: int, seconds: float) -> dict[str,
 
 
 def run_backend(
-    name: str, store: str, args: argparse.Namespace, templates: list[bytes]
+    name: str, store: str, args: argparse.Namespace, templates: list[bytes], transport: str = "http"
 ) -> dict[str, object]:
     extra = ["--max-inflight", str(max(16, args.clients * 2))]
-    proc, port, log = start_server(store, args.workers, extra)
+    proc, port, grpc_port, log = start_server(store, args.workers, extra, transport == "grpc")
     try:
         batches = Batches(templates, args.encoding)
         # Warm-up: a few requests, not counted.
-        load(port, batches, 2, 2.0)
+        load(port, batches, 2, 2.0, grpc_port)
         with open_store(store) as s:
             before = s.count()
         pids = [proc.pid, *_children(proc.pid)]
         cpu0, h0 = _cpu(pids), _health(port)
-        result = load(port, batches, args.clients, args.seconds)
+        result = load(port, batches, args.clients, args.seconds, grpc_port)
         cpu1, h1 = _cpu(pids), _health(port)
         with open_store(store) as s:
             after = s.count()
@@ -221,7 +281,7 @@ def run_backend(
         log.unlink(missing_ok=True)
     else:
         print(f"{name}: LOSSES, server log kept at {log}", file=sys.stderr)
-    result.update(backend=name, stored=stored, lost=lost)
+    result.update(backend=f"{name} ({transport})", stored=stored, lost=lost)
     return result
 
 
@@ -281,8 +341,15 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=None, help="lithify serve --workers")
     ap.add_argument("--encoding", choices=["protobuf", "json"], default="protobuf")
     ap.add_argument("--postgres", help="a PostgreSQL URL (default: scripts/postgres)")
+    ap.add_argument("--transport", choices=["http", "grpc", "both"], default="http")
+    ap.add_argument("--rounds", type=int, default=1, help="with --transport both: HTTP/gRPC pairs")
     args = ap.parse_args()
     _, templates = make_requests(4, 512)
+    if args.transport == "grpc" and args.encoding != "protobuf":
+        sys.exit("OTLP/gRPC is protobuf only")
+    if args.transport == "both":
+        compare(args, templates)
+        return
 
     rows = []
     tmp = Path(
@@ -290,7 +357,11 @@ def main() -> None:
     )
     if args.backend in ("sqlite", "both"):
         try:
-            rows.append(run_backend("sqlite", f"sqlite://{tmp / 'facts.db'}", args, templates))
+            rows.append(
+                run_backend(
+                    "sqlite", f"sqlite://{tmp / 'facts.db'}", args, templates, args.transport
+                )
+            )
         finally:
             shutil.rmtree(tmp, ignore_errors=True)  # the store (hundreds of MB) and its WAL
     if args.backend in ("postgres", "both"):
@@ -312,7 +383,11 @@ def main() -> None:
             sep = "&" if "?" in url else "?"
             rows.append(
                 run_backend(
-                    "postgres", f"{url}{sep}options=-csearch_path%3D{schema}", args, templates
+                    "postgres",
+                    f"{url}{sep}options=-csearch_path%3D{schema}",
+                    args,
+                    templates,
+                    args.transport,
                 )
             )
         finally:
@@ -346,6 +421,46 @@ def main() -> None:
         f"and of conversion alone; {cores} dedicated cores store at most {cores}e6 / it spans/s."
     )
     if any(int(r["lost"]) for r in rows):  # type: ignore[call-overload]
+        sys.exit("LOSSES: acknowledged spans missing from the store")
+
+
+def compare(args: argparse.Namespace, templates: list[bytes]) -> None:
+    """HTTP and gRPC runs alternated on SQLite (fresh server and store each), then medians."""
+    rates: dict[str, list[float]] = {"http": [], "grpc": []}
+    cpus: dict[str, list[float]] = {"http": [], "grpc": []}
+    lost = 0
+    for r in range(args.rounds):
+        order = ["http", "grpc"] if r % 2 == 0 else ["grpc", "http"]
+        for transport in order:
+            tmp = Path(tempfile.mkdtemp(prefix="lithify-bench-serve-"))
+            try:
+                row = run_backend(
+                    "sqlite", f"sqlite://{tmp / 'facts.db'}", args, templates, transport
+                )
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)
+            stored = int(row["stored"])  # type: ignore[call-overload]
+            rate = stored / float(row["elapsed"])  # type: ignore[arg-type]
+            cpu = float(row["cpu_s"]) / max(1, stored) * 1e6  # type: ignore[arg-type]
+            rates[transport].append(rate)
+            cpus[transport].append(cpu)
+            lost += int(row["lost"])  # type: ignore[call-overload]
+            load1 = os.getloadavg()[0]
+            print(
+                f"round {r + 1} {transport:<5}{rate:>10,.0f} spans/s{cpu:>8.0f} cpu µs/span"
+                f"  p50 {float(row['p50']) * 1000:.0f} ms  lost {row['lost']}"  # type: ignore[arg-type]
+                f"  load {load1:.1f}  {row['statuses']}",
+                flush=True,
+            )
+    h, g = statistics.median(rates["http"]), statistics.median(rates["grpc"])
+    hc, gc = statistics.median(cpus["http"]), statistics.median(cpus["grpc"])
+    pairs = [gr / hr for gr, hr in zip(rates["grpc"], rates["http"], strict=True)]
+    print(
+        f"median spans/s: http {h:,.0f}, grpc {g:,.0f}, ratio grpc/http {g / h:.2f} "
+        f"(per round: {', '.join(f'{x:.2f}' for x in pairs)}); "
+        f"median cpu µs/span: http {hc:.0f}, grpc {gc:.0f}, ratio {gc / hc:.2f}"
+    )
+    if lost:
         sys.exit("LOSSES: acknowledged spans missing from the store")
 
 
