@@ -529,7 +529,7 @@ def test_the_stores_preparer_goes_to_a_worker_and_its_rows_read_back(store_url: 
     import pickle
     from concurrent.futures import ProcessPoolExecutor
 
-    facts = [make_fact(f"w{i}", raw={"text": "x" * 4000, "i": i}) for i in range(3)]
+    facts = [make_fact(f"w{i}", raw={"text": "x " * 2000, "i": i}) for i in range(3)]
     with open_store(store_url) as store:
         preparer = pickle.loads(pickle.dumps(store.preparer()))
         with ProcessPoolExecutor(1) as pool:

@@ -361,12 +361,13 @@ def test_a_version_2_store_opens_migrated_and_keeps_its_facts(store_url: str) ->
         store_url,
         "DROP TABLE fact_captures",
         "DROP TABLE fact_variants",
+        "DROP TABLE blobs",
         "DELETE FROM schema_version WHERE version >= 3",
     )
     with open_store(store_url, migrations=MIGRATIONS[:2]) as old:
         assert old.schema_version() == 2
     with open_store(store_url) as store:
-        assert store.schema_version() == LATEST == 5
+        assert store.schema_version() == LATEST == 6
         assert store.count() == 2
         assert same(store.get_fact(span.inference_call_id), span)
         assert _encoded(store.iter_facts(SESSION)) == _encoded(sort_facts([span, other]))
@@ -389,6 +390,7 @@ def test_an_older_store_decides_its_calls_anew(store_url: str, version: int) -> 
         store_url,
         "DROP TABLE fact_captures",
         *[s for s in index if not s.startswith("DROP")],
+        "DROP TABLE blobs",
         f"DELETE FROM schema_version WHERE version > {version}",
     )
     with open_store(store_url, migrations=MIGRATIONS[:version]) as old:

@@ -9,6 +9,10 @@ msgspec encode and decode.
 
 from __future__ import annotations
 
+import binascii
+import hashlib
+import re
+from collections.abc import Callable, Mapping
 from datetime import date, datetime, time, timedelta
 from typing import Any, Generic, TypeVar, overload
 
@@ -219,3 +223,168 @@ class FactReader:
 
 
 _SHELL = _shell_type()
+
+
+# -- Blobs -------------------------------------------------------------------------------------
+# Agents re-send their whole conversation on every call, so the same image arrives in many
+# facts, and in each one twice or more (the canonical part's base64 and the source's spelling in
+# `raw`). A store keeps each distinct blob once: ``split_blobs`` cuts every long base64 string
+# out of a fact's codec bytes (a bare base64 string, or the payload of a ``data:…;base64,`` URL),
+# leaving a reference to the SHA-256 of its decoded bytes; ``join_blobs`` splices the base64 back.
+# The cut is of bytes, not values: the skeleton plus the re-encoded runs are the codec bytes
+# again, byte for byte, and only a run that re-encodes to itself (canonical, padded, standard
+# base64 on one line) is cut — any other spelling stays whole in the skeleton.
+
+BLOB_MIN = 1024  # base64 runs at least this long are kept as blobs (768 decoded bytes)
+_SPLICED = 3  # tag of a stored body: msgpack [skeleton, [[offset, sha256], ...]]
+
+# Candidates are msgpack str16 / str32 headers (found with bytes.find, which is memchr-fast where
+# a regex scan is not) whose string is at least ``min_len`` long and opens with base64 or a data
+# URL head; the run must then end where the string does and re-encode to itself. A header byte
+# met inside other bytes can at worst cut a run that is not a whole string: still exact, being a
+# byte cut that the join puts back.
+_DATA_HEAD = re.compile(rb"data:[\x20-\x2b\x2d-\x7e]{0,200}?;base64,")
+_B64_HEAD = re.compile(rb"[A-Za-z0-9+/]{16}")
+_blob_refs = msgspec.msgpack.Decoder(tuple[bytes, list[tuple[int, bytes]]])
+
+
+def split_blobs(body: bytes, min_len: int = BLOB_MIN) -> tuple[bytes, dict[bytes, bytes]]:
+    """``body`` (codec bytes) with its long canonical base64 runs cut out, and the decoded
+    bytes of those runs by SHA-256; ``body`` itself and ``{}`` when it has none."""
+    if len(body) < min_len:  # the common fact: nothing to look for
+        return body, {}
+    blobs: dict[bytes, bytes] = {}
+    refs: list[tuple[int, bytes]] = []
+    pieces: list[memoryview] = []
+    view = memoryview(body)
+    total = len(body)
+    prev = cut = 0
+    next16, next32 = body.find(b"\xda"), body.find(b"\xdb")
+    while next16 >= 0 or next32 >= 0:
+        if next32 < 0 or 0 <= next16 < next32:
+            head, width = next16, 2
+        else:
+            head, width = next32, 4
+        start = head + 1 + width
+        end = start + int.from_bytes(view[head + 1 : start], "big")
+        if end - start >= min_len and end <= total:
+            data_head = _DATA_HEAD.match(body, start)
+            if data_head is not None:
+                start = data_head.end()
+            sha = _blob(body, view, start, end, min_len, blobs)
+            if sha is not None:
+                pieces.append(view[prev:start])
+                cut += start - prev
+                refs.append((cut, sha))
+                prev = end
+        # the next headers after this one (or after the run cut out)
+        after = prev if prev > head else head + 1
+        if next16 >= 0 and next16 < after:
+            next16 = body.find(b"\xda", after)
+        if next32 >= 0 and next32 < after:
+            next32 = body.find(b"\xdb", after)
+    if not refs:
+        return body, {}
+    pieces.append(view[prev:])
+    return bytes((_SPLICED,)) + _encoder.encode((b"".join(pieces), refs)), blobs
+
+
+def _blob(
+    body: bytes, view: memoryview, start: int, end: int, min_len: int, blobs: dict[bytes, bytes]
+) -> bytes | None:
+    """The SHA-256 of the bytes the run ``body[start:end]`` spells, kept in ``blobs``, when it
+    is long canonical base64; else None."""
+    if end - start < min_len or _B64_HEAD.match(body, start) is None:
+        return None
+    run = view[start:end]
+    try:
+        data = binascii.a2b_base64(run, strict_mode=True)
+    except binascii.Error:
+        return None
+    if binascii.b2a_base64(data, newline=False) != run:
+        return None  # not its canonical spelling: kept whole
+    sha = hashlib.sha256(data).digest()
+    blobs[sha] = data
+    return sha
+
+
+def blob_refs(stored: bytes | memoryview) -> list[bytes]:
+    """The SHA-256s a stored body refers to, each once, in order of first use."""
+    view = memoryview(stored)
+    if not view or view[0] != _SPLICED:
+        return []
+    _, refs = _decode_spliced(view)
+    return list(dict.fromkeys(sha for _, sha in refs))
+
+
+def _decode_spliced(view: memoryview) -> tuple[bytes, list[tuple[int, bytes]]]:
+    try:
+        return _blob_refs.decode(view[1:])
+    except (msgspec.DecodeError, msgspec.ValidationError) as e:
+        raise CorruptFact(f"unreadable blob references: {e}") from e
+
+
+class BlobCache:
+    """The base64 of recently joined blobs, up to ``limit`` bytes: a session's calls repeat
+    the same images, so a stream of reads fetches and encodes each about once."""
+
+    def __init__(self, limit: int = 64 << 20) -> None:
+        self._limit = limit
+        self._size = 0
+        self._items: dict[bytes, bytes] = {}  # insertion order: oldest first
+
+    def get(self, sha: bytes) -> bytes | None:
+        found = self._items.pop(sha, None)
+        if found is not None:
+            self._items[sha] = found  # most recently used last
+        return found
+
+    def put(self, sha: bytes, encoded: bytes) -> None:
+        if sha in self._items or len(encoded) > self._limit:
+            return
+        self._items[sha] = encoded
+        self._size += len(encoded)
+        while self._size > self._limit:
+            oldest = next(iter(self._items))
+            self._size -= len(self._items.pop(oldest))
+
+
+def join_blobs(
+    stored: bytes,
+    fetch: Callable[[list[bytes]], Mapping[bytes, bytes]],
+    cache: BlobCache | None = None,
+) -> bytes:
+    """The codec bytes of a stored body: ``stored`` itself, or its skeleton with the base64 of
+    each referenced blob spliced back (``fetch``: decoded bytes by SHA-256, for those asked)."""
+    view = memoryview(stored)
+    if not view or view[0] != _SPLICED:
+        return stored
+    skeleton, refs = _decode_spliced(view)
+    encoded: dict[bytes, bytes] = {}
+    missing: list[bytes] = []
+    for _, sha in refs:
+        if sha in encoded:
+            continue
+        hit = cache.get(sha) if cache is not None else None
+        if hit is None:
+            missing.append(sha)
+            encoded[sha] = b""
+        else:
+            encoded[sha] = hit
+    if missing:
+        found = fetch(missing)
+        for sha in missing:
+            data = found.get(sha)
+            if data is None:
+                raise CorruptFact(f"blob {sha.hex()} is missing from the store")
+            encoded[sha] = binascii.b2a_base64(data, newline=False)
+            if cache is not None:
+                cache.put(sha, encoded[sha])
+    out = bytearray()
+    prev = 0
+    for at, sha in refs:
+        out += skeleton[prev:at]
+        out += encoded[sha]
+        prev = at
+    out += skeleton[prev:]
+    return bytes(out)

@@ -21,6 +21,7 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 
 from lithify.store._rows import prepare
 from lithify.store._types import (
+    Activity,
     DegradationCount,
     FactFilter,
     FactStore,
@@ -44,6 +45,7 @@ from lithify.store._types import (
 from lithify.store.migrations import MIGRATIONS, Migration
 
 __all__ = [
+    "Activity",
     "DegradationCount",
     "FactFilter",
     "FactStore",

@@ -7,7 +7,8 @@ import functools
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
-from lithify.store._query import Cursor, Query
+from lithify.core import codec
+from lithify.store._query import _IN_CHUNK, Cursor, Query, _select_in
 from lithify.store._rows import prepare
 from lithify.store._types import Prepared
 from lithify.store.migrations import Migration
@@ -76,11 +77,69 @@ class Backend:
     def preparer(self) -> Callable[..., Prepared]:
         """``prepare`` with bodies as this store keeps them, for ``insert_prepared``: picklable,
         so worker processes build the rows (and a packed row crosses back smaller)."""
-        return prepare if self._packer is None else functools.partial(prepare, pack=self._packer)
+        if self._packer is None and self.blob_min == codec.BLOB_MIN:
+            return prepare
+        return functools.partial(prepare, pack=self._packer, blob_min=self.blob_min)
 
     def _unpack(self, body: bytes) -> bytes:
-        """The codec bytes of a body as stored, or as ``prepare`` left it."""
+        """A body as stored (or as ``prepare`` left it) without the backend's packing: codec
+        bytes, or codec bytes with blobs cut out (``codec.join_blobs`` puts them back)."""
         return body
+
+    # -- blobs (docs/store.md, Blobs) ------------------------------------------------------
+    # Base64 strings at least this long are kept once each, in the blobs table, by SHA-256.
+    blob_min: int = codec.BLOB_MIN
+
+    def _insert_blobs(self, cur: Cursor, blobs: dict[bytes, bytes]) -> None:
+        """Store the blobs not stored yet. Asking first keeps a session's re-sent images from
+        crossing to the database again; two writers adding one blob at once meet at the
+        primary key (ON CONFLICT DO NOTHING), in SHA-256 order so that they never deadlock."""
+        if not blobs:
+            return
+        have = {
+            bytes(r[0]) for r in _select_in(cur, "SELECT sha256 FROM blobs WHERE sha256", blobs)
+        }
+        rows = sorted((sha, data) for sha, data in blobs.items() if sha not in have)
+        if rows:
+            self._put_blobs(cur, rows)
+
+    def _put_blobs(self, cur: Cursor, rows: list[tuple[bytes, bytes]]) -> None:
+        for sha, data in rows:
+            cur.execute(
+                "INSERT INTO blobs (sha256, data) VALUES (?, ?) ON CONFLICT DO NOTHING",
+                (sha, data),
+            )
+
+    def _joiner(self, fetch: Callable[[list[bytes]], dict[bytes, bytes]]) -> Callable[[Any], bytes]:
+        """Codec bytes of bodies read with the backend's body SQL (``_fact_body``), blobs
+        fetched with ``fetch`` and cached for the bodies after (a session repeats them)."""
+        cache = codec.BlobCache()
+        return lambda body: codec.join_blobs(bytes(body), fetch, cache)
+
+    def _cur_joiner(self, cur: Cursor) -> Callable[[Any], bytes]:
+        def fetch(shas: list[bytes]) -> dict[bytes, bytes]:
+            rows = _select_in(cur, "SELECT sha256, data FROM blobs WHERE sha256", shas)
+            return {bytes(sha): bytes(data) for sha, data in rows}
+
+        return self._joiner(fetch)
+
+    def _query_joiner(self, query: Query) -> Callable[[Any], bytes]:
+        def fetch(shas: list[bytes]) -> dict[bytes, bytes]:
+            found: dict[bytes, bytes] = {}
+            for i in range(0, len(shas), _IN_CHUNK):
+                chunk = shas[i : i + _IN_CHUNK]
+                marks = ", ".join("?" * len(chunk))
+                for sha, data in query(
+                    f"SELECT sha256, data FROM blobs WHERE sha256 IN ({marks})", chunk
+                ):
+                    found[bytes(sha)] = bytes(data)
+            return found
+
+        return self._joiner(fetch)
+
+    def _codec_bytes(self, body: bytes, cur: Cursor) -> bytes:
+        """The codec bytes of a row's body as ``_write`` holds it (blobs already stored)."""
+        return self._cur_joiner(cur)(self._unpack(body))
 
     def close(self) -> None:
         raise NotImplementedError

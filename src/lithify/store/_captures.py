@@ -282,7 +282,7 @@ class CaptureIndex(Backend):
             for i in fresh:
                 row = rows[i]
                 if row[0] in ids or row[1] in model_ids:
-                    c = _capture(self._unpack(row[-1]), 0, (row[j] for j in _CAPTURED_AT))
+                    c = _capture(self._codec_bytes(row[-1], cur), 0, (row[j] for j in _CAPTURED_AT))
                     captures[c[0]] = c
                     new[i] = c[0]
         stored = {
@@ -292,7 +292,7 @@ class CaptureIndex(Backend):
         differing: list[tuple[int, bytes, bytes]] = []  # (row index, digest, codec bytes)
         seen: set[bytes] = set()
         for i in collided:
-            body = self._unpack(rows[i][-1])
+            body = self._codec_bytes(rows[i][-1], cur)
             same = stored.get(rows[i][0])
             if same is not None and bytes(same[-1]) == body:
                 continue  # a redelivery of the stored fact: a duplicate
@@ -313,7 +313,8 @@ class CaptureIndex(Backend):
     def _stored_facts(self, cur: Cursor, column: str, values: Iterable[Any]) -> list[Any]:
         """The ``_CAPTURED`` columns and the codec bytes of the facts rows with these values."""
         head = f"SELECT {', '.join(_CAPTURED)}, {self._fact_body} FROM {self._fact_from} WHERE"
-        return _select_in(cur, f"{head} {column}", values)
+        join = self._cur_joiner(cur)
+        return [(*f[:-1], join(f[-1])) for f in _select_in(cur, f"{head} {column}", values)]
 
     def _keep_variants(
         self,
@@ -326,7 +327,8 @@ class CaptureIndex(Backend):
         new: dict[int, bytes],
     ) -> None:
         variant_rows = sorted(
-            ((d, *rows[i][:-1], self._pack(body)) for i, d, body in differing), key=itemgetter(0)
+            ((d, *rows[i][:-1], self._pack(rows[i][-1])) for i, d, _ in differing),
+            key=itemgetter(0),
         )
         inserted = {r[0] for r in self._insert(cur, "fact_variants", VARIANT_COLUMNS, variant_rows)}
         linked: dict[str, Any] = {}  # the facts rows they share an inference_call_id with
@@ -351,7 +353,8 @@ class CaptureIndex(Backend):
         """Index the captures of every contested call afresh (fact_captures is empty): each
         variant, and the facts rows that share an identity with one."""
         cur.execute(f"SELECT {', '.join(_CAPTURED)}, {self._variant_body} FROM fact_variants")
-        variants = cur.fetchall()
+        join = self._cur_joiner(cur)
+        variants = [(*v[:-1], join(v[-1])) for v in cur.fetchall()]
         if not variants:
             return
         captures: dict[bytes, tuple[Any, ...]] = {}
@@ -487,12 +490,13 @@ class CaptureIndex(Backend):
             cur, "inference_call_id", {c[_ID] for c in captures if not c[_IS_VARIANT]}
         )
         bodies = {capture_digest(bytes(f[-1])): bytes(f[-1]) for f in facts}
+        join = self._cur_joiner(cur)
         for digest, body in _select_in(
             cur,
             f"SELECT digest, {self._variant_body} FROM fact_variants WHERE digest",
             [bytes(c[0]) for c in captures if c[_IS_VARIANT]],
         ):
-            bodies[bytes(digest)] = bytes(body)
+            bodies[bytes(digest)] = join(body)
         return bodies
 
     def captures(self, inference_call_id: str) -> list[StoredCapture]:

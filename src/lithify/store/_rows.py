@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any
 
+import msgspec
 import orjson
 
 from lithify.core import codec
@@ -166,16 +167,53 @@ _FACT_INGESTED = FACT_COLUMNS.index("ingested_at")
 _FEEDBACK_INGESTED = FEEDBACK_COLUMNS.index("ingested_at")
 
 
+# A fact row's body on its way to the writer, when the fact holds blobs: this tag, then msgpack
+# of [the body as stored, [[sha256, bytes], ...]]. The blobs ride in the row itself, so a row
+# taken out of its ``Prepared`` (the receiver moves rows one by one) keeps them; the writer takes
+# them out (``take_blobs``) before the row meets SQL. Codec tags are 1-3, SQLite's LZ4 0x10.
+_PENDING = 4
+_pending_encoder = msgspec.msgpack.Encoder()
+_pending_decoder = msgspec.msgpack.Decoder(tuple[bytes, list[tuple[bytes, bytes]]])
+
+
+def store_body(
+    body: bytes, pack: Callable[[bytes], bytes] | None = None, blob_min: int = codec.BLOB_MIN
+) -> bytes:
+    """A fact's codec bytes as a row carries them to the writer: long base64 cut out as blobs
+    (``codec.split_blobs``), then through ``pack``, with the blobs beside it."""
+    stored, blobs = codec.split_blobs(body, blob_min)
+    if pack is not None:
+        stored = pack(stored)
+    if not blobs:
+        return stored
+    return bytes((_PENDING,)) + _pending_encoder.encode((stored, list(blobs.items())))
+
+
+def take_blobs(rows: list[tuple[Any, ...]]) -> tuple[list[tuple[Any, ...]], dict[bytes, bytes]]:
+    """The fact rows with bodies as stored, and the blobs they carried, by SHA-256."""
+    blobs: dict[bytes, bytes] = {}
+    out: list[tuple[Any, ...]] = []
+    for row in rows:
+        body = row[-1]
+        if body and body[0] == _PENDING:
+            stored, items = _pending_decoder.decode(memoryview(body)[1:])
+            blobs.update(items)
+            row = (*row[:-1], stored)
+        out.append(row)
+    return out, blobs
+
+
 def prepare(
     facts: Iterable[InferenceCall],
     feedback: Iterable[Feedback] = (),
     pack: Callable[[bytes], bytes] | None = None,
+    blob_min: int = codec.BLOB_MIN,
 ) -> Prepared:
     """The rows ``insert_prepared`` writes, fact bodies through ``pack`` (how a backend keeps
-    them, ``FactStore.preparer``); raises like ``insert_facts`` on an invalid item."""
+    them, ``FactStore.preparer``), blobs cut out; raises like ``insert_facts`` on an invalid
+    item."""
     rows = [fact_row(f, "") for f in facts]
-    if pack is not None:
-        rows = [(*r[:-1], pack(r[-1])) for r in rows]
+    rows = [(*r[:-1], store_body(r[-1], pack, blob_min)) for r in rows]
     return Prepared(rows, [feedback_row(f, "") for f in feedback])
 
 

@@ -26,6 +26,7 @@ from lithify.store._captures import CaptureIndex
 from lithify.store._query import Cursor, _select_in, fact_where
 from lithify.store._rows import _feedback_decoder
 from lithify.store._types import (
+    Activity,
     FactFilter,
     FeedbackCoverage,
     FeedbackValue,
@@ -146,6 +147,25 @@ class SessionQueries(CaptureIndex):
         for name, value in f.feedback:
             cond, p = _value_cond(value)
             clauses.append(with_feedback(f" AND name = ? AND {cond}", [codec.col(name), *p]))
+        if f.score_min is not None or f.score_max is not None:
+            cond, p = " AND name = ? AND value_kind = 'number'", [codec.col(f.score_name)]
+            for op, bound in ((">=", f.score_min), ("<=", f.score_max)):
+                if bound is not None:
+                    cond += f" AND value_number {op} ?"
+                    p.append(float(bound))
+            clauses.append(with_feedback(cond, p))
+        if f.degradation:
+            # Reasons are snake_case words: a key test on the JSON object of each call.
+            has = (
+                "jsonb_exists(degradations, ?)"
+                if self.dialect == "postgres"
+                else "json_type(degradations, '$.' || ?) IS NOT NULL"
+            )
+            clauses.append(
+                f"session_id IN (SELECT session_id FROM {calls} WHERE session_id IS NOT NULL "
+                f"AND {has})"
+            )
+            params.append(f.degradation)
         return "".join(f" AND {c}" for c in clauses), params
 
     def _session_rows(
@@ -330,6 +350,25 @@ class SessionQueries(CaptureIndex):
             )
             with_sessions = int(cur.fetchone()[0] or 0)
             return FeedbackCoverage(sum(c for _, c in by_name), by_name, with_calls, with_sessions)
+
+        return self._run(q, write=False)
+
+    def activity(self, filters: FactFilter | None = None) -> list[Activity]:
+        """Calls and tokens per UTC day (by ``sort_at``), one per call, oldest first."""
+
+        def q(cur: Cursor) -> list[Activity]:
+            where, params = fact_where(filters)
+            cur.execute(
+                "SELECT substr(sort_at, 1, 10) AS day, COUNT(*), COALESCE(SUM(input_tokens), 0), "
+                f"COALESCE(SUM(output_tokens), 0) FROM {self._calls(cur)}{where} "
+                "GROUP BY day ORDER BY day",
+                params,
+            )
+            return [
+                Activity(codec.uncol(d) or "", int(n), int(i), int(o))
+                for d, n, i, o in cur.fetchall()
+                if d is not None
+            ]
 
         return self._run(q, write=False)
 

@@ -30,6 +30,8 @@ from lithify.store._rows import (
     fact_row,
     feedback_row,
     now,
+    store_body,
+    take_blobs,
 )
 from lithify.store._sessions import SessionQueries
 from lithify.store._types import (
@@ -138,6 +140,10 @@ class SqlStore(SessionQueries):
         """Insert rows; what became of each (``_STORED``, ``_DUPLICATE``, ``_VARIANT``), in the
         order given; the ids of calls the facts made collide go to ``collisions``. Facts need
         ``_share_captures`` first."""
+        if table == "facts":
+            # The blobs first: the capture index may read these facts back whole.
+            rows, blobs = take_blobs(rows)
+            self._insert_blobs(cur, blobs)
         # A stable order by id: concurrent batches then take row locks in one order (no
         # deadlock), and within a batch the first of equal ids is tried first.
         order = sorted(range(len(rows)), key=lambda i: rows[i][0])
@@ -167,6 +173,7 @@ class SqlStore(SessionQueries):
         rows = [fact_row(f, at) for f in facts]
         if not rows:
             return InsertResult(0, 0, [])
+        rows = [(*r[:-1], store_body(r[-1], blob_min=self.blob_min)) for r in rows]
 
         def write(cur: Cursor, own: bool) -> tuple[list[int], list[str]]:
             self._share_captures(cur, own)
@@ -313,13 +320,14 @@ class SqlStore(SessionQueries):
         left = None if limit is None else max(0, int(limit))
         reader = codec.FactReader()  # per stream: it decodes each fact against the one before
         with self._snapshot(batch_size) as query:
+            join = self._query_joiner(query)  # blobs fetched as facts need them, cached
             contested = any(True for _ in query(_ANY_CAPTURE, []))
             bodies = chain.from_iterable(
                 self._call_bodies(query, _and(where, cond), params, keys, contested)
                 for cond, keys in parts
             )
             for body, call_id in islice(bodies, left):
-                yield named(reader.decode(body), call_id)
+                yield named(reader.decode(join(body)), call_id)
 
     def iter_feedback(
         self, filters: FeedbackFilter | None = None, *, batch_size: int = 500

@@ -159,7 +159,8 @@ class SessionFilter:
     ``since`` and ``until`` together (as ``FactFilter`` does), when it has feedback as asked
     (``has_feedback``; ``feedback``: each name with that value), on the session or on one of
     its calls, and when ``text`` (case-insensitive) is in the text of one of its calls'
-    messages. Sessions come newest first: by their last call's time, then id, descending.
+    messages, when one of its calls counts ``degradation``, and when it has a numeric
+    ``score_name`` feedback within ``score_min``…``score_max``. Sessions come newest first: by their last call's time, then id, descending.
     ``after`` is the ``next`` of the page before (keyset pagination).
     """
 
@@ -173,6 +174,12 @@ class SessionFilter:
     text: str | None = None
     limit: int = 50
     after: str | None = None
+    degradation: str | None = None  # one of its calls counts this degradation reason
+    # A numeric feedback value of this name (on the session or one of its calls) within
+    # [score_min, score_max]; either bound may be open.
+    score_name: str = "score"
+    score_min: float | None = None
+    score_max: float | None = None
 
 
 class SessionSummary(msgspec.Struct, frozen=True):
@@ -203,6 +210,15 @@ class SessionPage(msgspec.Struct, frozen=True):
     sessions: list[SessionSummary]
     next: str | None
     scanned: int = 0
+
+
+class Activity(msgspec.Struct, frozen=True):
+    """Calls and their tokens in one UTC day (``day``: ``YYYY-MM-DD``), one per call."""
+
+    day: str
+    calls: int
+    input_tokens: int
+    output_tokens: int
 
 
 class FeedbackCoverage(msgspec.Struct, frozen=True):
@@ -248,6 +264,7 @@ class FactStore(Protocol):
     def stats(self, filters: FactFilter | None = None, *, session_limit: int = 20) -> Stats: ...
     def sessions(self, filters: SessionFilter | None = None) -> SessionPage: ...
     def feedback_coverage(self) -> FeedbackCoverage: ...
+    def activity(self, filters: FactFilter | None = None) -> list[Activity]: ...
     def size(self) -> int: ...
     def schema_version(self) -> int: ...
     def preparer(self) -> Callable[..., Prepared]: ...

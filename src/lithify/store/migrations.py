@@ -317,6 +317,17 @@ def _v5(blob: str, bigint: str, text: str) -> tuple[str, ...]:
     )
 
 
+# Each distinct blob once (docs/store.md, Blobs): fact bodies refer to the long base64 strings
+# they held by the SHA-256 of the decoded bytes, kept here. Bodies written before stay whole.
+# PostgreSQL keeps the bytes out of line and uncompressed (EXTERNAL): images and audio are
+# compressed already, and compressing them again costs writer CPU for nothing.
+_V6_SQLITE = ("CREATE TABLE blobs (sha256 BLOB PRIMARY KEY, data BLOB NOT NULL)",)
+_V6_POSTGRES = (
+    "CREATE TABLE blobs (sha256 BYTEA PRIMARY KEY, data BYTEA NOT NULL)",
+    "ALTER TABLE blobs ALTER COLUMN data SET STORAGE EXTERNAL",
+)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "facts and feedback", _V1_SQLITE, _V1_POSTGRES),
     Migration(2, "ingest tokens; lz4 body compression", _V2_SQLITE, _V2_POSTGRES),
@@ -331,6 +342,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         _v5("BYTEA", "BIGINT", 'TEXT COLLATE "C"'),
         rebuild_captures=True,
     ),
+    Migration(6, "each distinct blob once", _V6_SQLITE, _V6_POSTGRES),
 )
 
 LATEST = MIGRATIONS[-1].version

@@ -200,6 +200,15 @@ class PostgresStore(SqlStore):
         cur.raw.execute(_insert_sql(table, columns), arrays)
         return [(r[0], r[1]) for r in cur.raw.fetchall()]
 
+    def _put_blobs(self, cur: Cursor, rows: list[tuple[bytes, bytes]]) -> None:
+        assert isinstance(cur, _PgCursor)
+        shas, data = zip(*rows, strict=True)
+        cur.raw.execute(
+            "INSERT INTO blobs (sha256, data) SELECT * FROM unnest(%b::bytea[], %b::bytea[]) "
+            "ON CONFLICT DO NOTHING",
+            [list(shas), list(data)],
+        )
+
     def close(self) -> None:
         with self._lock:
             self._closed = True

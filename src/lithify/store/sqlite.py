@@ -226,6 +226,12 @@ class SQLiteStore(SqlStore):
             stored.extend((key, second) for _, key, second in returned)
         return stored
 
+    def _put_blobs(self, cur: Cursor, rows: list[tuple[bytes, bytes]]) -> None:
+        assert isinstance(cur, sqlite3.Cursor)
+        cur.executemany(
+            "INSERT INTO blobs (sha256, data) VALUES (?, ?) ON CONFLICT DO NOTHING", rows
+        )
+
     def close(self) -> None:
         with self._lock:
             if self._conn is not None:
