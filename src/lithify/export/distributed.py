@@ -421,6 +421,13 @@ def export_ray(
 
     Raises ``InputError`` for a fact file that cannot be read, ``RowInvalid`` for a row that
     fails its schema (nothing is written then)."""
+    if options.images:
+        # Image files are written once each beside the rows, by the one writer that sees every
+        # row; shards made on other machines have no shared folder to put them in.
+        raise ValueError(
+            "TRL vision rows (--images) are written by the local engine only: "
+            "run this export without --engine ray"
+        )
     import ray
     from ray.data.expressions import col
 
@@ -512,7 +519,9 @@ def export_ray(
         shards.append(_shard_files(pairs, staging, len(cuts) + 1))
     manifest = _publish_shards(staging, out / SHARDS, shards)
 
-    writer = SplitWriter(out, options.fmt, columns_for(options.kind, builder.shape))
+    writer = SplitWriter(
+        out, options.fmt, columns_for(options.kind, builder.shape, images=options.images)
+    )
     if merge:
         with writer:
             for row in _merged(out / SHARDS, manifest, options.fmt != "jsonl"):

@@ -28,6 +28,7 @@ import msgspec
 import orjson
 
 from lithify.derive.sessions import DeriveStats
+from lithify.export.media import DEFAULT_MAX_INLINE, IMAGES_DIR
 from lithify.export.rows import EXPORTER
 from lithify.export.writers import _Background
 from lithify.model import Feedback, InferenceCall, encode
@@ -94,6 +95,10 @@ def cli_provenance(
         cmd += ["--where", w]
     if options.keep_degraded:
         cmd.append("--keep-degraded")
+    if options.images:
+        cmd.append("--images")
+    if options.max_inline_bytes != DEFAULT_MAX_INLINE:
+        cmd += ["--max-inline-bytes", str(options.max_inline_bytes)]
     for flag in options.drop_flags:
         cmd += ["--drop-flag", flag]
     for flag in options.keep_flags:
@@ -279,6 +284,11 @@ def publish(
     files = {DIGESTS: file_entry(folder / DIGESTS)}
     for split, path in sorted(summary.files.items()):
         files[Path(path).name] = file_entry(Path(path), summary.rows.get(split, 0))
+    images = folder / IMAGES_DIR
+    if images.is_dir():
+        # The image files TRL vision rows name (the writer left only those): outputs too.
+        for path in sorted(images.iterdir()):
+            files[f"{IMAGES_DIR}/{path.name}"] = file_entry(path)
     dropped = dict(summary.feedback_dropped)
     distinct = len({f.feedback_id for f in feedback})  # as derivation joins them: one per id
     manifest = Manifest(

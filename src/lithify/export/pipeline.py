@@ -13,6 +13,7 @@ from lithify.derive.segments import iter_segments
 from lithify.derive.sessions import DeriveStats
 from lithify.export.flags import Flagger, dropped_flags, note_flags
 from lithify.export.manifest import FactDigests, Provenance, publish, unpublish
+from lithify.export.media import DEFAULT_MAX_INLINE
 from lithify.export.profiles import ProfileError, resolve
 from lithify.export.rows import Row, RowBuilder
 from lithify.export.source import Selection
@@ -36,6 +37,8 @@ class ExportOptions:
     keep_degraded: bool = False
     drop_flags: tuple[str, ...] = ()  # quality flags whose rows are left out (export.flags)
     keep_flags: tuple[str, ...] = ()
+    images: bool = False  # TRL vision SFT rows (export.media)
+    max_inline_bytes: int = DEFAULT_MAX_INLINE  # the largest blob a row may carry inline
 
 
 def make_builder(options: ExportOptions) -> RowBuilder:
@@ -50,7 +53,10 @@ def make_builder(options: ExportOptions) -> RowBuilder:
         options.profile,
         reasoning_key=options.reasoning_key,
         arguments=options.arguments,
+        images=options.images,
     )
+    if options.max_inline_bytes < 0:
+        raise ProfileError("--max-inline-bytes must be 0 or more")
     if options.shape is not None and options.kind != "sft":
         raise ProfileError("--shape applies to sft rows only")
     conditions: list[Condition] = [parse(w) for w in options.where]
@@ -64,6 +70,7 @@ def make_builder(options: ExportOptions) -> RowBuilder:
             where=conditions,
             reward=options.reward,
             keep_degraded=options.keep_degraded,
+            max_inline=options.max_inline_bytes,
         )
     except ValueError as e:
         raise ProfileError(str(e)) from None
@@ -109,7 +116,7 @@ def export(
     facts = flagger.watch(digests.watch(selection.facts))
     facts = facts if progress is None else _ticking(facts, progress)
     out = Path(out_dir)
-    columns = columns_for(options.kind, builder.shape)
+    columns = columns_for(options.kind, builder.shape, images=options.images)
     writer = SplitWriter(out, options.fmt, columns, before_commit=lambda: unpublish(out))
     with writer:
         for row in flagger.apply(derive_rows(facts, index, builder, stats)):

@@ -41,6 +41,20 @@ class Profile:
     arguments: Literal["object", "string"]
     tool_result_name: bool  # tool messages carry the function name
     weights: bool  # assistant messages carry weight 0/1 (context/target)
+    # TRL vision rows (--images): every content a list of text and image entries, and an
+    # ``images`` column (docs/export.md, Media and server tools).
+    images: bool = False
+
+    @property
+    def media_mode(self) -> str:
+        """What media parts become in this profile's rows (``export.media.MEDIA_MODES``)."""
+        if self.images:
+            return "images"
+        if self.name == "openai":
+            return "openai"
+        if self.name == "nemo-gym":
+            return "responses"
+        return "none"
 
     @property
     def canonical_messages(self) -> bool:
@@ -50,12 +64,14 @@ class Profile:
             and self.arguments == "object"
             and self.tool_result_name
             and not self.weights
+            and not self.images
         )
 
     def tag(self) -> str:
         """A short name of the message shape, part of the row schema id."""
         reasoning = self.reasoning_key or "none"
-        return f"{self.name}.{reasoning}.{self.arguments}"
+        tag = f"{self.name}.{reasoning}.{self.arguments}"
+        return f"{tag}.images" if self.images else tag
 
     def messages(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Canonical trainer messages (fresh dicts) reshaped in place for this profile.
@@ -76,7 +92,7 @@ class Profile:
                         m.update(rest)
                 if self.name in TEMPLATE_PROFILES:
                     # Chat templates (DeepSeek-V3, …) read message["content"] unconditionally.
-                    m.setdefault("content", "")
+                    m.setdefault("content", [] if self.images else "")
                 if self.arguments == "string":
                     for c in m.get("tool_calls", ()):
                         fn = c["function"]
@@ -87,7 +103,12 @@ class Profile:
 
 
 def resolve(
-    kind: str, name: str, *, reasoning_key: str | None = None, arguments: str | None = None
+    kind: str,
+    name: str,
+    *,
+    reasoning_key: str | None = None,
+    arguments: str | None = None,
+    images: bool = False,
 ) -> Profile:
     """The profile ``name`` for row kind ``kind``, with the overrides the user gave."""
     if kind not in KINDS:
@@ -102,6 +123,8 @@ def resolve(
         raise ProfileError(f"--reasoning-key must be one of {', '.join(REASONING_KEYS)}")
     if arguments is not None and arguments not in ARGUMENTS:
         raise ProfileError(f"--arguments must be one of {', '.join(ARGUMENTS)}")
+    if images and (kind, name) != ("sft", "trl"):
+        raise ProfileError("--images makes TRL vision SFT rows: it needs sft --profile trl")
     if name == "openai":
         # OpenAI fine-tuning: arguments as JSON strings, no reasoning field, no tool names.
         if reasoning_key is not None:
@@ -124,4 +147,5 @@ def resolve(
         "string" if arguments == "string" else "object",
         True,
         False,
+        images,
     )

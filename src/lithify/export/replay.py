@@ -21,6 +21,7 @@ import msgspec
 import orjson
 
 from lithify.export.manifest import DIGESTS, MANIFEST, Manifest, decode_manifest
+from lithify.export.media import IMAGES_DIR
 from lithify.export.pipeline import ExportOptions, export
 from lithify.export.rows import EXPORTER
 from lithify.export.source import Selection
@@ -105,6 +106,16 @@ def changes(recorded: dict[str, str], replayed: dict[str, str]) -> Changes:
     )
 
 
+def _outputs(folder: Path) -> list[str]:
+    """The files an export wrote into ``folder``: its own, and the image files of TRL vision
+    rows (``images/NAME``)."""
+    names = [p.name for p in folder.iterdir() if p.is_file()]
+    images = folder / IMAGES_DIR
+    if images.is_dir():
+        names += [f"{IMAGES_DIR}/{p.name}" for p in images.iterdir()]
+    return sorted(names)
+
+
 def replay(manifest_path: Path, select: Callable[[Manifest], Selection]) -> ReplayResult:
     """Replay the export ``manifest_path`` describes; ``select`` gives its facts (the caller
     opens the store or reads the fact files the manifest names)."""
@@ -125,7 +136,7 @@ def replay(manifest_path: Path, select: Callable[[Manifest], Selection]) -> Repl
             want = recorded if recorded is not None else present
             same = present is not None and present == replayed == want
             checks.append(FileCheck(name, recorded, present, replayed, same))
-        for extra in sorted(p.name for p in scratch.iterdir()):
+        for extra in _outputs(scratch):
             if extra not in manifest.files and extra != MANIFEST:
                 checks.append(
                     FileCheck(extra, None, _sha(folder / extra), _sha(scratch / extra), False)

@@ -24,6 +24,7 @@ import msgspec
 import orjson
 
 from lithify.derive import Segment, Turn
+from lithify.export.media import DEFAULT_MAX_INLINE, MEDIA_TYPES, Media, image_path
 from lithify.export.profiles import Profile
 from lithify.export.trainer import (
     EXCLUDE_FEEDBACK,
@@ -39,9 +40,12 @@ from lithify.export.trainer import (
 from lithify.export.validate import RowValidator, row_schema_id
 from lithify.export.where import Condition, Value, numeric
 from lithify.model import (
+    BlobPart,
     Feedback,
     InferenceCall,
     Message,
+    ServerToolCallPart,
+    ServerToolCallResponsePart,
     ToolCallPart,
     ToolCallResponsePart,
     ToolDefinition,
@@ -103,6 +107,9 @@ class Row:
     # Where top-level values lie in ``encoded`` (name → start, end), when the builder knows:
     # a Parquet writer then takes their JSON from there rather than encoding them again.
     spans: dict[str, tuple[int, int]] | None = None
+    # TRL vision rows: the images the row shows, in order (its ``images`` column names them);
+    # the writer puts their bytes beside JSONL rows or into the Parquet column.
+    media: list[BlobPart] | None = None
 
 
 _PIECE_HEAD = len(b'{"m":[')
@@ -135,6 +142,7 @@ class _Messages:
     __slots__ = (
         "body",
         "hasher",
+        "images",
         "list_name",
         "messages",
         "prompted",
@@ -150,6 +158,7 @@ class _Messages:
         self.valid = True  # every one valid as an item of the row's list
         self.prompted = False  # has_prompt: some message a model answers
         self.hasher = hashlib.sha256() if hashing else None  # of ``body``, as it grows
+        self.images: list[BlobPart] = []  # TRL vision rows: the images they show, in order
 
     def _append(self, data: bytes | bytearray) -> None:
         if self.body:
@@ -169,13 +178,20 @@ class _Messages:
         elif not self.unrepresentable:
             self._append(piece)
 
-    def extend(self, messages: list[dict[str, Any]], validator: RowValidator) -> None:
+    def extend(
+        self,
+        messages: list[dict[str, Any]],
+        validator: RowValidator,
+        images: Sequence[BlobPart] = (),
+    ) -> None:
+        self.images.extend(images)
         for m in messages:
             self.add(m, _piece(m), self.valid and validator.item_valid(self.list_name, m))
 
     def join(self, other: _Messages) -> None:
         """Add ``other``'s messages, encoded and validated there for the same list."""
         self.messages.extend(other.messages)
+        self.images.extend(other.images)
         self.valid = self.valid and other.valid
         self.prompted = self.prompted or other.prompted
         self.unrepresentable = self.unrepresentable or other.unrepresentable
@@ -240,7 +256,21 @@ def _lossy(call: InferenceCall) -> str | None:
     for reason in call.degradations:
         if reason in LOSSY_DEGRADATIONS:
             return reason
+    refs = call.degradations.get("content_reference", 0)
+    if refs and refs > _references(call):
+        # A reference a source recorded without a part: the row would not show it.
+        return "content_reference"
     return None
+
+
+def _references(call: InferenceCall) -> int:
+    """The file and uri parts of a call: each counted ``content_reference`` at conversion."""
+    return sum(
+        1
+        for m in (*call.input_messages, *call.output_messages)
+        for p in m.parts
+        if isinstance(p, MEDIA_TYPES) and not isinstance(p, BlobPart)
+    )
 
 
 def _canonical_row(m: Message, *, omit_null_finish: bool) -> dict[str, Any]:
@@ -250,10 +280,13 @@ def _canonical_row(m: Message, *, omit_null_finish: bool) -> dict[str, Any]:
     return doc
 
 
-def _check_canonical(messages: Sequence[Message]) -> None:
-    """What canonical NeMo Gym rows cannot carry: NUL/surrogate ids, non-finite numbers."""
+def _check_canonical(messages: Sequence[Message], max_inline: int) -> None:
+    """What canonical NeMo Gym rows cannot carry: NUL/surrogate ids, non-finite numbers, blobs
+    over ``max_inline`` bytes (canonical parts carry their bytes inline)."""
     for m in messages:
         for p in m.parts:
+            if isinstance(p, BlobPart) and p.size > max_inline:
+                raise RowSkip("media_too_large", f"a {p.size}-byte {p.modality}")
             if isinstance(p, ToolCallPart):
                 check_id(p.id)
                 check_value(p.arguments)
@@ -320,6 +353,7 @@ class RowBuilder:
         where: Sequence[Condition] = (),
         reward: str = "score",
         keep_degraded: bool = False,
+        max_inline: int = DEFAULT_MAX_INLINE,
     ) -> None:
         self.kind = kind
         self.profile = profile
@@ -328,6 +362,7 @@ class RowBuilder:
         self.where = list(where)
         self.reward_name = reward
         self.keep_degraded = keep_degraded
+        self.media = Media(profile.media_mode, max_inline)
         self.validator = RowValidator(kind, self.shape, profile)
         self.schema_id = row_schema_id(kind, self.shape, profile)
         self.counts = Counts()
@@ -341,10 +376,14 @@ class RowBuilder:
 
     # -- shared ------------------------------------------------------------------------------
     def _messages(
-        self, messages: Sequence[Message], names: dict[str, str]
+        self,
+        messages: Sequence[Message],
+        names: dict[str, str],
+        images: list[BlobPart] | None = None,
     ) -> tuple[list[dict[str, Any]], int]:
-        """Profile-shaped trainer messages, and how many lost their reasoning to the profile."""
-        out = trainer_messages(messages, names)
+        """Profile-shaped trainer messages, and how many lost their reasoning to the profile
+        (TRL vision rows: the images they show are appended to ``images``)."""
+        out = trainer_messages(messages, names, self.media, images)
         dropped = 0
         if self.profile.reasoning_key is None:
             dropped = sum(1 for m in out if "thinking" in m)
@@ -477,17 +516,19 @@ class RowBuilder:
                 failure = self._degraded([turn])
             if failure is None:
                 try:
-                    msgs, d = self._messages(turn.new_messages, names)
-                    context.extend(self._weighted(msgs, 0), self.validator)
+                    shown: list[BlobPart] = []
+                    msgs, d = self._messages(turn.new_messages, names, shown)
+                    context.extend(self._weighted(msgs, 0), self.validator, shown)
                     dropped += d
                 except RowSkip as e:
                     failure = e
             output = _output(turn)
             wanted = not self.where or self._wanted(_values(turn.feedback))
             target: list[dict[str, Any]] = []
+            target_images: list[BlobPart] = []
             if failure is None and output is not None:
                 try:
-                    target, d = self._messages([output], names)
+                    target, d = self._messages([output], names, target_images)
                     dropped += d
                 except RowSkip as e:
                     failure = e
@@ -502,7 +543,7 @@ class RowBuilder:
                 self._skip(RowSkip("no_prompt"))
             else:
                 done = _Messages("messages" if self.shape == "messages" else "completion")
-                done.extend(self._weighted(target, 1), self.validator)
+                done.extend(self._weighted(target, 1), self.validator, target_images)
                 row = self._sft_row(segment, k, call, context, done, list(ids), split, dropped)
                 if row is not None:
                     yield row
@@ -513,7 +554,7 @@ class RowBuilder:
             ):
                 context.join(done)  # the next rows hold the target as it is: encoded, validated
             else:
-                context.extend(self._weighted(target, 0), self.validator)
+                context.extend(self._weighted(target, 0), self.validator, target_images)
 
     def _weighted(self, messages: list[dict[str, Any]], weight: int) -> list[dict[str, Any]]:
         """With weights, assistant turns carry ``weight`` (1: a training target; 0: context)."""
@@ -545,10 +586,14 @@ class RowBuilder:
         # Fresh lists: the context grows on after this row.
         completion = target.messages
         if self.shape == "messages":
-            data = {"messages": context.messages + completion, "tools": tools, "metadata": meta}
+            data = {"messages": context.messages + completion, "tools": tools}
         else:
             prompt = list(context.messages)
-            data = {"prompt": prompt, "completion": completion, "tools": tools, "metadata": meta}
+            data = {"prompt": prompt, "completion": completion, "tools": tools}
+        shown = context.images + target.images if self.profile.images else None
+        if shown is not None:
+            data["images"] = [image_path(b) for b in shown]
+        data["metadata"] = meta
         try:
             meta_json = orjson.dumps(meta)
         except orjson.JSONEncodeError:  # lone surrogates, e.g. in a session id
@@ -566,12 +611,15 @@ class RowBuilder:
                 ("prompt", [b"[", context.body, b"]"]),
                 ("completion", [b"[", target.body, b"]"]),
             ]
-        encoded, spans = _assemble([*lists, ("tools", [tools_json]), ("metadata", [meta_json])])
+        images = [] if shown is None else [("images", [orjson.dumps(data["images"])])]
+        encoded, spans = _assemble(
+            [*lists, ("tools", [tools_json]), *images, ("metadata", [meta_json])]
+        )
         # Every row is validated: its messages and tools item by item as they were made (each
         # once: rows repeat them), the rest of the row here.
         self.validator.check_rest(data, ids, context.valid and target.valid and tools_valid)
         self.counts.rows[split] += 1
-        row = Row(data, encoded, split, context.digest(tools_digest), ids, spans)
+        row = Row(data, encoded, split, context.digest(tools_digest), ids, spans, shown)
         if dropped:
             self.counts.changes["reasoning_dropped"] += 1
         return row
@@ -581,7 +629,15 @@ class RowBuilder:
         first = segment.turns[0]
         every = [m for t in segment.turns for m in t.new_messages]
         outputs = [o for t in segment.turns if (o := _output(t)) is not None]
-        _check_canonical(every + outputs)
+        _check_canonical(every + outputs, self.media.max_inline)
+        for m in first.new_messages:
+            for p in m.parts:
+                # The seed params schema (nemo-gym-responses-create-params.v2) holds the four
+                # v1 part types only; later turns are inference-message v2 and carry them.
+                if isinstance(p, MEDIA_TYPES):
+                    raise RowSkip("media_unsupported", "a medium in a segment's starting input")
+                if isinstance(p, ServerToolCallPart | ServerToolCallResponsePart):
+                    raise RowSkip("server_tool_unsupported", "in a segment's starting input")
         tools = trainer_tools(first.call.tools)
         params = {"input": [_canonical_row(m, omit_null_finish=True) for m in first.new_messages]}
         turns = []
@@ -610,9 +666,9 @@ class RowBuilder:
         first = segment.turns[0]
         names: dict[str, str] = {}
         seed = segment.segment_id
-        items = response_items(first.new_messages, f"{seed}:input", names)
+        items = response_items(first.new_messages, f"{seed}:input", names, self.media)
         rest = _after_input(segment)
-        recorded = response_items(rest, f"{seed}:output", names)
+        recorded = response_items(rest, f"{seed}:output", names, self.media)
         params = {"input": items, "tools": flat_tools(first.call.tools)}
         ids = [t.call.inference_call_id for t in segment.turns]
         split = split_of(segment.session_id or segment.segment_id, self.eval_fraction)

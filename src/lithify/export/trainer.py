@@ -14,9 +14,15 @@ from typing import Any
 
 import orjson
 
+from lithify.export.media import MEDIA_TYPES, BlobPart, FilePart, Media, MediaPart, UriPart
+from lithify.export.media import data_url as _data_url
+from lithify.export.media import file_name as _file_name
+from lithify.export.media import mime_of as _mime_of
 from lithify.model import (
     Message,
     ReasoningPart,
+    ServerToolCallPart,
+    ServerToolCallResponsePart,
     TextPart,
     ToolCallPart,
     ToolCallResponsePart,
@@ -50,14 +56,22 @@ SKIP_REASONS: dict[str, str] = {
     "eval_prompt_in_train": "an eval row whose exact prompt is also a train row's prompt",
     "flagged": "a row carrying a quality flag that is dropped (--drop-flag, --keep-flag; "
     "its defaults: docs/export.md, Quality flags)",
+    "media_reference": "media recorded only by reference (a provider file id; a URL where the "
+    "format needs the bytes): the content is not in the facts",
+    "media_unsupported": "a medium the profile's format has no place for (docs/export.md, "
+    "Media and server tools)",
+    "media_too_large": "a blob over --max-inline-bytes that the format would have to inline",
+    "server_tool_unsupported": "a tool the provider ran itself (web search, code execution, "
+    "computer use…): the format has no item for it",
 }
 
 # Degradations that change what the model saw or said; rows built on such calls are skipped
 # unless asked (opaque reasoning and redactions leave the visible conversation intact).
+# ``content_reference`` is not one: a file or uri part records where the content was, and each
+# profile decides what a reference can become (``media_reference`` when nothing).
 LOSSY_DEGRADATIONS = frozenset(
     {
         "unsupported_content",
-        "content_reference",
         "malformed_messages",
         "malformed_arguments",
         "truncated_stream",
@@ -156,15 +170,85 @@ def _text_only(m: Message) -> str:
             texts.append(p.content)
         elif isinstance(p, ReasoningPart):
             raise RowSkip("reasoning_outside_assistant", f"reasoning in a {m.role} message")
+        elif isinstance(p, MEDIA_TYPES):
+            raise RowSkip("media_unsupported", f"a {p.modality} in a {m.role} message")
+        elif isinstance(p, ServerToolCallPart | ServerToolCallResponsePart):
+            raise RowSkip("server_tool_unsupported", f"a server tool part in a {m.role} message")
         else:
             raise RowSkip("misplaced_part", f"a {type(p).__name__} in a {m.role} message")
     return TEXT_JOIN.join(texts)
 
 
+# The text entry of a content list, per media mode.
+_TEXT_ENTRY = {"images": "text", "openai": "text", "responses": "input_text"}
+
+
+def _text_entry(mode: str, text: str) -> dict[str, Any]:
+    return {"type": _TEXT_ENTRY[mode], "text": text}
+
+
+def _medium(p: MediaPart, role: str, media: Media, images: list[BlobPart] | None) -> dict[str, Any]:
+    """A media part as a content entry of ``media.mode``; ``images`` collects TRL images."""
+    if isinstance(p, FilePart):
+        # A provider file id names content in someone's account: no trainer can read it.
+        raise RowSkip("media_reference", f"a {p.modality} sent as file id {p.file_id!r}")
+    mode = media.mode
+    if mode == "none" or (mode == "openai" and role != "user"):
+        raise RowSkip("media_unsupported", f"a {p.modality} in a {role} message")
+    if isinstance(p, BlobPart) and mode in ("openai", "responses") and p.size > media.max_inline:
+        raise RowSkip("media_too_large", f"a {p.size}-byte {p.modality}")
+    if mode == "responses" and p.modality == "document":
+        if isinstance(p, UriPart):
+            return {"type": "input_file", "file_url": p.uri}
+        return {"type": "input_file", "file_data": _data_url(p), "filename": _file_name(p)}
+    image = p.modality == "image" and (
+        isinstance(p, UriPart) or (_mime_of(p) or "").startswith("image/")
+    )
+    if not image:
+        raise RowSkip("media_unsupported", f"a {p.modality} ({p.mime_type}) in a {role} message")
+    if mode == "images":
+        if isinstance(p, UriPart):
+            # datasets would fetch it at load time: the export would depend on the network.
+            raise RowSkip("media_reference", "an image at a URL (its bytes were not recorded)")
+        assert images is not None
+        images.append(p)
+        return {"type": "image"}
+    url = p.uri if isinstance(p, UriPart) else _data_url(p)
+    if mode == "openai":
+        return {"type": "image_url", "image_url": {"url": url}}
+    return {"type": "input_image", "detail": "auto", "image_url": url}
+
+
+def _content(m: Message, media: Media, images: list[BlobPart] | None) -> str | list[dict[str, Any]]:
+    """A system, developer or user message's content: text, or (with media, and always for TRL
+    vision rows) a list of entries, runs of text parts joined into one."""
+    if media.mode == "none":
+        for p in m.parts:
+            if isinstance(p, MEDIA_TYPES):
+                _medium(p, m.role, media, images)  # raises the reason
+    if media.mode != "images" and not any(isinstance(p, MEDIA_TYPES) for p in m.parts):
+        return _text_only(m)
+    entries: list[dict[str, Any]] = []
+    run: list[str] = []
+    for p in m.parts:
+        if isinstance(p, TextPart):
+            run.append(p.content)
+            continue
+        if not isinstance(p, MEDIA_TYPES):
+            _text_only(Message(m.role, [p]))  # raises the reason
+        if run:
+            entries.append(_text_entry(media.mode, TEXT_JOIN.join(run)))
+            run = []
+        entries.append(_medium(p, m.role, media, images))  # type: ignore[arg-type]
+    if run:
+        entries.append(_text_entry(media.mode, TEXT_JOIN.join(run)))
+    return entries
+
+
 _RANK = {ReasoningPart: 0, TextPart: 1, ToolCallPart: 2}
 
 
-def _assistant(m: Message) -> dict[str, Any]:
+def _assistant(m: Message, media: Media) -> dict[str, Any]:
     thinking: list[str] = []
     texts: list[str] = []
     calls: list[dict[str, Any]] = []
@@ -172,6 +256,10 @@ def _assistant(m: Message) -> dict[str, Any]:
     for p in m.parts:
         rank = _RANK.get(type(p))
         if rank is None:
+            if isinstance(p, ServerToolCallPart | ServerToolCallResponsePart):
+                raise RowSkip("server_tool_unsupported", f"server tool {_server_name(p)!r}")
+            if isinstance(p, MEDIA_TYPES):
+                raise RowSkip("media_unsupported", f"a {p.modality} in an assistant message")
             raise RowSkip("misplaced_part", "a tool result in an assistant message")
         if rank < phase:
             raise RowSkip("part_order", "an assistant message with " + _shape(m))
@@ -196,10 +284,18 @@ def _assistant(m: Message) -> dict[str, Any]:
     if thinking:
         out["thinking"] = REASONING_JOIN.join(thinking)
     if texts:
-        out["content"] = TEXT_JOIN.join(texts)
+        text = TEXT_JOIN.join(texts)
+        out["content"] = [_text_entry("images", text)] if media.mode == "images" else text
     if calls:
         out["tool_calls"] = calls
     return out
+
+
+def _server_name(p: ServerToolCallPart | ServerToolCallResponsePart) -> str:
+    if isinstance(p, ServerToolCallPart):
+        return p.name
+    kind = p.server_tool_call_response.get("type")
+    return kind if isinstance(kind, str) else "?"
 
 
 def _shape(m: Message) -> str:
@@ -212,48 +308,68 @@ def _shape(m: Message) -> str:
     return " → ".join(seq)
 
 
+_NO_MEDIA = Media()
+
+
 def trainer_messages(
-    messages: Iterable[Message], calls: dict[str, str] | None = None
+    messages: Iterable[Message],
+    calls: dict[str, str] | None = None,
+    media: Media = _NO_MEDIA,
+    images: list[BlobPart] | None = None,
 ) -> list[dict[str, Any]]:
     """Trainer messages in the canonical trainer form (``thinking``, arguments as objects).
 
     ``calls`` maps tool-call ids seen so far to their names; it is updated in place, so a
-    conversation can be mapped in pieces (prompt, then completion).
+    conversation can be mapped in pieces (prompt, then completion). ``media`` says what media
+    parts become; TRL vision rows append the images they show to ``images``, in order.
     """
     names: dict[str, str] = {} if calls is None else calls
     out: list[dict[str, Any]] = []
     for m in messages:
         if m.role in TEXT_ROLES:
-            out.append({"role": m.role, "content": _text_only(m)})
+            out.append({"role": m.role, "content": _content(m, media, images)})
         elif m.role == "assistant":
-            msg = _assistant(m)
+            msg = _assistant(m, media)
             for c in msg.get("tool_calls", ()):
                 names[c["id"]] = c["function"]["name"]
             out.append(msg)
         elif m.role == "tool":
-            out.extend(_tool_messages(m, names))
+            out.extend(_tool_messages(m, names, media, images))
         else:
             raise RowSkip("unknown_role", repr(m.role))
     return out
 
 
-def _tool_messages(m: Message, names: dict[str, str]) -> list[dict[str, Any]]:
+def _tool_messages(
+    m: Message,
+    names: dict[str, str],
+    media: Media = _NO_MEDIA,
+    images: list[BlobPart] | None = None,
+) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
+    vision = media.mode == "images"
     for p in m.parts:
         if isinstance(p, ToolCallResponsePart):
             name = names.get(p.id)
             if name is None:
                 raise RowSkip("orphan_tool_response", f"no earlier call with id {p.id!r}")
+            text = result_text(p.result)
             out.append(
                 {
                     "role": "tool",
                     "name": name,
                     "tool_call_id": p.id,
-                    "content": result_text(p.result),
+                    "content": [_text_entry("images", text)] if vision else text,
                 }
             )
         elif isinstance(p, ReasoningPart):
             raise RowSkip("reasoning_outside_assistant", "reasoning in a tool message")
+        elif isinstance(p, MEDIA_TYPES) and out:
+            # What the tool returned with its result (a computer-use screenshot): only TRL
+            # vision rows have a place for it, in the result's message.
+            if not vision:
+                raise RowSkip("media_unsupported", f"a {p.modality} returned by a tool")
+            out[-1]["content"].append(_medium(p, "tool", media, images))
         else:
             raise RowSkip("misplaced_part", f"a {type(p).__name__} in a tool message")
     if not out:
@@ -284,20 +400,26 @@ def reasoning_id(seed: str, index: int) -> str:
 
 
 def response_items(
-    messages: Iterable[Message], seed: str, calls: dict[str, str] | None = None
+    messages: Iterable[Message],
+    seed: str,
+    calls: dict[str, str] | None = None,
+    media: Media = _NO_MEDIA,
 ) -> list[dict[str, Any]]:
     """OpenAI Responses input items, as NeMo Gym reads them, in part order.
 
     Runs of reasoning parts become one reasoning item (a summary entry per part), runs of text
     one assistant message. ``seed`` makes reasoning ids unique and stable (the segment id and
     where the piece starts); ``calls`` tracks tool-call ids across pieces of a conversation.
+    Media in system, developer and user messages become ``input_image`` / ``input_file``
+    content (``media``); NeMo Gym 0.4.0 has no item for a server tool or a tool's media.
     """
     names: dict[str, str] = {} if calls is None else calls
     items: list[dict[str, Any]] = []
     n = 0
     for m in messages:
         if m.role in TEXT_ROLES:
-            items.append({"type": "message", "role": m.role, "content": _text_only(m)})
+            content = _content(m, media, None)
+            items.append({"type": "message", "role": m.role, "content": content})
         elif m.role == "assistant":
             if not m.parts:
                 raise RowSkip("empty_assistant")
@@ -326,7 +448,8 @@ def response_items(
                             }
                         )
                 else:
-                    raise RowSkip("misplaced_part", "a tool result in an assistant message")
+                    _assistant(Message(m.role, run), media)  # raises the reason
+                    raise RowSkip("misplaced_part", f"a {kind.__name__} in an assistant message")
         elif m.role == "tool":
             for t in _tool_messages(m, names):
                 check_id(t["tool_call_id"])

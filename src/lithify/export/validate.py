@@ -91,7 +91,47 @@ def _message_variant(base: str, profile: Profile) -> dict[str, Any]:
         s["required"] = [r for r in s["required"] if r != "name"]
     if profile.weights and base.startswith("trainer-assistant"):
         props["weight"] = {"enum": [0, 1], "description": "1: a training target; 0: context."}
+    if profile.images:
+        # TRL vision rows: every content is a list of text and image entries.
+        props["content"] = {"type": "array", "items": {"anyOf": [_TEXT_ENTRY, _IMAGE_ENTRY]}}
+    elif profile.media_mode == "openai" and base == "trainer-text-message":
+        # OpenAI fine-tuning: a user message's content may be text and image_url parts.
+        entries = {"anyOf": [_TEXT_ENTRY, _IMAGE_URL_ENTRY]}
+        props["content"] = {"anyOf": [props["content"], {"type": "array", "items": entries}]}
     return s
+
+
+_TEXT_ENTRY = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["type", "text"],
+    "properties": {"type": {"const": "text"}, "text": {"type": "string"}},
+}
+_IMAGE_ENTRY = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["type"],
+    "properties": {"type": {"const": "image"}},
+}
+_IMAGE_URL_ENTRY = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["type", "image_url"],
+    "properties": {
+        "type": {"const": "image_url"},
+        "image_url": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["url"],
+            "properties": {"url": {"type": "string", "pattern": "^(data:|https?://)"}},
+        },
+    },
+}
+# The ``images`` column of TRL vision rows: image files relative to the export folder.
+IMAGES_COLUMN = {
+    "type": "array",
+    "items": {"type": "string", "pattern": "^images/[0-9a-f]{64}\\.[a-z0-9]+$"},
+}
 
 
 def _message_ids(profile: Profile) -> dict[str, str]:
@@ -245,6 +285,8 @@ def row_schema(kind: str, shape: str, profile: Profile) -> dict[str, Any]:
         }
     else:
         raise ValueError(f"no {shape} shape for {kind} rows")
+    if profile.images:
+        props["images"] = IMAGES_COLUMN
     props["metadata"] = METADATA
     required = [k for k in props if k != "reward" or kind == "rl"]
     return {
@@ -279,7 +321,10 @@ class RowValidator:
         self._items: dict[str, Any] = {}
         rest = copy.deepcopy(self.schema)
         for name, prop in self.schema["properties"].items():
-            if prop.get("type") == "array" and prop.keys() <= _ITEMWISE and "items" in prop:
+            # Image paths are checked with the rest of the row: builders check messages and
+            # tools item by item, nothing else.
+            itemwise = prop.keys() <= _ITEMWISE and "items" in prop and name != "images"
+            if prop.get("type") == "array" and itemwise:
                 items = {"$schema": DRAFT, **prop["items"]}
                 self._items[name] = jsonschema_rs.validator_for(items, registry=registry)
                 rest["properties"][name].pop("items", None)  # lists may share one dict

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import queue
+import shutil
 import tempfile
 import threading
 from array import array
@@ -21,6 +22,7 @@ from typing import IO, Any
 
 import orjson
 
+from lithify.export.media import IMAGES_DIR, blob_bytes, file_name
 from lithify.export.rows import Row
 
 FORMATS = ("jsonl", "parquet")
@@ -79,11 +81,68 @@ COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
 }
 
 
-def columns_for(kind: str, shape: str) -> tuple[tuple[str, str], ...]:
+def columns_for(kind: str, shape: str, images: bool = False) -> tuple[tuple[str, str], ...]:
     cols = COLUMNS[shape]
     if shape == "prompt-completion" and kind == "sft":
         cols = tuple(c for c in cols if c[0] != "reward")
+    if images:
+        # TRL vision rows: the images column, before metadata as rows hold it.
+        cols = (*cols[:-1], ("images", "images"), cols[-1])
     return cols
+
+
+class _Blobs:
+    """The images of TRL vision rows, each written once (by name: its SHA-256) into a scratch
+    folder as rows arrive, so no image stays in memory. On ``commit`` the ones the written rows
+    name become ``images/`` (JSONL rows refer to them); Parquet rows carry the bytes instead."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.scratch = Path(tempfile.mkdtemp(prefix=".images-", suffix=".tmp", dir=folder))
+        self.named: set[str] = set()  # names the written rows refer to (names, not bytes)
+
+    def put(self, row: Row) -> None:
+        for blob in row.media or ():
+            path = self.scratch / file_name(blob)
+            if not path.exists():
+                tmp = path.with_suffix(".part")
+                tmp.write_bytes(blob_bytes(blob))
+                os.replace(tmp, path)
+
+    def read(self, path: str) -> bytes:
+        """The bytes of the image a row names (``images/NAME``)."""
+        return (self.scratch / path.rpartition("/")[2]).read_bytes()
+
+    def commit(self, keep: bool) -> None:
+        """Replace an earlier export's ``images/`` with the images rows name (``keep``: JSONL)
+        or with nothing (Parquet: the bytes are in the rows)."""
+        final = self.folder / IMAGES_DIR
+        shutil.rmtree(final, ignore_errors=True)
+        if not keep or not self.named:
+            return
+        for p in self.scratch.iterdir():
+            if f"{IMAGES_DIR}/{p.name}" not in self.named:
+                p.unlink()  # only in rows left out (eval rows whose prompt is a train prompt)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(self.scratch, 0o777 & ~umask)
+        for p in self.scratch.iterdir():
+            os.chmod(p, 0o666 & ~umask)
+        os.replace(self.scratch, final)
+        _fsync_dir(self.folder)
+
+    def discard(self) -> None:
+        shutil.rmtree(self.scratch, ignore_errors=True)
+
+
+def _features(columns: tuple[tuple[str, str], ...]) -> bytes:
+    """The ``datasets`` features of a Parquet file's columns, in the schema metadata where
+    ``datasets`` reads them: JSON text columns are strings, and ``images`` a list of ``Image``
+    (decoded from the bytes the file carries)."""
+    types = {"json": {"dtype": "string", "_type": "Value"}}
+    types["float"] = {"dtype": "float64", "_type": "Value"}
+    types["images"] = {"feature": {"_type": "Image"}, "_type": "List"}
+    return orjson.dumps({"info": {"features": {n: types[t] for n, t in columns}}})
 
 
 def _fsync_dir(path: Path) -> None:
@@ -151,15 +210,23 @@ class _Background:
 class _Parquet:
     """Rows appended to a Parquet file one row group at a time (written in the background)."""
 
-    def __init__(self, path: Path, columns: tuple[tuple[str, str], ...]) -> None:
+    def __init__(
+        self,
+        path: Path,
+        columns: tuple[tuple[str, str], ...],
+        blobs: _Blobs | None = None,
+    ) -> None:
         import pyarrow as pa
         import pyarrow.parquet as pq
 
         self._pa = pa
         self.columns = columns
-        self.schema = pa.schema(
-            [pa.field(n, pa.string() if t == "json" else pa.float64()) for n, t in columns]
-        )
+        self.blobs = blobs
+        image = pa.struct([pa.field("bytes", pa.binary()), pa.field("path", pa.string())])
+        types = {"json": pa.string(), "float": pa.float64(), "images": pa.list_(image)}
+        fields = [pa.field(n, types[t]) for n, t in columns]
+        metadata = {b"huggingface": _features(columns)} if blobs is not None else None
+        self.schema = pa.schema(fields, metadata=metadata)
         # No statistics or page index that would vary with the library's defaults; the
         # bytes depend on the rows alone (and on the pyarrow version, named in the footer).
         self.writer = pq.ParquetWriter(
@@ -179,7 +246,14 @@ class _Parquet:
         """Append a row; ``spans`` (with ``encoded``) say where its values' JSON already is."""
         for i, (name, kind) in enumerate(self.columns):
             value: Any = data.get(name)
-            if kind == "json" and value is not None:
+            if kind == "images":
+                assert self.blobs is not None
+                # The bytes, named as the JSONL rows name them: the same file either way.
+                value = [
+                    {"bytes": self.blobs.read(p), "path": p.rpartition("/")[2]} for p in value or ()
+                ]
+                self.size += sum(len(v["bytes"]) for v in value)
+            elif kind == "json" and value is not None:
                 span = spans.get(name) if spans else None
                 if encoded is not None and span is not None:
                     value = encoded[span[0] : span[1]]
@@ -193,6 +267,7 @@ class _Parquet:
 
     def _array(self, values: list[Any], type_: Any) -> Any:
         if type_ != self._pa.string():
+            # Images: one row group's bytes at most are in memory (ROW_GROUP_BYTES counts them).
             return self._pa.array(values, type=type_)
         if None in values:
             return self._pa.array([None if v is None else v.decode() for v in values], type=type_)
@@ -246,7 +321,14 @@ def _write_all(fd: int, buffers: list[bytes]) -> None:
 class _Output:
     """One temporary output file that becomes ``final`` on ``commit``."""
 
-    def __init__(self, folder: Path, final: Path, fmt: str, columns: tuple[tuple[str, str], ...]):
+    def __init__(
+        self,
+        folder: Path,
+        final: Path,
+        fmt: str,
+        columns: tuple[tuple[str, str], ...],
+        blobs: _Blobs | None = None,
+    ):
         fd, tmp = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".tmp", dir=folder)
         self.tmp = Path(tmp)
         self.final = final
@@ -263,7 +345,7 @@ class _Output:
             self.background = _Background(partial(_write_all, fd), depth=_CHUNKS)
         else:
             os.close(fd)
-            self.parquet = _Parquet(self.tmp, columns)
+            self.parquet = _Parquet(self.tmp, columns, blobs)
 
     def add(
         self,
@@ -346,10 +428,14 @@ class SplitWriter:
         self._temps: list[Path] = []
         # Called once the files are complete, right before they replace earlier ones.
         self.before_commit = before_commit
+        self.blobs: _Blobs | None = None  # TRL vision rows' images
+        self._images = any(t == "images" for _, t in columns)
 
     def __enter__(self) -> SplitWriter:
         self.folder.mkdir(parents=True, exist_ok=True)
-        self.train = _Output(self.folder, self.paths["train"], self.fmt, self.columns)
+        if self._images:
+            self.blobs = _Blobs(self.folder)
+        self.train = _Output(self.folder, self.paths["train"], self.fmt, self.columns, self.blobs)
         self._train_prompts = self._temp(".train-prompts.")
         self._eval_spool = self._temp(".eval-spool.")
         self._eval_prompts: set[bytes] = set()
@@ -361,7 +447,11 @@ class SplitWriter:
         return os.fdopen(fd, "w+b", buffering=_BUFFER)
 
     def write(self, row: Row) -> None:
+        if self.blobs is not None:
+            self.blobs.put(row)
         if row.split == "train":
+            if self.blobs is not None:
+                self.blobs.named.update(row.data.get("images", ()))
             self.train.add(row.encoded, row.data, row.spans)
             self._train_prompts.write(row.prompt)
         else:
@@ -397,11 +487,13 @@ class SplitWriter:
             if exc_type is not None:
                 return
             conflicts = self._conflicts()
-            evals = _Output(self.folder, self.paths["eval"], self.fmt, self.columns)
+            evals = _Output(self.folder, self.paths["eval"], self.fmt, self.columns, self.blobs)
             for prompt, encoded in self._spooled():
                 if prompt in conflicts:
                     self.eval_prompt_in_train += 1
                     continue
+                if self.blobs is not None:
+                    self.blobs.named.update(orjson.loads(encoded).get("images", ()))
                 evals.add(encoded, None)
             self.train.close()
             evals.close()
@@ -409,6 +501,10 @@ class SplitWriter:
                 self.before_commit()
             self.train.commit()
             evals.commit()
+            if self.blobs is not None:
+                self.blobs.commit(keep=self.fmt == "jsonl")
+            else:
+                shutil.rmtree(self.folder / IMAGES_DIR, ignore_errors=True)
             _fsync_dir(self.folder)
             self.written = {"train": self.train.rows, "eval": evals.rows}
         finally:
@@ -417,5 +513,7 @@ class SplitWriter:
                 evals.discard()
             for fh in (self._train_prompts, self._eval_spool):
                 fh.close()
+            if self.blobs is not None:
+                self.blobs.discard()
             for p in self._temps:
                 p.unlink(missing_ok=True)
