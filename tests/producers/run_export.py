@@ -5,8 +5,9 @@ SDK's real exporters and batch processors, as an application does, to ENDPOINT (
 The same spans and log records also go to the harness's in-memory exporters and are written as
 OTLP files (``traces.pb`` …), so a test can convert exactly the telemetry that was sent.
 
-Usage (inside .venv-producers-openai-v2 for protobuf, .venv-producers-openai-v2-json for JSON):
-``python run_export.py OUT --endpoint http://127.0.0.1:4318 [--encoding protobuf|json]
+Usage (inside .venv-producers-openai-v2 for protobuf, .venv-producers-openai-v2-json for JSON,
+.venv-producers-openai-v2-grpc for OTLP/gRPC with ``--endpoint http://127.0.0.1:4317``):
+``python run_export.py OUT --endpoint http://127.0.0.1:4318 [--encoding protobuf|json|grpc]
 [--compression gzip] [--header Authorization=Bearer%20…]``
 
 ``OUT/exports.json`` lists every export call the exporters made and its result.
@@ -52,6 +53,25 @@ class Recorded:
 
 
 def exporters(encoding: str, endpoint: str, headers: dict[str, str], compression: str) -> Any:
+    if encoding == "grpc":  # OTLP/gRPC (protobuf): ENDPOINT is the gRPC port, no path
+        import grpc
+        from opentelemetry.exporter.otlp.proto.grpc._log_exporter import (  # type: ignore[no-redef]
+            OTLPLogExporter,
+        )
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (  # type: ignore[no-redef]
+            OTLPSpanExporter,
+        )
+
+        gz = grpc.Compression.Gzip if compression == "gzip" else grpc.Compression.NoCompression
+        meta = tuple((k.lower(), v) for k, v in headers.items())
+        return (
+            OTLPSpanExporter(
+                endpoint=endpoint, insecure=True, headers=meta, compression=gz, timeout=20
+            ),
+            OTLPLogExporter(
+                endpoint=endpoint, insecure=True, headers=meta, compression=gz, timeout=20
+            ),
+        )
     if encoding == "protobuf":
         from opentelemetry.exporter.otlp.proto.http import Compression
         from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
@@ -81,7 +101,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("out", type=Path)
     p.add_argument("--endpoint", required=True)
-    p.add_argument("--encoding", choices=["protobuf", "json"], default="protobuf")
+    p.add_argument("--encoding", choices=["protobuf", "json", "grpc"], default="protobuf")
     p.add_argument("--compression", choices=["none", "gzip"], default="none")
     p.add_argument("--header", action="append", default=[], help="KEY=VALUE (URL-encoded)")
     args = p.parse_args()

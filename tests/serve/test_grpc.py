@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import socket
 import sqlite3
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -40,6 +41,7 @@ from lithify.ingest.tokens import new_token, token_hash, token_prefix
 from lithify.store import open_store, sqlite_path
 from tests.serve.conftest import BASE
 from tests.serve.helpers import (
+    LITHIFY,
     LiveServer,
     free_port,
     genai_attrs,
@@ -355,3 +357,21 @@ def test_grpc_can_be_turned_off(sqlite_store_url: str) -> None:
     with live_server(replace(BASE, store=sqlite_store_url), open_store(sqlite_store_url)) as srv:
         assert srv.receiver.grpc_port is None
         assert get(srv.port, "/health").json()["ports"]["grpc"] is None
+
+
+def test_a_grpc_port_in_use_exits_1_and_says_why(tmp_path: Path) -> None:
+    """gRPC's SO_REUSEPORT is off: a port another server holds (a Collector on 4317) is an
+    error, never a port silently shared with it."""
+    with socket.socket() as taken:
+        taken.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run(
+            [str(LITHIFY), "serve", "--port", "0", "--grpc-port", str(port), "--workers", "0",
+             "--store", f"sqlite://{tmp_path / 'f.db'}"],
+            capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert '"event":"grpc_bind_failed"' in done.stderr
+    assert "address already in use" in done.stderr

@@ -34,7 +34,7 @@ from tests.test_producers import PRODUCERS_DIR, ROOT, _clean_env
 
 pytestmark = pytest.mark.producers
 
-VENVS = {"protobuf": "openai-v2", "json": "openai-v2-json"}
+VENVS = {"protobuf": "openai-v2", "json": "openai-v2-json", "grpc": "openai-v2-grpc"}
 CALLS = 4  # two scenarios (plain, stream) of two model calls each
 
 
@@ -93,6 +93,22 @@ def test_real_exporters_to_serve_store_what_convert_gives(
         # Each call came twice (span and log event): stored once, then kept apart as a variant
         # (the log event's content differs from the span's).
         counts = [totals[k] for k in ("facts", "variants", "duplicates", "rejected")]
+        assert counts == [CALLS, CALLS, 0, 0]
+
+
+def test_real_grpc_exporters_to_serve_store_what_convert_gives(
+    sqlite_store_url: str, tmp_path: Path
+) -> None:
+    """The same instrumentation with the SDK's OTLP/gRPC exporters (gzip), as an application
+    pointed at the Collector's default port would send: the same facts as convert gives."""
+    url = sqlite_store_url
+    with live_server(replace(BASE, store=url, grpc_port=0), open_store(url)) as srv:
+        endpoint = f"http://127.0.0.1:{srv.receiver.grpc_port}"
+        exports = run_export("grpc", endpoint, tmp_path, "--compression", "gzip")
+        assert [e["result"] for e in exports] == ["SUCCESS"] * 4, exports
+        with open_store(url) as store:
+            assert_stored_as_converted(store, converted(tmp_path, "protobuf"))
+        counts = [srv.receiver.counts[k] for k in ("facts", "variants", "duplicates", "rejected")]
         assert counts == [CALLS, CALLS, 0, 0]
 
 

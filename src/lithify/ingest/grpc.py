@@ -101,11 +101,10 @@ class GrpcFace:
         address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
         try:
             bound = server.add_insecure_port(address)
-        except RuntimeError as e:  # grpcio raises where older versions returned 0
-            bound, error = 0, str(e)
-        else:
-            error = "address already in use, or not an address of this machine"
+        except RuntimeError:  # grpcio raises where older versions returned 0; its text is vague
+            bound = 0
         if not bound:
+            error = "address already in use, or not an address of this machine"
             _event(logging.ERROR, "grpc_bind_failed", address=address, error=error)
             raise ServerFailed(f"cannot listen for OTLP/gRPC on {address}: {error}")
         await server.start()
