@@ -25,8 +25,8 @@ from lithify.model import (
     ToolCallResponsePart,
     UriPart,
 )
-from lithify.translate import anthropic
-from tests.conftest import CORPUS
+from lithify.translate import anthropic, translate_document
+from tests.conftest import CORPUS, RECORDED
 from tests.helpers import assert_valid_messages
 from tests.test_anthropic import fact, req, resp, stream_of, text, tool_use, user
 
@@ -476,3 +476,47 @@ def test_no_unsupported_content_left_for_documented_media_and_tools() -> None:
     assert again == f
     assert json.loads(msgspec.json.encode(f))["output_messages"][0]["parts"][0]["type"] == "server_tool_call"  # fmt: skip
     assert anthropic.translate(f.raw["request"], f.raw["response"]) == f
+
+
+# --- recorded with the anthropic SDK (tests/recorded/anthropic_gemini_media.py) ---------------
+
+
+def recorded(name: str) -> InferenceCall:
+    doc = orjson.loads((RECORDED / "anthropic" / f"{name}.exchange.json").read_bytes())
+    (result,) = translate_document(doc)
+    assert isinstance(result, InferenceCall), result
+    assert_valid_messages(result)
+    return result
+
+
+def test_recorded_image_input_plain_and_streamed() -> None:
+    plain, streamed = recorded("image_input"), recorded("image_input_streaming")
+    assert plain.input_messages == streamed.input_messages
+    _, png, url = plain.input_messages[0].parts
+    assert isinstance(png, BlobPart) and png.mime_type == "image/png" and png.size == 73
+    assert isinstance(url, UriPart) and url.modality == "image"
+    assert plain.degradations == streamed.degradations == {"content_reference": 1}
+
+
+def test_recorded_computer_use_screenshot_follows_the_result_and_turn1_replays() -> None:
+    turn1, turn2 = recorded("computer_use_turn1"), recorded("computer_use_turn2")
+    assert turn2.input_messages[:2] == [
+        *turn1.input_messages,
+        Message("assistant", turn1.output_messages[0].parts),
+    ]
+    response, shot = turn2.input_messages[2].parts
+    assert isinstance(response, ToolCallResponsePart) and response.result == [text("Screenshot taken.")]  # fmt: skip
+    assert isinstance(shot, BlobPart) and shot.modality == "image"
+    assert response.id == turn1.output_messages[0].parts[1].id  # type: ignore[union-attr]
+    # The computer tool is Anthropic's own definition, not a function schema.
+    assert turn2.degradations == {"unsupported_tool": 1}
+
+
+def test_recorded_web_search_plain_streamed_and_replayed() -> None:
+    plain, streamed = recorded("web_search"), recorded("web_search_streaming")
+    assert msgspec.structs.replace(plain, raw=None) == msgspec.structs.replace(streamed, raw=None)
+    kinds = [type(p).__name__ for p in plain.output_messages[0].parts]
+    assert kinds == ["TextPart", "ServerToolCallPart", "ServerToolCallResponsePart", "TextPart"]
+    replay = recorded("web_search_replay")
+    assert replay.input_messages[1] == Message("assistant", plain.output_messages[0].parts)
+    assert plain.degradations == {"text_citation": 1, "unsupported_tool": 1}

@@ -23,8 +23,9 @@ from lithify.model import (
     ToolCallResponsePart,
     UriPart,
 )
-from lithify.translate import gemini
-from tests.conftest import CORPUS
+from lithify.translate import gemini, translate_document
+from tests.conftest import CORPUS, RECORDED
+from tests.helpers import assert_valid_messages
 from tests.test_gemini import answer, call, fact, req, resp, stream_of, turn, user
 
 PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\xfb\xff"
@@ -340,3 +341,46 @@ def test_every_answer_replays_as_itself(parts: list[dict[str, Any]], seed: int) 
     assert "unsupported_content" not in first.degradations
     assert gemini.translate(first.raw["request"], first.raw["response"]) == first
     assert msgspec.json.decode(msgspec.json.encode(first), type=InferenceCall) == first
+
+
+# --- recorded with the google-genai SDK (tests/recorded/anthropic_gemini_media.py) ------------
+
+
+def recorded(name: str) -> InferenceCall:
+    doc = orjson.loads((RECORDED / "gemini" / f"{name}.exchange.json").read_bytes())
+    (result,) = translate_document(doc)
+    assert isinstance(result, InferenceCall), result
+    assert_valid_messages(result)
+    return result
+
+
+def test_recorded_inline_image_plain_and_streamed() -> None:
+    plain, streamed = recorded("image_input"), recorded("image_input_streaming")
+    # The SDK writes `inlineData` with a snake_case `mime_type` inside: both spellings are read.
+    assert "mime_type" in plain.raw["request"]["contents"][0]["parts"][1]["inlineData"]
+    assert plain.input_messages == streamed.input_messages
+    _, png, uri = plain.input_messages[0].parts
+    assert isinstance(png, BlobPart) and (png.mime_type, png.size) == ("image/png", 73)
+    assert uri == UriPart(modality="image", mime_type="image/png", uri="gs://lithify-test/example.png")  # fmt: skip
+    assert plain.degradations == {"content_reference": 1}
+
+
+def test_recorded_code_execution_plain_streamed_and_replayed() -> None:
+    plain, streamed = recorded("code_execution"), recorded("code_execution_streaming")
+    assert msgspec.structs.replace(plain, raw=None) == msgspec.structs.replace(streamed, raw=None)
+    kinds = [type(p).__name__ for p in plain.output_messages[0].parts]
+    assert kinds == ["TextPart", "ServerToolCallPart", "ServerToolCallResponsePart", "TextPart"]
+    replay = recorded("code_execution_replay")
+    assert replay.input_messages[1] == Message("assistant", plain.output_messages[0].parts)
+    # The code execution tool in the request is a built-in, not a function declaration.
+    assert plain.degradations == replay.degradations == {"unsupported_tool": 1}
+
+
+def test_recorded_grounded_answer() -> None:
+    f = recorded("google_search")
+    call_, response, answer_ = f.output_messages[0].parts
+    assert isinstance(call_, ServerToolCallPart) and call_.name == "google_search"
+    assert call_.server_tool_call["webSearchQueries"] == ["UEFA Euro 2024 winner"]
+    assert isinstance(response, ServerToolCallResponsePart)
+    assert response.server_tool_call_response["groundingChunks"][0]["web"]["title"] == "uefa.com"
+    assert answer_ == TextPart("Spain won Euro 2024, beating England 2-1.")
