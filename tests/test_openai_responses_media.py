@@ -653,3 +653,88 @@ def test_recorded_server_tools() -> None:
     ]
     assert f.output_messages[0].finish_reason == "stop"
     assert f.degradations == {"text_citation": 1, "unsupported_tool": 2}
+
+
+# --- the SDK live: a computer-use loop ---------------------------------------------------------
+
+
+def test_sdk_computer_use_loop() -> None:
+    """The openai SDK plays a computer-use loop against the fake provider, plain and streamed:
+    the model clicks, the application sends the turn back (the SDK's own output objects) with a
+    screenshot, the model answers. Call 1's output is its replay in call 2, followed by the
+    screenshot's tool message; the streamed loop gives the plain loop's facts."""
+    loops = {stream: _computer_loop(stream) for stream in (False, True)}
+    for first, second in loops.values():
+        (produced,) = first.output_messages
+        call = produced.parts[-1]
+        assert produced.finish_reason == "tool_call"
+        assert isinstance(call, ToolCallPart) and call.name == "computer"
+        assert second.input_messages[:2] == [
+            *first.input_messages,
+            Message("assistant", produced.parts),
+        ]
+        tool = second.input_messages[2]
+        assert tool.role == "tool"
+        assert tool.parts[0] == ToolCallResponsePart(call.id, {"type": "computer_screenshot"})
+        assert isinstance(tool.parts[1], BlobPart)
+        assert tool.parts[1].sha256 == hashlib.sha256(PNG).hexdigest()
+        assert second.output_messages == [
+            Message("assistant", [TextPart("The menu is open.")], "stop")
+        ]
+    for plain, streamed in zip(loops[False], loops[True], strict=True):
+        assert msgspec.structs.replace(plain, raw=None) == msgspec.structs.replace(
+            streamed, raw=None
+        )
+
+
+def _computer_loop(stream: bool) -> tuple[InferenceCall, InferenceCall]:
+    # Imported here: the recorder module pulls in every provider's SDK.
+    import openai
+
+    from tests.fakes import FakeProvider, Reply, answer
+    from tests.recorded.openai_responses_media import COMPUTER_BODY, COMPUTER_STREAM, COMPUTER_TOOL
+
+    with FakeProvider() as fake:
+        fake.script(
+            COMPUTER_STREAM if stream else Reply(body=COMPUTER_BODY), answer("The menu is open.")
+        )
+        client = openai.OpenAI(
+            api_key="sk-proj-not-a-real-key", base_url=fake.openai_base_url, max_retries=0
+        )
+        items: list[Any] = [{"role": "user", "content": "Open the settings menu."}]
+        kw: dict[str, Any] = {
+            "model": "computer-use-preview",
+            "tools": [COMPUTER_TOOL],
+            "truncation": "auto",
+        }
+        for turn in range(2):
+            if stream:
+                with client.responses.stream(input=items, **kw) as s:
+                    for _ in s:
+                        pass
+                    r = s.get_final_response()
+            else:
+                r = client.responses.create(input=items, **kw)
+            if turn == 0:
+                (call,) = [i for i in r.output if i.type == "computer_call"]
+                items = [
+                    *items,
+                    *r.output,
+                    {
+                        "type": "computer_call_output",
+                        "call_id": call.call_id,
+                        "output": {
+                            "type": "computer_screenshot",
+                            "image_url": f"data:image/png;base64,{PNG64}",
+                        },
+                        "acknowledged_safety_checks": [
+                            c.model_dump() for c in call.pending_safety_checks
+                        ],
+                    },
+                ]
+        exchanges = fake.wait(2)
+    first, second = (next(iter(translate_document(ex.document()))) for ex in exchanges)
+    assert isinstance(first, InferenceCall) and isinstance(second, InferenceCall)
+    assert_valid_messages(first)
+    assert_valid_messages(second)
+    return first, second
