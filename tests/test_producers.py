@@ -14,13 +14,15 @@ built here from the recorded HTTP bodies, independently of lithify's translators
 
 from __future__ import annotations
 
+import base64
 import fcntl
+import hashlib
 import os
 import re
 import shutil
 import subprocess
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -455,3 +457,73 @@ def test_shipped_examples_convert(name: str) -> None:
         assert_valid_messages(f)
         assert f.degradations == {}
     assert [f.output_messages[0].finish_reason for f in facts] == ["tool_call", "stop"]
+
+
+# ---------------------------------------------------------------------------------------------
+# media: an image through a real instrumentation, its real exporters and the real receiver
+
+
+def test_an_image_sent_through_a_real_instrumentation_is_a_blob_in_the_stored_fact(
+    tmp_path: Path,
+) -> None:
+    """genai-openai records an ``image_url`` data URL as an OTel ``blob`` part; its OTLP/HTTP
+    exporters send the span and the log event to `lithify serve` over loopback. The stored fact
+    holds the PNG's exact bytes (size and SHA-256 computed here from the file the producer sent),
+    the https image as a ``uri`` part, and `lithify convert` of the same telemetry agrees."""
+    from lithify.store import open_store
+    from tests.serve.conftest import BASE
+    from tests.serve.helpers import live_server
+
+    python = ROOT / ".venv-producers-genai-openai-live" / "bin" / "python"
+    if not python.exists():
+        pytest.fail(f"{python} is missing: run `bash scripts/producers-setup`", pytrace=False)
+    url = f"sqlite://{tmp_path / 'facts.db'}"
+    out = tmp_path / "out"
+    with open_store(url) as store, live_server(replace(BASE, store=url), store) as srv:
+        cmd = [str(python), str(PRODUCERS_DIR / "run_image.py"), str(out)]
+        cmd += ["--endpoint", f"http://127.0.0.1:{srv.port}"]
+        proc = subprocess.run(
+            cmd, cwd=PRODUCERS_DIR, env=_clean_env(), capture_output=True, text=True, timeout=120
+        )
+        assert proc.returncode == 0, proc.stderr[-4000:]
+        stored = list(store.iter_facts())
+    exports = orjson.loads((out / "exports.json").read_bytes())
+    assert {(e["signal"], e["result"]) for e in exports} == {
+        ("traces", "SUCCESS"),
+        ("logs", "SUCCESS"),
+    }
+    image = (out / "image.png").read_bytes()
+    assert image.startswith(b"\x89PNG\r\n\x1a\n")
+    expected_blob = {
+        "type": "blob",
+        "modality": "image",
+        "mime_type": "image/png",
+        "size": len(image),
+        "sha256": hashlib.sha256(image).hexdigest(),
+        "content": base64.b64encode(image).decode(),
+    }
+    expected_user = {
+        "role": "user",
+        "parts": [
+            {"type": "text", "content": "What is in these pictures?"},
+            expected_blob,
+            {
+                "type": "uri",
+                "modality": "image",
+                "mime_type": None,
+                "uri": "https://example.com/photos/boardwalk.jpg",
+            },
+        ],
+        "finish_reason": None,
+    }
+    assert len(stored) == 1  # the span and its log event are one call
+    (fact,) = stored
+    assert_valid_messages(fact)
+    assert fact.source.name == "otel-genai"
+    assert msgspec.to_builtins(fact.input_messages) == [expected_user]
+    assert fact.degradations == {"content_reference": 1}
+    # The same telemetry read from the files the producer also wrote: the same content.
+    for path in ("traces.pb", "traces.json", "logs.pb"):
+        facts = _facts(_results(out / "image" / path))
+        assert len(facts) == 1, path
+        assert msgspec.to_builtins(facts[0].input_messages) == [expected_user], path

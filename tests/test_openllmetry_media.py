@@ -1,0 +1,207 @@
+"""OpenLLMetry media and server-tool content (docs/sources/openllmetry-openinference.md,
+OpenLLMetry): provider content lists serialized into ``gen_ai.prompt.N.content`` (OpenAI
+``image_url`` / ``input_audio`` / ``file`` parts, Anthropic ``image`` / ``document`` blocks and
+server tools), and whole ``gen_ai.prompt`` values in the semconv shape. Hashes are computed here.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from typing import Any
+
+import orjson
+from hypothesis import given
+from hypothesis import strategies as st
+
+from lithify.model import (
+    BlobPart,
+    FilePart,
+    InferenceCall,
+    Message,
+    ServerToolCallPart,
+    ServerToolCallResponsePart,
+    TextPart,
+    ToolCallResponsePart,
+    UriPart,
+)
+from lithify.translate.telemetry import translate_attributes
+from tests.helpers import assert_valid_messages
+
+PNG = bytes.fromhex("89504e470d0a1a0a") + bytes(range(64))
+MP3 = b"ID3\x04" + bytes(range(40))
+
+
+def fact(attrs: dict[str, Any]) -> InferenceCall:
+    result = translate_attributes(attrs)
+    assert isinstance(result, InferenceCall), result
+    assert result.source.name == "openllmetry"
+    assert_valid_messages(result)
+    return result
+
+
+def blob(data: bytes, mime: str | None, modality: str) -> BlobPart:
+    return BlobPart(
+        modality=modality,
+        mime_type=mime,
+        size=len(data),
+        sha256=hashlib.sha256(data).hexdigest(),
+        content=base64.b64encode(data).decode(),
+    )
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def test_openai_media_parts_in_serialized_content() -> None:
+    content = [
+        {"type": "text", "text": "Describe both."},
+        {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{b64(PNG)}"}},
+        {"type": "input_audio", "input_audio": {"data": b64(MP3), "format": "mp3"}},
+        {"type": "file", "file": {"file_data": f"data:application/pdf;base64,{b64(b'%PDF')}"}},
+        {"type": "file", "file": {"file_id": "file-7"}},
+    ]
+    f = fact(
+        {
+            "gen_ai.prompt.0.role": "user",
+            "gen_ai.prompt.0.content": orjson.dumps(content).decode(),
+            "gen_ai.completion.0.role": "assistant",
+            "gen_ai.completion.0.content": "A chart and a song.",
+        }
+    )
+    assert f.input_messages == [
+        Message(
+            "user",
+            [
+                TextPart("Describe both."),
+                blob(PNG, "image/png", "image"),
+                blob(MP3, "audio/mpeg", "audio"),
+                blob(b"%PDF", "application/pdf", "document"),
+                FilePart("document", None, "file-7"),
+            ],
+            None,
+        )
+    ]
+    assert f.degradations == {"content_reference": 1}
+
+
+def test_anthropic_blocks_media_and_server_tools() -> None:
+    prompt = [
+        {
+            "type": "image",
+            "source": {"type": "base64", "media_type": "image/png", "data": b64(PNG)},
+        },
+        {"type": "document", "source": {"type": "file", "file_id": "file_abc"}},
+        {"type": "text", "text": "What changed?"},
+    ]
+    completion = [
+        {
+            "type": "server_tool_use",
+            "id": "srvtoolu_1",
+            "name": "web_search",
+            "input": {"query": "q"},
+        },
+        {
+            "type": "web_search_tool_result",
+            "tool_use_id": "srvtoolu_1",
+            "content": [{"type": "web_search_result", "url": "https://w.test", "title": "W"}],
+        },
+        {"type": "text", "text": "Nothing."},
+    ]
+    f = fact(
+        {
+            "gen_ai.prompt.0.role": "user",
+            "gen_ai.prompt.0.content": orjson.dumps(prompt).decode(),
+            "gen_ai.completion.0.role": "assistant",
+            "gen_ai.completion.0.content": orjson.dumps(completion).decode(),
+            "gen_ai.completion.0.finish_reason": "end_turn",
+        }
+    )
+    assert f.input_messages[0].parts == [
+        blob(PNG, "image/png", "image"),
+        FilePart("document", None, "file_abc"),
+        TextPart("What changed?"),
+    ]
+    assert f.output_messages == [
+        Message(
+            "assistant",
+            [
+                ServerToolCallPart("srvtoolu_1", "web_search", completion[0]),
+                ServerToolCallResponsePart("srvtoolu_1", completion[1]),
+                TextPart("Nothing."),
+            ],
+            "stop",
+        )
+    ]
+    assert f.degradations == {"content_reference": 1}
+
+
+def test_whole_prompt_value_with_semconv_media_parts() -> None:
+    prompt = [
+        {
+            "role": "user",
+            "parts": [
+                {"type": "text", "content": "Look"},
+                {
+                    "type": "blob",
+                    "modality": "image",
+                    "mime_type": "image/png",
+                    "content": b64(PNG),
+                },
+                {"type": "uri", "modality": "video", "uri": "gs://b/v.mp4"},
+            ],
+        }
+    ]
+    f = fact({"gen_ai.prompt": orjson.dumps(prompt).decode(), "gen_ai.completion": "ok"})
+    assert f.input_messages[0].parts == [
+        TextPart("Look"),
+        blob(PNG, "image/png", "image"),
+        UriPart("video", None, "gs://b/v.mp4"),
+    ]
+    assert f.degradations == {"content_reference": 1}
+
+
+def test_bad_base64_is_malformed_media() -> None:
+    content = [{"type": "image_url", "image_url": {"url": "data:image/png;base64,@@@@"}}]
+    f = fact(
+        {"gen_ai.prompt.0.role": "user", "gen_ai.prompt.0.content": orjson.dumps(content).decode()}
+    )
+    assert f.input_messages == [Message("user", [], None)]
+    assert f.degradations == {"malformed_media": 1}
+
+
+def test_anthropic_tool_result_with_an_image_keeps_it_in_the_result() -> None:
+    """A tool_result's nested image stays in the result value as recorded (not split out):
+    nothing is lost, and the result is exactly what the model received."""
+    result = [
+        {"type": "text", "text": "shot"},
+        {
+            "type": "image",
+            "source": {"type": "base64", "media_type": "image/png", "data": b64(PNG)},
+        },
+    ]
+    content = [{"type": "tool_result", "tool_use_id": "toolu_1", "content": result}]
+    f = fact(
+        {
+            "gen_ai.prompt.0.role": "assistant",
+            "gen_ai.prompt.0.tool_calls.0.id": "toolu_1",
+            "gen_ai.prompt.0.tool_calls.0.name": "screenshot",
+            "gen_ai.prompt.1.role": "user",
+            "gen_ai.prompt.1.content": orjson.dumps(content).decode(),
+        }
+    )
+    assert f.input_messages[1] == Message("tool", [ToolCallResponsePart("toolu_1", result)], None)
+
+
+@given(st.lists(st.binary(min_size=1, max_size=200), min_size=1, max_size=4))
+def test_random_image_data_urls_round_trip(images: list[bytes]) -> None:
+    content = [
+        {"type": "image_url", "image_url": {"url": f"data:image/jpeg;base64,{b64(d)}"}}
+        for d in images
+    ]
+    f = fact(
+        {"gen_ai.prompt.0.role": "user", "gen_ai.prompt.0.content": orjson.dumps(content).decode()}
+    )
+    assert f.input_messages[0].parts == [blob(d, "image/jpeg", "image") for d in images]
+    assert f.degradations == {}
