@@ -339,3 +339,34 @@ def test_label_and_export_every_session_a_filter_selects(
     )
     zipped = zipfile.ZipFile(io.BytesIO(archive.body)).read("train.jsonl")
     assert zipped == (out / "train.jsonl").read_bytes()
+
+
+def test_activity_and_the_degradation_and_score_filters(both: FactStore) -> None:
+    with running(both) as v:
+        overview = _get(v, "/api/overview").json()
+        assert _label(v, {"target_kind": "session", "target_id": "chat-3", "name": "score",
+                          "value": 0.8}).status == 201  # fmt: skip
+        call = _get(v, "/api/sessions/agent-1").json()["segments"][0]["turns"][0]["call_id"]
+        assert _label(v, {"target_kind": "call", "target_id": call, "name": "score",
+                          "value": 0.2}).status == 201  # fmt: skip
+
+        def listed(**q: str) -> list[str]:
+            return [
+                s["session_id"] for s in _get(v, "/api/sessions?" + urlencode(q)).json()["sessions"]
+            ]
+
+        degraded = listed(degradation="opaque_reasoning")
+        high, low = listed(score_min="0.5"), listed(score_max="0.5")
+        both_bounds, none = listed(score_min="0.1", score_max="0.9"), listed(score_min="0.9")
+        bad = [_get(v, "/api/sessions?" + q).status for q in
+               ("degradation=nonsense", "score_min=high", "score_max=nan")]  # fmt: skip
+        html = _get(v, "/")
+    assert overview["activity"] == [
+        {"day": "2025-06-01", "calls": 7, "input_tokens": sum(
+            g["input_tokens"] for g in overview["models"]), "output_tokens": 175}
+    ]  # fmt: skip
+    assert b'<svg class="chart"' in html.body and b"/sessions?degradation=" in html.body
+    assert degraded == ["chat-2"]
+    assert (high, low) == (["chat-3"], ["agent-1"])  # a call's score counts for its session
+    assert sorted(both_bounds) == ["agent-1", "chat-3"] and none == []
+    assert bad == [400, 400, 400]

@@ -75,6 +75,8 @@ def _env() -> Environment:
     env.filters["num"] = lambda n: "" if n is None else f"{n:,}"
     env.filters["bytes"] = _human_bytes
     env.globals["CLIP"] = CLIP
+    env.globals["chart"] = views.chart
+    env.globals["DEGRADATION_REASONS"] = views.DEGRADATION_REASONS
     env.globals["version"] = __version__
     return env
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import getpass
+import math
 import shlex
 import shutil
 import tempfile
@@ -90,7 +91,29 @@ def overview(store: FactStore) -> dict[str, Any]:
             "calls": coverage.calls,
             "sessions": coverage.sessions,
         },
+        "activity": _builtins(store.activity()),
     }
+
+
+CHART_HEIGHT = 120  # the overview chart's bars, in SVG units (the picture scales to its box)
+CHART_DAYS = 30  # the narrowest chart, in days
+
+
+def chart(activity: list[dict[str, Any]], key: str) -> dict[str, Any]:
+    """Bars of ``key`` per day as SVG geometry: one unit-wide bar a day, gaps for days
+    without calls, heights scaled to the largest."""
+    if not activity:
+        return {"width": 0, "height": CHART_HEIGHT, "bars": [], "max": 0}
+    first = datetime.fromisoformat(activity[0]["day"])
+    span = (datetime.fromisoformat(activity[-1]["day"]) - first).days + 1
+    width = max(span, CHART_DAYS)  # a short history stays narrow bars, at the right
+    top = max(a[key] for a in activity) or 1
+    bars = []
+    for a in activity:
+        x = width - span + (datetime.fromisoformat(a["day"]) - first).days
+        h = round(CHART_HEIGHT * a[key] / top, 2)
+        bars.append({"x": x, "y": CHART_HEIGHT - h, "h": h, "day": a["day"], "value": a[key]})
+    return {"width": width, "height": CHART_HEIGHT, "bars": bars, "max": top}
 
 
 # -- sessions ----------------------------------------------------------------------------------
@@ -113,6 +136,19 @@ def session_filter(params: dict[str, str]) -> SessionFilter:
     limit = int(one("limit") or 50)
     if not 1 <= limit <= 500:
         raise ValueError("limit is 1 to 500")
+    bounds: list[float | None] = []
+    for name in ("score_min", "score_max"):
+        v = one(name)
+        try:
+            bound = None if v is None else float(v)
+        except ValueError:
+            raise ValueError(f"{name} is a number") from None
+        if bound is not None and not math.isfinite(bound):
+            raise ValueError(f"{name} is a finite number")
+        bounds.append(bound)
+    degradation = one("degradation")
+    if degradation is not None and degradation not in DEGRADATION_REASONS:
+        raise ValueError(f"degradation is one of {', '.join(DEGRADATION_REASONS)}")
     return SessionFilter(
         model=one("model"),
         provider=one("provider"),
@@ -124,6 +160,9 @@ def session_filter(params: dict[str, str]) -> SessionFilter:
         text=one("q"),
         limit=limit,
         after=one("after"),
+        degradation=degradation,
+        score_min=bounds[0],
+        score_max=bounds[1],
     )
 
 
@@ -398,9 +437,7 @@ def selected_sessions(store: FactStore, params: dict[str, str]) -> list[str]:
     out: list[str] = []
     after: str | None = None
     while True:
-        page = store.sessions(
-            dataclasses.replace(session_filter(query), limit=500, after=after)
-        )
+        page = store.sessions(dataclasses.replace(session_filter(query), limit=500, after=after))
         out.extend(s.session_id for s in page.sessions)
         if len(out) > SELECTION_LIMIT:
             raise ValueError(
