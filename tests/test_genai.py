@@ -909,11 +909,14 @@ json_values = st.recursive(
 _VOCAB_KEYS = [
     "type", "content", "role", "parts", "id", "name", "arguments", "response", "result",
     "finish_reason", "tool_calls", "function", "tool_call_id", "message", "index", "text",
-    "signature", "reasoning_content",
+    "signature", "reasoning_content", "modality", "mime_type", "uri", "file_id",
+    "server_tool_call", "server_tool_call_response", "image_url", "url",
 ]  # fmt: skip
 _VOCAB_VALUES = [
     "text", "reasoning", "tool_call", "tool_call_response", "redacted_thinking", "blob",
     "assistant", "user", "tool", "stop", "tool_calls", "", "{}", '{"a": 1}', "[",
+    "uri", "file", "server_tool_call", "server_tool_call_response", "image_url", "image",
+    "AAAA", "data:image/png;base64,AAAA", "https://x.test/a.png",
 ]  # fmt: skip
 shaped = st.recursive(
     st.sampled_from(_VOCAB_VALUES) | st.none() | st.integers(-2, 3),

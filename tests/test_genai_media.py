@@ -498,3 +498,31 @@ def test_random_media_round_trip_to_blobs(items: list[Any], role: str) -> None:
         assert got.modality == _expected_modality(part["modality"], mime)
     f = fact(attrs)
     assert f.input_messages == content.input_messages
+
+
+ODD = st.sampled_from(["", "x", None, 3, {"type": "t"}, {"a": 1}, PNG_B64, "data:;base64,AA=="])
+
+
+@st.composite
+def odd_media_part(draw: Any) -> dict[str, Any]:
+    kind = draw(
+        st.sampled_from(["blob", "file", "uri", "server_tool_call", "server_tool_call_response"])
+    )
+    p: dict[str, Any] = {"type": kind}
+    for key in ("modality", "mime_type", "content", "file_id", "uri", "id", "name", kind, "extra"):
+        if draw(st.booleans()):
+            p[key] = draw(ODD | MODALITIES | MIMES)
+    return p
+
+
+@given(st.lists(odd_media_part(), max_size=5), st.sampled_from(["user", "tool", "assistant"]))
+def test_any_media_part_gives_the_same_fact_on_both_paths(parts: list[Any], role: str) -> None:
+    attrs = {**BASE, genai.INPUT: _dumps([{"role": role, "parts": parts}])}
+    content, deg = both_paths(attrs)
+    for m in content.input_messages:
+        for got in m.parts:
+            if isinstance(got, BlobPart):
+                raw = base64.b64decode(got.content, validate=True)
+                assert (got.size, got.sha256) == (len(raw), hashlib.sha256(raw).hexdigest())
+    assert set(deg) <= {"malformed_media", "content_reference", "unsupported_content"}
+    assert_valid_messages(fact(attrs))
