@@ -13,6 +13,7 @@ import orjson
 from hypothesis import given
 from hypothesis import strategies as st
 
+from lithify.derive.segments import segment_session
 from lithify.model import (
     BlobPart,
     FilePart,
@@ -520,3 +521,18 @@ def test_recorded_web_search_plain_streamed_and_replayed() -> None:
     replay = recorded("web_search_replay")
     assert replay.input_messages[1] == Message("assistant", plain.output_messages[0].parts)
     assert plain.degradations == {"text_citation": 1, "unsupported_tool": 1}
+
+
+def _in_session(name: str, second: int) -> InferenceCall:
+    doc = orjson.loads((RECORDED / "anthropic" / f"{name}.exchange.json").read_bytes())
+    at = f"2026-01-01T00:00:0{second}.000000000Z"
+    result = anthropic.translate(doc["request"], doc["response"], meta={"session_id": "s", "observed_at": at})  # fmt: skip
+    assert isinstance(result, InferenceCall)
+    return result
+
+
+def test_recorded_turns_continue_one_segment() -> None:
+    """Derivation proves continuity by exact replay: screenshots and server tools do not break it."""
+    for first, second in (("computer_use_turn1", "computer_use_turn2"), ("web_search", "web_search_replay")):  # fmt: skip
+        (segment,) = segment_session("s", [_in_session(first, 1), _in_session(second, 2)])
+        assert len(segment.turns) == 2 and segment.split_reason is None

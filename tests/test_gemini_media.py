@@ -13,6 +13,7 @@ import orjson
 from hypothesis import given
 from hypothesis import strategies as st
 
+from lithify.derive.segments import segment_session
 from lithify.model import (
     BlobPart,
     InferenceCall,
@@ -384,3 +385,23 @@ def test_recorded_grounded_answer() -> None:
     assert isinstance(response, ServerToolCallResponsePart)
     assert response.server_tool_call_response["groundingChunks"][0]["web"]["title"] == "uefa.com"
     assert answer_ == TextPart("Spain won Euro 2024, beating England 2-1.")
+
+
+def _in_session(request: Any, response: Any, second: int) -> InferenceCall:
+    at = f"2026-01-01T00:00:0{second}.000000000Z"
+    result = gemini.translate(request, response, meta={"session_id": "s", "observed_at": at})
+    assert isinstance(result, InferenceCall)
+    return result
+
+
+def test_code_execution_continues_a_segment_and_grounding_starts_one() -> None:
+    """What the docs say of replays, as derivation sees it."""
+    docs = [orjson.loads((RECORDED / "gemini" / f"{n}.exchange.json").read_bytes()) for n in ("code_execution", "code_execution_replay")]  # fmt: skip
+    calls = [_in_session(d["request"], d["response"], i) for i, d in enumerate(docs, 1)]
+    (segment,) = segment_session("s", calls)
+    assert len(segment.turns) == 2
+    grounded_doc = orjson.loads((RECORDED / "gemini" / "google_search.exchange.json").read_bytes())
+    first = _in_session(grounded_doc["request"], grounded_doc["response"], 1)
+    second = _in_session(next_request(first, user("And 2020?")), resp({"text": "Italy."}), 2)
+    segments = segment_session("s", [first, second])
+    assert [s.split_reason for s in segments] == [None, "prior_output_not_replayed"]
