@@ -609,6 +609,9 @@ KEYS = [
     "id", "model", "usage", "input_tokens", "output_tokens", "tools", "parameters", "metadata",
     "response", "item", "output_index", "content_index", "summary_index", "item_id", "delta",
     "part", "refusal", "input", "created_at",
+    "image_url", "file_id", "file_data", "file_url", "filename", "input_audio", "data", "format",
+    "action", "actions", "operation", "outputs", "result", "results", "output_format", "url",
+    "approval_request_id", "code", "tools",
 ]  # fmt: skip
 TYPES = [
     "message", "reasoning", "function_call", "function_call_output", "custom_tool_call",
@@ -617,6 +620,12 @@ TYPES = [
     "response.created", "response.completed", "response.output_item.added",
     "response.output_text.delta", "response.function_call_arguments.delta",
     "response.reasoning_summary_text.delta", "response.content_part.added", "error",
+    "input_image", "input_file", "input_audio", "computer_call", "computer_call_output",
+    "computer_screenshot", "local_shell_call", "local_shell_call_output", "shell_call_output",
+    "apply_patch_call", "file_search_call", "code_interpreter_call", "image_generation_call",
+    "mcp_call", "mcp_list_tools", "mcp_approval_request", "mcp_approval_response", "image", "logs",
+    "response.code_interpreter_call_code.delta", "response.mcp_call_arguments.done",
+    "data:image/png;base64,iVBORw0KGgo=", "https://x/y.png",
 ]  # fmt: skip
 
 scalars = (
