@@ -64,14 +64,19 @@ def _str(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def modality(value: Any, mime_type: str | None) -> str:
-    """The source's modality when it is one of the canonical four (case aside), else the MIME
-    type's (docs/canonical.md, Parts beyond v1)."""
+def stated_modality(value: Any) -> str | None:
+    """The source's modality when it is one of the canonical four (case aside), else None."""
     if isinstance(value, str):
         key = value.strip().lower()
         if key in MODALITIES:
             return key
-    return modality_of(mime_type)
+    return None
+
+
+def modality(value: Any, mime_type: str | None) -> str:
+    """The source's modality when it is one of the canonical four, else the MIME type's
+    (docs/canonical.md, Parts beyond v1)."""
+    return stated_modality(value) or modality_of(mime_type)
 
 
 def _inline(data: str, mime: str | None, deg: Degradations, kind: str | None) -> Part | None:
@@ -92,7 +97,8 @@ def media_part(p: dict[str, Any], kind: str, deg: Degradations) -> Part | None:
     elif kind == "uri":  # OTel {modality, mime_type, uri}; a data URL is inline bytes
         mime = _str(p.get("mime_type"))
         if (uri := _str(p.get("uri"))) is not None:
-            return url_part(uri, mime, deg, modality(p.get("modality"), mime))
+            # None: a data URL's own MIME type decides (url_part)
+            return url_part(uri, mime, deg, stated_modality(p.get("modality")))
     elif kind == "file" and isinstance(p.get("file"), dict):  # OpenAI chat {file: {…}}
         part = _openai_file(p["file"], deg, None)
     elif kind == "file":  # OTel {modality, mime_type, file_id}

@@ -59,6 +59,7 @@ from lithify.translate._telemetry import (
     modality,
     server_tool_part,
     session_of,
+    stated_modality,
 )
 from lithify.translate.otlp import LogRecord
 
@@ -625,15 +626,14 @@ def _fast_other(p: Any, deg: Degradations) -> Part | None:
             return ServerToolCallPart(p.id or None, p.name, body)
         return ServerToolCallResponsePart(p.id or None, body)
     mime = p.mime_type or None
-    kind = modality(p.modality, mime)
     if cls is _FBlob:
         if p.content:
-            return blob_part(p.content, mime, deg, kind)
+            return blob_part(p.content, mime, deg, modality(p.modality, mime))
     elif cls is _FFile:
         if p.file_id:
-            return file_part(p.file_id, mime, deg, kind)
+            return file_part(p.file_id, mime, deg, modality(p.modality, mime))
     elif p.uri:
-        return url_part(p.uri, mime, deg, kind)
+        return url_part(p.uri, mime, deg, stated_modality(p.modality))
     deg.add("malformed_media")
     return None
 
