@@ -313,11 +313,12 @@ def blob_refs(stored: bytes | memoryview) -> list[bytes]:
     view = memoryview(stored)
     if not view or view[0] != _SPLICED:
         return []
-    _, refs = _decode_spliced(view)
+    _, refs = spliced(view)
     return list(dict.fromkeys(sha for _, sha in refs))
 
 
-def _decode_spliced(view: memoryview) -> tuple[bytes, list[tuple[int, bytes]]]:
+def spliced(view: memoryview) -> tuple[bytes, list[tuple[int, bytes]]]:
+    """The skeleton and the (offset, SHA-256) references of a body ``split_blobs`` cut."""
     try:
         return _blob_refs.decode(view[1:])
     except (msgspec.DecodeError, msgspec.ValidationError) as e:
@@ -359,7 +360,7 @@ def join_blobs(
     view = memoryview(stored)
     if not view or view[0] != _SPLICED:
         return stored
-    skeleton, refs = _decode_spliced(view)
+    skeleton, refs = spliced(view)
     encoded: dict[bytes, bytes] = {}
     missing: list[bytes] = []
     for _, sha in refs:
