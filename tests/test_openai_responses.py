@@ -291,9 +291,10 @@ def test_other_items() -> None:
     req = {
         "input": [
             {"role": "user", "content": "find it"},
-            {"type": "tool_search_call", "id": "ts_1", "execution": "server"},
             {"type": "message", "role": "assistant", "content": "found"},
-            {"type": "tool_search_output", "id": "to_1", "tools": []},
+            {"type": "additional_tools", "id": "at_1", "role": "assistant", "tools": []},
+            {"type": "message", "role": "assistant", "content": "more"},
+            {"type": "program_output", "id": "po_1", "call_id": "p", "result": "1"},
             {"type": "message", "role": "assistant", "content": "loaded"},
             {"type": "item_reference", "id": "msg_1"},
         ],
@@ -302,7 +303,7 @@ def test_other_items() -> None:
     f = fact(req, None)
     assert f.input_messages == [
         Message("user", [TextPart("find it")]),
-        Message("assistant", [TextPart("found")]),
+        Message("assistant", [TextPart("found"), TextPart("more")]),
         Message("assistant", [TextPart("loaded")]),
     ]
     assert f.degradations == {"unsupported_content": 2, "content_reference": 2}

@@ -471,6 +471,63 @@ def test_failed_mcp_call_and_bad_image() -> None:
     assert f.degradations == {"malformed_media": 1}
 
 
+def test_tool_search_run_by_the_provider_or_by_the_client() -> None:
+    tools = [{"type": "function", "name": "get_weather", "parameters": {"type": "object"}}]
+    server_call = {
+        "id": "tsc_1",
+        "type": "tool_search_call",
+        "execution": "server",
+        "arguments": {"q": "weather"},
+        "status": "completed",
+    }
+    server_out = {
+        "id": "tso_1",
+        "type": "tool_search_output",
+        "execution": "server",
+        "tools": tools,
+        "status": "completed",
+    }
+    client_call = {
+        "id": "tsc_2",
+        "type": "tool_search_call",
+        "call_id": "call_ts",
+        "execution": "client",
+        "arguments": {"q": "files"},
+    }
+    client_out = {
+        "type": "tool_search_output",
+        "call_id": "call_ts",
+        "execution": "client",
+        "tools": tools,
+    }
+    f = fact(
+        {
+            "input": [
+                {"role": "user", "content": "go"},
+                server_call,
+                server_out,
+                client_call,
+                client_out,
+            ]
+        },
+        resp(client_call),
+    )
+    assert f.input_messages[1:] == [
+        Message(
+            "assistant",
+            [
+                ServerToolCallPart("tsc_1", "tool_search", server_call),
+                ServerToolCallResponsePart("tso_1", server_out),
+                ToolCallPart("call_ts", "tool_search", {"q": "files"}),
+            ],
+        ),
+        Message("tool", [ToolCallResponsePart("call_ts", tools)]),
+    ]
+    # A search the client must run ends the model's turn as a function call does.
+    assert f.output_messages[0].finish_reason == "tool_call"
+    assert f.degradations == {}
+
+
 def test_mcp_approval_response_is_the_users_turn() -> None:
     answer = {"type": "mcp_approval_response", "approval_request_id": "mcpr_1", "approve": True}
     f = fact({"input": [{"role": "user", "content": "ask"}, MCP_LIST, APPROVAL, answer]})
@@ -553,6 +610,9 @@ turn_items = st.one_of(
     st.builds(lambda i: {"type": "local_shell_call", "call_id": i, "action": {"type": "exec", "command": ["ls"]}}, ids),
     st.sampled_from([SEARCH, FILES, CODE, IMAGE, MCP_LIST, MCP_CALL, APPROVAL]),
     st.builds(lambda i: {**CODE, "id": i, "outputs": None}, ids),
+    st.builds(lambda i: {"type": "tool_search_call", "id": i, "execution": "server", "arguments": {}}, ids),
+    st.builds(lambda i: {"type": "tool_search_output", "call_id": i, "execution": "server", "tools": []}, ids),
+    st.builds(lambda i: {"type": "tool_search_call", "call_id": i, "execution": "client", "arguments": {}}, ids),
 )  # fmt: skip
 
 
@@ -564,6 +624,13 @@ def result_for(item: dict[str, Any]) -> dict[str, Any] | None:
         return screenshot(image_url=f"data:image/png;base64,{PNG64}") | {"call_id": item["call_id"]}
     if kind == "local_shell_call":
         return {"type": "local_shell_call_output", "call_id": item["call_id"], "output": "ok"}
+    if kind == "tool_search_call" and item["execution"] == "client":
+        return {
+            "type": "tool_search_output",
+            "call_id": item["call_id"],
+            "execution": "client",
+            "tools": [],
+        }
     return None
 
 

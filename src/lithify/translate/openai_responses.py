@@ -174,11 +174,13 @@ class _Walker:
         elif kind == "reasoning":
             self.add_assistant(_reasoning(item, self.deg))
         elif kind in _CALL_ITEMS:
-            self.add_assistant([self._call(item, kind)])
+            self.add_assistant([self._call(item, *_CLIENT_CALLS[kind])])
         elif kind in _RESULT_ITEMS:
             self.add(Message("tool", self._result(item, kind)))
         elif kind in _SERVER_CALLS:
             self.add_assistant(_server_tool(item, kind, self.deg))
+        elif kind in ("tool_search_call", "tool_search_output"):
+            self._tool_search(item, kind)
         elif kind == "mcp_approval_response":
             # The user's decision on an MCP call the model asked to make: a turn of the user's.
             approval = as_str(item.get("approval_request_id"))
@@ -200,8 +202,10 @@ class _Walker:
             ):
                 self.flush()
 
-    def _call(self, item: dict[str, Any], kind: str) -> Part:
-        tool, key = _CLIENT_CALLS[kind]
+    def _call(self, item: dict[str, Any], tool: str | None, key: str) -> Part:
+        """A call the client runs; ``tool`` names a built-in tool (None: the item names it),
+        ``key`` is the field holding its arguments."""
+        kind = field(item)
         name = tool or (item.get("name") if isinstance(item.get("name"), str) else "")
         args = item.get(key)
         # The computer tool may batch its actions in a list instead of one action.
@@ -214,6 +218,23 @@ class _Walker:
             self.deg.add("synthesized_id")
         self.pending.append((as_str(item.get("id")) or "", call_id))
         return tool_call(call_id, name, parse_arguments(args, self.deg))
+
+    def _tool_search(self, item: dict[str, Any], kind: str) -> None:
+        """Tool search loads deferred tool definitions: run by the provider (the default) it is a
+        server tool; run by the client, a tool call whose result is the tools it loaded."""
+        if item.get("execution") == "client":
+            if kind == "tool_search_call":
+                self.add_assistant([self._call(item, "tool_search", "arguments")])
+            else:
+                call_id = self._answer(as_str(item.get("call_id")))
+                self.add(Message("tool", [ToolCallResponsePart(call_id, item.get("tools"))]))
+            return
+        # The output names its call by call_id; a call without one is known by its item id.
+        ref = as_str(item.get("call_id")) or as_str(item.get("id"))
+        if kind == "tool_search_call":
+            self.add_assistant([ServerToolCallPart(ref, "tool_search", dict(item))])
+        else:
+            self.add_assistant([ServerToolCallResponsePart(ref, dict(item))])
 
     def _result(self, item: dict[str, Any], kind: str) -> list[Part]:
         """A client tool's result: one tool_call_response part, then the media it returned."""
@@ -424,7 +445,11 @@ def _instructions(value: Any, deg: Degradations) -> list[Message]:
 
 
 def _has_call(output: Any) -> bool:
-    return isinstance(output, list) and any(field(i) in _CALL_ITEMS for i in output)
+    return isinstance(output, list) and any(
+        field(i) in _CALL_ITEMS
+        or (field(i) == "tool_search_call" and i.get("execution") == "client")
+        for i in output
+    )
 
 
 def status_finish(body: dict[str, Any]) -> str | None:
