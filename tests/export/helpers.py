@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import struct
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -12,16 +14,20 @@ from lithify.derive import Segment, Turn
 from lithify.export import ExportOptions, ExportSummary, export, from_facts
 from lithify.ingest.files import read_file, read_pair
 from lithify.model import (
+    BlobPart,
     Feedback,
     InferenceCall,
     Message,
     ReasoningPart,
+    ServerToolCallPart,
+    ServerToolCallResponsePart,
     Source,
     TextPart,
     ToolCallPart,
     ToolCallResponsePart,
     ToolDefinition,
 )
+from lithify.translate._common import Degradations, blob_part, file_part, url_part
 from tests.conftest import CORPUS
 
 # Message builders shared with the derive tests (re-exported for the export tests).
@@ -227,3 +233,131 @@ def cli_export(*args: str) -> dict[str, object]:
     res = CliRunner().invoke(app, ["export", *args, "--json"])
     assert res.exit_code == 0, res.output
     return orjson.loads(res.stdout)  # type: ignore[no-any-return]
+
+
+# -- media and server tools (docs/export.md, Media and server tools) ----------------------------
+
+
+def png(width: int, height: int, rgb: tuple[int, int, int]) -> bytes:
+    """A real PNG (8-bit RGB, one colour), written by hand: any image library reads it."""
+    raw = b"".join(b"\x00" + bytes(rgb) * width for _ in range(height))
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        crc = zlib.crc32(kind + data)
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", crc)
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(raw))
+        + chunk(b"IEND", b"")
+    )
+
+
+RED = png(3, 2, (255, 0, 0))
+BLUE = png(2, 3, (0, 0, 255))
+SCREEN = png(4, 4, (10, 200, 30))
+PDF = b"%PDF-1.4\n1 0 obj <<>> endobj\ntrailer <<>>\n%%EOF\n"
+COMPUTER = ToolDefinition(
+    "computer",
+    "Use the computer",
+    {"type": "object", "properties": {"action": {"type": "string"}}, "required": ["action"]},
+)
+SEARCH_CALL = {
+    "type": "web_search_call",
+    "id": "ws_1",
+    "status": "completed",
+    "action": {"type": "search", "query": "who won the match"},
+}
+
+
+def blob(data: bytes, mime: str | None, modality: str | None = None) -> BlobPart:
+    part = blob_part(data, mime, Degradations(), modality)
+    assert part is not None
+    return part
+
+
+def media_sessions() -> list[InferenceCall]:
+    """One session per kind of media part and a server tool, as translators make them (parts
+    from ``translate._common``), with what each records as lost (``content_reference``)."""
+    out: list[InferenceCall] = []
+    # Two images over two turns; the red one again in another session (one file for both).
+    a_in = [
+        system("Describe images."),
+        Message("user", [text("What is this?"), blob(RED, "image/png")]),
+    ]
+    a_out = assistant(text("A red rectangle."))
+    b_in = [*a_in, replay(a_out), Message("user", [blob(BLUE, None, "image"), text("And this?")])]
+    out += [
+        fact("vision-a", a_in, [a_out], session="s-vision", second=1, tools=[]),
+        fact(
+            "vision-b",
+            b_in,
+            [assistant(text("A blue one."))],
+            session="s-vision",
+            second=2,
+            tools=[],
+        ),
+        fact("again", a_in, [assistant(text("Red."))], session="s-again", second=3, tools=[]),
+    ]
+    # Computer use: the tool's result and the screenshot it returned, in one tool message.
+    c_in = [user("Open the settings.")]
+    c_out = assistant(call("cu1", "computer", action="screenshot"), finish="tool_call")
+    d_in = [
+        *c_in,
+        replay(c_out),
+        Message("tool", [ToolCallResponsePart("cu1", "done"), blob(SCREEN, "image/png")]),
+    ]
+    out += [
+        fact("computer-a", c_in, [c_out], session="s-computer", second=4, tools=[COMPUTER]),
+        fact(
+            "computer-b",
+            d_in,
+            [assistant(text("Settings are open."))],
+            session="s-computer",
+            second=5,
+            tools=[COMPUTER],
+        ),
+    ]
+    # A provider-run web search, then the answer, in one assistant message.
+    search = Message(
+        "assistant",
+        [
+            ServerToolCallPart("ws_1", "web_search", SEARCH_CALL),
+            ServerToolCallResponsePart("ws_1", {"type": "web_search_result", "urls": ["u"]}),
+            text("Team A won."),
+        ],
+        "stop",
+    )
+    out.append(fact("search", [user("Who won?")], [search], session="s-search", second=6))
+    # References: an image at a URL, an uploaded file; and a document sent inline.
+    deg = Degradations()
+    uri = url_part("https://example.com/cat.png", "image/png", deg)
+    file = file_part("file-abc123", "image/png", deg)
+    out += [
+        fact(
+            "uri",
+            [Message("user", [text("See:"), uri])],
+            [assistant(text("A cat."))],
+            session="s-uri",
+            second=7,
+            degradations={"content_reference": 1},
+        ),
+        fact(
+            "file",
+            [Message("user", [text("See:"), file])],
+            [assistant(text("A file."))],
+            session="s-file",
+            second=8,
+            degradations={"content_reference": 1},
+        ),
+        fact(
+            "pdf",
+            [Message("user", [text("Summarize."), blob(PDF, "application/pdf")])],
+            [assistant(text("An empty PDF."))],
+            session="s-pdf",
+            second=9,
+        ),
+    ]
+    return out

@@ -114,6 +114,7 @@ def render(manifest: Manifest) -> str:
         "",
         'ds = datasets.load_dataset("path/to/this/folder")  # '
         + ", ".join(s for s, _ in data_files(m)),
+        *_image_lines(m),
         "```",
         "",
         "## Splits",
@@ -127,7 +128,8 @@ def render(manifest: Manifest) -> str:
             if f"{s}.{m.fmt}" in m.files
         ],
     )
-    columns = columns_for(m.kind, m.shape)
+    images = bool(m.options.get("images"))
+    columns = columns_for(m.kind, m.shape, images=images)
     lines += [
         "## Row schema",
         "",
@@ -138,7 +140,8 @@ def render(manifest: Manifest) -> str:
             "; in Parquet, nested values are JSON text."
             if m.fmt == "parquet"
             else "; one JSON object per line."
-        ),
+        )
+        + _images_note(m, images),
         "",
         "## Sources",
         "",
@@ -155,6 +158,35 @@ def render(manifest: Manifest) -> str:
     lines += _left_out(m)
     lines += _provenance(m)
     return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def _image_lines(m: Manifest) -> list[str]:
+    """JSONL rows of TRL vision rows name image files relative to the folder, which ``datasets``
+    would resolve against the working directory: the card says how to decode them."""
+    if not m.options.get("images") or m.fmt != "jsonl":
+        return []
+    return [
+        "# images: paths relative to this folder, decoded as datasets.Image",
+        'folder = "path/to/this/folder"',
+        'ds = ds.map(lambda r: {"images": [f"{folder}/{p}" for p in r["images"]]})',
+        'ds = ds.cast_column("images", datasets.List(datasets.Image()))',
+    ]
+
+
+def _images_note(m: Manifest, images: bool) -> str:
+    if not images:
+        return ""
+    n = sum(1 for name in m.files if name.startswith("images/"))
+    if m.fmt == "parquet":
+        return (
+            " `images` holds each image's bytes and name, a list of `datasets.Image` "
+            "(the file's schema says so)."
+        )
+    return (
+        f" `images` names the image files each row shows, in order, one per "
+        f'`{{"type": "image"}}` entry of its messages: {n} files in `images/`, each named by '
+        "the SHA-256 of its bytes."
+    )
 
 
 def _flags(m: Manifest) -> list[str]:
