@@ -235,15 +235,17 @@ def test_prepared_rows_carry_their_blobs_one_by_one_from_a_worker(store_url: str
 
 
 def test_captures_with_media_are_compared_and_kept_whole(store_url: str) -> None:
-    """Two captures of one response (one id) that differ: the second is a variant, its
-    media kept as blobs too; both read back exact."""
+    """Two captures that share a response id and differ (two calls, one collision): the
+    second is kept in fact_variants, its media as blobs too; both read back exact."""
     img = _image(20)
     a = media_fact("cap", [img], model_call_id="resp-1", session_id="s")
     b = media_fact("cap2", [img, _image(21)], model_call_id="resp-1", session_id="s")
     with open_store(store_url) as store:
         store.insert_facts([a])
-        assert store.insert_facts([b]).variants == 1
+        first = store.insert_facts([b])
+        assert (first.inserted, first.collisions) == (1, 1)
         assert store.insert_facts([b]).duplicates == 1  # the variant again, compared whole
+        assert _rows(store_url, "fact_variants") == 1
         caps = store.captures(a.inference_call_id)
         assert _encoded(c.fact for c in caps) == _encoded([a, b])
     assert _rows(store_url, "blobs") == 2
