@@ -405,3 +405,23 @@ def test_code_execution_continues_a_segment_and_grounding_starts_one() -> None:
     second = _in_session(next_request(first, user("And 2020?")), resp({"text": "Italy."}), 2)
     segments = segment_session("s", [first, second])
     assert [s.split_reason for s in segments] == [None, "prior_output_not_replayed"]
+
+
+def test_built_in_tool_calls_and_responses_are_server_tools() -> None:
+    call_ = {"toolCall": {"id": "t1", "toolType": "GOOGLE_SEARCH_WEB", "args": {"query": "q"}}}
+    done = {"tool_response": {"id": "t1", "tool_type": "GOOGLE_SEARCH_WEB", "response": {"r": 1}}}
+    f = fact(None, resp(call_, done, {"text": "a"}))
+    assert f.output_messages[0].parts == [
+        ServerToolCallPart("t1", "google_search_web", {"type": "tool_call", **call_["toolCall"]}),
+        ServerToolCallResponsePart(
+            "t1",
+            {
+                "type": "tool_response",
+                "id": "t1",
+                "toolType": "GOOGLE_SEARCH_WEB",
+                "response": {"r": 1},
+            },
+        ),
+        TextPart("a"),
+    ]
+    assert f.degradations == {}

@@ -260,6 +260,20 @@ def _part(part: Any, deg: Degradations) -> Part | None:
         return ServerToolCallResponsePart(
             id=as_str(result.get("id")), server_tool_call_response=response
         )
+    tool = _g(part, "toolCall")
+    if isinstance(tool, dict):
+        # A built-in tool the model called and the API runs (Google Search, URL context, …),
+        # named by its `toolType`; the client echoes it back.
+        call = {"type": "tool_call", **_camel_keys(tool)}
+        kind = _g(tool, "toolType")
+        name = kind.lower() if isinstance(kind, str) else "tool_call"
+        return ServerToolCallPart(id=as_str(tool.get("id")), name=name, server_tool_call=call)
+    done = _g(part, "toolResponse")
+    if isinstance(done, dict):
+        response = {"type": "tool_response", **_camel_keys(done)}
+        return ServerToolCallResponsePart(
+            id=as_str(done.get("id")), server_tool_call_response=response
+        )
     # Any newer payload.
     if any(k != "text" and not _is_meta(k) for k in part):
         deg.add("unsupported_content")
