@@ -19,12 +19,16 @@ import orjson
 
 from lithify.export.trainer import flat_tools, trainer_tools
 from lithify.model import (
+    BlobPart,
+    FilePart,
     InferenceCall,
     Message,
+    ServerToolCallPart,
     TextPart,
     ToolCallPart,
     ToolCallResponsePart,
     ToolDefinition,
+    UriPart,
 )
 
 if TYPE_CHECKING:  # rows validate against FLAGS: this module is below them
@@ -35,7 +39,8 @@ if TYPE_CHECKING:  # rows validate against FLAGS: this module is below them
 FLAGS: dict[str, str] = {
     "undefined_tool_call": "a tool call to a tool the row's tools do not define",
     "truncated_target": "a target output cut by the length limit (finish_reason length)",
-    "empty_target": "a target output with neither text nor a tool call",
+    "empty_target": "a target output with neither text nor a tool call (a server tool call or "
+    "a medium counts)",
     "content_filter": "a target output refused or stopped by a content filter "
     "(finish_reason content_filter)",
     "orphan_tool_result": "a tool result whose call is not earlier in the conversation",
@@ -120,10 +125,13 @@ def _call(f: InferenceCall, scan: _Scan) -> _Call:
 
 
 def _empty(m: Message) -> bool:
+    # A server tool call, or a medium the model made (a generated image), is something said.
     return not any(
-        isinstance(p, ToolCallPart) or (isinstance(p, TextPart) and p.content.strip())
-        for p in m.parts
+        isinstance(p, _SAID) or (isinstance(p, TextPart) and p.content.strip()) for p in m.parts
     )
+
+
+_SAID = (ToolCallPart, ServerToolCallPart, BlobPart, FilePart, UriPart)
 
 
 def _tools_holder(data: dict[str, Any]) -> tuple[dict[str, Any], bool] | None:

@@ -187,6 +187,11 @@ def _text_entry(mode: str, text: str) -> dict[str, Any]:
     return {"type": _TEXT_ENTRY[mode], "text": text}
 
 
+# The image types OpenAI fine-tuning accepts.
+_OPENAI_IMAGES = frozenset({"image/png", "image/jpeg", "image/webp"})
+_OPENAI = "JPEG, PNG, WEBP"
+
+
 def _medium(p: MediaPart, role: str, media: Media, images: list[BlobPart] | None) -> dict[str, Any]:
     """A media part as a content entry of ``media.mode``; ``images`` collects TRL images."""
     if isinstance(p, FilePart):
@@ -214,6 +219,8 @@ def _medium(p: MediaPart, role: str, media: Media, images: list[BlobPart] | None
         images.append(p)
         return {"type": "image"}
     url = p.uri if isinstance(p, UriPart) else _data_url(p)
+    if mode == "openai" and isinstance(p, BlobPart) and _mime_of(p) not in _OPENAI_IMAGES:
+        raise RowSkip("media_unsupported", f"a {_mime_of(p)} image (OpenAI takes {_OPENAI})")
     if mode == "openai":
         return {"type": "image_url", "image_url": {"url": url}}
     return {"type": "input_image", "detail": "auto", "image_url": url}
