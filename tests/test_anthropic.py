@@ -183,11 +183,27 @@ def test_mixed_user_turn_splits_in_source_order() -> None:
     ]
 
 
-def test_search_results_and_unknown_blocks_are_unsupported() -> None:
-    search = {"type": "search_result", "source": "s", "title": "t", "content": [text("x")]}
-    f = fact(req(user(text("look"), search, {"type": "hologram"})))
+def test_unknown_blocks_are_unsupported() -> None:
+    f = fact(req(user(text("look"), {"type": "hologram"}, {"type": "image_generation"})))
     assert f.input_messages == [Message("user", [TextPart("look")])]
     assert f.degradations == {"unsupported_content": 2}
+
+
+def test_search_result_text_is_what_the_model_read() -> None:
+    search = {
+        "type": "search_result",
+        "source": "https://docs.example.com/api",
+        "title": "API reference",
+        "content": [text("Rate limit: 100/min."), text("Burst: 20.")],
+        "citations": {"enabled": True},
+    }
+    f = fact(req(user(search, text("What is the rate limit?"))))
+    assert f.input_messages[0].parts == [
+        TextPart("Rate limit: 100/min."),
+        TextPart("Burst: 20."),
+        TextPart("What is the rate limit?"),
+    ]
+    assert f.degradations == {}
 
 
 def test_message_with_only_unsupported_content_is_kept() -> None:

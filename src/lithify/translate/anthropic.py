@@ -246,10 +246,15 @@ def _block_parts(block: Any, deg: Degradations, ids: _Ids | None, depth: int = 0
                 id=as_str(block.get("tool_use_id")), server_tool_call_response=block
             )
         ]
+    if kind == "search_result" and depth < _MAX_DEPTH:
+        # Search results a client supplies for the model to cite: their text is what it read,
+        # as a document of content blocks is; `source` and `title` stay on raw.
+        inner = _blocks(block.get("content"), deg)
+        return [p for b in inner for p in _block_parts(b, deg, None, depth + 1)]
     if kind == "container_upload" and isinstance(block.get("file_id"), str):
         # A file the code execution container is given: uploaded beforehand, sent by id.
         return [file_part(block["file_id"], None, deg, "document")]
-    # Search results and anything newer: not canonical parts.
+    # Anything newer: not a canonical part.
     deg.add("unsupported_content")
     return []
 
