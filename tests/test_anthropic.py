@@ -648,6 +648,7 @@ block_types = st.sampled_from(
         "mcp_tool_use",
         "web_search_tool_result",
         "container_upload",
+        "search_result",
         "x",
     ]
 )
