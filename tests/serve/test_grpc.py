@@ -229,6 +229,20 @@ def test_a_body_that_is_not_otlp_is_invalid_argument(sqlite_store_url: str) -> N
         assert status is not None and not status.details  # not retryable: no RetryInfo
 
 
+def test_a_message_over_the_size_limit_is_refused_inflated_or_not(sqlite_store_url: str) -> None:
+    """gRPC bounds the message by --max-body-size on the wire and once inflated (a gzip bomb)."""
+    with grpc_server(sqlite_store_url, max_body_size=1 << 20) as srv:
+        port = srv.receiver.grpc_port
+        for compression in (grpc.Compression.NoCompression, grpc.Compression.Gzip):
+            error, _ = refusal(port, bytes(4 << 20), compression=compression)
+            assert error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+            assert "larger than max" in error.details()
+        # Under the limit, the same receiver takes a call.
+        assert not call(port, "traces", traces_pb(genai_spans("fits", 2))).HasField(
+            "partial_success"
+        )
+
+
 # -- status codes ----------------------------------------------------------------------------
 
 
