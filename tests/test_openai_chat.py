@@ -15,15 +15,20 @@ from hypothesis import strategies as st
 from lithify.model import (
     DEGRADATION_REASONS,
     NO_FACT_REASONS,
+    FilePart,
     InferenceCall,
     Message,
     ReasoningPart,
+    ServerToolCallPart,
+    ServerToolCallResponsePart,
     Skip,
     TextPart,
     ToolCallPart,
     ToolCallResponsePart,
+    UriPart,
 )
 from lithify.translate import openai_chat, provider
+from lithify.translate._common import Degradations, blob_part
 from lithify.translate.sse import SSEEvent, iter_events
 from tests.conftest import CORPUS
 from tests.helpers import assert_valid_messages
@@ -164,9 +169,10 @@ def test_content_strings_and_parts() -> None:
                 "content": [
                     {"type": "text", "text": "look"},
                     {"type": "image_url", "image_url": {"url": "https://x/y.png"}},
-                    {"type": "input_audio", "input_audio": {"data": "AAA", "format": "wav"}},
+                    {"type": "input_audio", "input_audio": {"data": "AAAA", "format": "wav"}},
                     {"type": "file", "file": {"file_id": "file-1"}},
                     {"type": "text", "text": ""},
+                    {"type": "video_embeds", "video_embeds": "…"},
                     {"type": "text", "text": "again"},
                 ],
             },
@@ -175,9 +181,19 @@ def test_content_strings_and_parts() -> None:
     f = fact(req, None)
     assert f.input_messages == [
         Message("developer", [TextPart("rules")]),
-        Message("user", [TextPart("look"), TextPart("again")]),
+        Message(
+            "user",
+            [
+                TextPart("look"),
+                UriPart("image", None, "https://x/y.png"),
+                blob_part(b"\0\0\0", "audio/wav", Degradations(), "audio"),
+                FilePart("document", None, "file-1"),
+                TextPart("again"),
+            ],
+        ),
     ]
-    assert f.degradations == {"unsupported_content": 3}
+    # Media are parts (tests/test_openai_chat_media.py); a type no source documents is counted.
+    assert f.degradations == {"content_reference": 2, "unsupported_content": 1}
     assert f.output_messages == []
     assert f.model == "gpt-x"
 
@@ -385,16 +401,19 @@ def test_zero_valued_fields_are_absent() -> None:
     ]
 
 
-def test_audio_answer_is_counted() -> None:
+def test_audio_answer_is_its_transcript_then_its_audio() -> None:
     resp = body(
         {
             "message": {
                 "content": None,
-                "audio": {"id": "audio_1", "data": "AAA", "transcript": "hi"},
+                "audio": {"id": "audio_1", "data": "AAAA", "transcript": "hi"},
             }
         }
     )
-    assert fact(None, resp).degradations == {"unsupported_content": 1}
+    f = fact({"messages": [], "audio": {"format": "wav"}}, resp)
+    audio = blob_part(b"\0\0\0", "audio/wav", Degradations(), "audio")
+    assert f.output_messages[0].parts == [TextPart("hi"), audio]
+    assert f.degradations == {}
 
 
 def test_tools_and_builtins() -> None:
@@ -814,8 +833,13 @@ def test_citations_server_tools_and_signatures_in_streams() -> None:
         "tool_calls": [{"id": "c1", "type": "function", "function": fn, "extra_content": signed}],
     }
     plain = fact(None, body({"message": msg, "finish_reason": "tool_calls"}))
-    expected = {"text_citation": 2, "unsupported_content": 1, "opaque_reasoning": 1}
+    expected = {"text_citation": 2, "opaque_reasoning": 1}
     assert plain.degradations == expected
+    search = {"index": 0, "type": "search", "arguments": "{}"}
+    assert plain.output_messages[0].parts[:2] == [
+        ServerToolCallPart(None, "search", search),
+        ServerToolCallResponsePart(None, {"type": "search", "output": "o"}),
+    ]
     streamed = fact(
         None,
         events(

@@ -8,6 +8,8 @@ against its reference.
 
 from __future__ import annotations
 
+import base64
+import binascii
 from typing import Any
 
 from lithify.model import (
@@ -15,6 +17,8 @@ from lithify.model import (
     Message,
     Part,
     ReasoningPart,
+    ServerToolCallPart,
+    ServerToolCallResponsePart,
     Skip,
     TextPart,
     ToolCallResponsePart,
@@ -22,7 +26,9 @@ from lithify.model import (
 from lithify.translate._common import (
     Degradations,
     as_str,
+    blob_part,
     error_detail,
+    file_part,
     finish_reason,
     parse_arguments,
     synthesized_call_id,
@@ -35,10 +41,15 @@ from lithify.translate.messages_format import messages_format
 from lithify.translate.openai_common import (
     Api,
     Exchange,
+    audio_mime,
     content_parts,
     field,
+    file_input_part,
+    inline_part,
     is_thinking_chunk,
+    media_url_part,
     thinking_text,
+    tool_output,
 )
 from lithify.translate.sse import SSEEvent
 
@@ -96,10 +107,12 @@ def looks_like_stream(events: list[SSEEvent]) -> bool:
 class _Context:
     """Per-fact state: degradation counts and the tool calls still waiting for a result."""
 
-    def __init__(self) -> None:
+    def __init__(self, audio_type: str | None = None) -> None:
         self.deg = Degradations()
         # (name, id) of calls in order, so results without an id pair by name and order.
         self.pending: list[tuple[str, str]] = []
+        # The MIME type of spoken answers: the request's audio.format.
+        self.audio_type = audio_type
 
     def answer(self, call_id: str | None, name: str | None) -> str:
         """The id a tool result answers: its own, else the oldest open call of that name."""
@@ -114,9 +127,58 @@ class _Context:
         return synthesized_id(NAME, "orphan", name, len(self.pending))
 
 
+# Content entries that point at media by URL: the entry's key for it, and the modality. OpenAI's
+# image_url is {url, detail} (Mistral also sends the URL as a plain string); vLLM documents
+# audio_url and video_url, Mistral document_url (a URL or a data URL).
+_MEDIA_URLS = {
+    "image_url": "image",
+    "audio_url": "audio",
+    "video_url": "video",
+    "document_url": "document",
+}
+
+
+def _media_part(p: Any, deg: Degradations) -> list[Part] | None:
+    """A media entry of a content list as its part (none when it cannot be read: counted), or
+    None when the entry is not media. ``detail``, ``filename`` and such stay on raw."""
+    kind = field(p)
+    if kind in _MEDIA_URLS:
+        ref = p.get(kind)
+        url = ref.get("url") if isinstance(ref, dict) else ref
+        if not isinstance(url, str) or not url:
+            deg.add("malformed_messages")
+            return []
+        part: Part | None = media_url_part(url, deg, _MEDIA_URLS[kind])
+    elif kind == "input_audio":
+        part = _input_audio(p.get("input_audio"), deg)
+    elif kind == "file":
+        # OpenAI nests {file_data | file_id, filename} under "file"; Mistral puts file_id beside
+        # the type.
+        f = p.get("file")
+        part = file_input_part(f if isinstance(f, dict) else {"file_id": p.get("file_id")}, deg)
+    else:
+        return None
+    return [part] if part is not None else []
+
+
+def _input_audio(audio: Any, deg: Degradations) -> Part | None:
+    """OpenAI's ``{data, format}`` (base64, MIME type from the format); Mistral's plain string
+    (base64, a data URL, or a URL)."""
+    if isinstance(audio, str) and audio:
+        if ":" in audio and not audio.startswith("data:"):
+            return media_url_part(audio, deg, "audio")
+        return inline_part(audio, deg, modality="audio")
+    data = audio.get("data") if isinstance(audio, dict) else None
+    if not isinstance(data, str) or not data:
+        deg.add("malformed_messages")
+        return None
+    return inline_part(data, deg, modality="audio", mime=audio_mime(audio.get("format")))
+
+
 def _content_part(p: Any, deg: Degradations) -> list[Part]:
     """One entry of a content list: text (a bare string too), a refusal, Mistral's thinking
-    chunk; media and unknown parts are counted."""
+    chunk, media; a Mistral reference chunk (the sources the text before it cites) counts
+    ``text_citation``; a part of any other type is counted."""
     if isinstance(p, str):
         return text_parts(p)
     kind = p.get("type") if isinstance(p, dict) else None
@@ -127,21 +189,123 @@ def _content_part(p: Any, deg: Degradations) -> list[Part]:
     if is_thinking_chunk(p):
         text = thinking_text(p)
         return [ReasoningPart(text)] if text else []
+    media = _media_part(p, deg)
+    if media is not None:
+        return media
+    if isinstance(p, dict) and kind == "reference" and isinstance(p.get("reference_ids"), list):
+        deg.add("text_citation", max(1, len(p["reference_ids"])))
+        return []
     deg.add("unsupported_content")
     return []
 
 
+# What of a Groq executed tool is its result rather than its call.
+_EXECUTED_RESULTS = ("output", "search_results", "code_results", "browser_results")
+
+
+def _executed_tools(tools: Any, deg: Degradations) -> list[Part]:
+    """Groq's ``executed_tools`` (the searches, code and browsing its compound systems ran before
+    answering): each a ``server_tool_call`` named by its ``type``, the entry less its results
+    (``arguments`` as the JSON text Groq gave), then a ``server_tool_call_response`` with the
+    results it has (``output``, ``search_results``, ``code_results``, ``browser_results``). A
+    chart code produced (``code_results[].png``) follows as an image blob, taken out of the
+    response. Groq gives them no id."""
+    if not isinstance(tools, list):
+        return []
+    parts: list[Part] = []
+    for tool in tools:
+        kind = field(tool)
+        if not kind:
+            deg.add("malformed_messages")
+            continue
+        call = {k: v for k, v in tool.items() if k not in _EXECUTED_RESULTS}
+        parts.append(ServerToolCallPart(id=None, name=kind, server_tool_call=call))
+        result = {k: tool[k] for k in _EXECUTED_RESULTS if tool.get(k) is not None}
+        if not result:
+            continue
+        images: list[Part] = []
+        if isinstance(result.get("code_results"), list):
+            result["code_results"] = [_code_result(r, images, deg) for r in result["code_results"]]
+        parts.append(ServerToolCallResponsePart(None, {"type": kind, **result}))
+        parts += images
+    return parts
+
+
+def _code_result(r: Any, images: list[Part], deg: Degradations) -> Any:
+    png = r.get("png") if isinstance(r, dict) else None
+    if not isinstance(png, str) or not png:
+        return r
+    blob = blob_part(png, "image/png", deg, "image")
+    if blob is not None:
+        images.append(blob)
+    return {k: v for k, v in r.items() if k != "png"}
+
+
+def _audio_parts(audio: Any, ctx: _Context) -> list[Part]:
+    """A spoken answer (``message.audio``): its transcript as text, then its bytes as an audio
+    blob (MIME type from the request's ``audio.format``). A replayed answer with no bytes, only
+    ``{"id": …}``, is a ``file`` part: the audio OpenAI keeps under that id. ``id`` and
+    ``expires_at`` stay on raw."""
+    if not _has_audio(audio):
+        return []
+    parts = text_parts(audio["transcript"]) if isinstance(audio.get("transcript"), str) else []
+    data = audio.get("data")
+    if data:
+        blob = _audio_blob(data, ctx)
+        if blob is not None:
+            parts.append(blob)
+    elif as_str(audio.get("id")):
+        parts.append(file_part(audio["id"], None, ctx.deg, "audio"))
+    return parts
+
+
+def _audio_blob(data: Any, ctx: _Context) -> Part | None:
+    """The audio bytes: one base64 string, or (a folded stream's) the pieces it came in."""
+    if isinstance(data, str):
+        return inline_part(data, ctx.deg, modality="audio", mime=ctx.audio_type)
+    pieces = [d for d in data if isinstance(d, str)] if isinstance(data, list) else []
+    raw = _decode_pieces(pieces)
+    if raw is None:
+        ctx.deg.add("malformed_media")
+        return None
+    return blob_part(raw, ctx.audio_type, ctx.deg, "audio") if raw else None
+
+
+def _decode_pieces(pieces: list[str]) -> bytes | None:
+    """Streamed audio's bytes: each piece is base64 of its own (padded), as OpenAI sends them;
+    failing that, the pieces are slices of one base64 text. None when neither decodes."""
+    try:
+        return b"".join(base64.b64decode("".join(p.split()), validate=True) for p in pieces)
+    except (binascii.Error, ValueError):
+        pass
+    try:
+        return base64.b64decode("".join("".join(pieces).split()), validate=True)
+    except (binascii.Error, ValueError):
+        return None
+
+
+def _generated_images(images: Any, deg: Degradations) -> list[Part]:
+    """Images the model generated, as OpenRouter and other gateways return them beside the text
+    (``message.images``: ``image_url`` entries, data URLs): image parts after the text."""
+    if not isinstance(images, list):
+        return []
+    parts: list[Part] = []
+    for entry in images:
+        got = _media_part(entry, deg)
+        if got is None:
+            deg.add("unsupported_content")
+        else:
+            parts += got
+    return parts
+
+
 def _server_side(msg: dict[str, Any], deg: Degradations) -> None:
     """Count what rides beside the parts: citations of the text (OpenAI and Groq
-    ``annotations``), tools the server ran (Groq ``executed_tools``), Gemini's thought
-    signature (its OpenAI-compatible endpoint puts it in ``extra_content.google``)."""
-    for key, reason in (
-        ("annotations", "text_citation"),
-        ("executed_tools", "unsupported_content"),
-    ):
-        entries = msg.get(key)
-        if isinstance(entries, list):
-            deg.add(reason, len(entries))
+    ``annotations``), Gemini's thought signature (its OpenAI-compatible endpoint puts it in
+    ``extra_content.google``)."""
+    entries = msg.get("annotations")
+    if isinstance(entries, list):
+        deg.add("text_citation", len(entries))
     calls = msg.get("tool_calls")
     for holder in [msg, *(calls if isinstance(calls, list) else [])]:
         extra = holder.get("extra_content") if isinstance(holder, dict) else None
@@ -202,13 +366,16 @@ def _has_audio(audio: Any) -> bool:
 
 
 def _assistant_parts(msg: dict[str, Any], ctx: _Context) -> list[Part]:
+    """An answer's parts in the order they were made: reasoning, the tools the server ran, the
+    text (or refusal), a spoken answer, generated images, then the tool calls."""
     parts = _reasoning_parts(msg, ctx.deg)
+    parts += _executed_tools(msg.get("executed_tools"), ctx.deg)
     parts += content_parts(msg.get("content"), ctx.deg, _content_part)
     refusal = msg.get("refusal")
     if isinstance(refusal, str) and refusal:
         parts.append(TextPart(refusal))
-    if _has_audio(msg.get("audio")):
-        ctx.deg.add("unsupported_content")
+    parts += _audio_parts(msg.get("audio"), ctx)
+    parts += _generated_images(msg.get("images"), ctx.deg)
     _server_side(msg, ctx.deg)
     ordinal = 0
     calls = msg.get("tool_calls")
@@ -237,7 +404,9 @@ def _input_message(msg: Any, ctx: _Context) -> Message | None:
         name = as_str(msg.get("name"))
         # A legacy function result names its function; pairing by name needs no id.
         the_id = ctx.answer(call_id, name if call_id is None else None)
-        return Message("tool", [ToolCallResponsePart(id=the_id, result=msg.get("content"))])
+        # Images (or other media) in the result follow it as parts of their own.
+        result, media = tool_output(msg.get("content"), ctx.deg, _media_part)
+        return Message("tool", [ToolCallResponsePart(id=the_id, result=result), *media])
     if role == "assistant":
         return Message(role, _assistant_parts(msg, ctx))
     return Message(role, content_parts(msg.get("content"), ctx.deg, _content_part))
@@ -286,7 +455,9 @@ class _StreamChoice:
         self.chunks: list[dict[str, Any]] | None = None
         self.calls: dict[int, dict[str, Any]] = {}
         self.function_call: dict[str, list[str]] | None = None
+        # A spoken answer: id, transcript and base64 pieces as they came, the last expiry.
         self.audio: dict[str, Any] | None = None
+        self.images: list[Any] = []
         self.annotations: list[Any] = []
         self.executed: dict[Any, dict[str, Any]] = {}
         self.extra: Any = None
@@ -302,8 +473,10 @@ class _StreamChoice:
             v = delta.get(key)
             if isinstance(v, str) and (key != "content" or self.chunks is None):
                 self.text.setdefault(key, []).append(v)
-        if _has_audio(delta.get("audio")):
-            self.audio = delta["audio"]
+        if isinstance(delta.get("audio"), dict):
+            self._audio(delta["audio"])
+        if isinstance(delta.get("images"), list):
+            self.images += delta["images"]
         if isinstance(delta.get("annotations"), list):
             self.annotations += delta["annotations"]
         if isinstance(delta.get("executed_tools"), list):
@@ -328,6 +501,18 @@ class _StreamChoice:
                 if isinstance(fc.get(key), str):
                     acc[key].append(fc[key])
             self.function_call = acc
+
+    def _audio(self, audio: dict[str, Any]) -> None:
+        acc = self.audio
+        if acc is None:
+            acc = self.audio = {"id": None, "transcript": [], "data": [], "expires_at": None}
+        if acc["id"] is None and as_str(audio.get("id")):
+            acc["id"] = audio["id"]
+        for key in ("transcript", "data"):
+            if isinstance(audio.get(key), str):
+                acc[key].append(audio[key])
+        if audio.get("expires_at") is not None:
+            acc["expires_at"] = audio["expires_at"]
 
     def _content_chunks(self, content: Any) -> None:
         """Content as chunks; adjacent text (and thinking) fragments join into one chunk."""
@@ -386,7 +571,13 @@ class _StreamChoice:
         if self.chunks is not None:
             msg["content"] = self.chunks
         if self.audio is not None:
-            msg["audio"] = self.audio
+            audio = {**self.audio, "transcript": "".join(self.audio["transcript"])}
+            if not any(audio["data"]):
+                audio["data"] = ""
+            if _has_audio(audio):
+                msg["audio"] = audio
+        if self.images:
+            msg["images"] = self.images
         if self.annotations:
             msg["annotations"] = self.annotations
         if self.executed:
@@ -501,7 +692,8 @@ def translate(
     side may be missing. meta carries what the transport knew (headers, session)."""
     ex = Exchange.of(request, response)
     req, body = ex.req, ex.body
-    ctx = _Context()
+    spoken = req.get("audio") if req is not None else None
+    ctx = _Context(audio_mime(spoken.get("format")) if isinstance(spoken, dict) else None)
     if ex.events is not None:
         stream = _Stream(ex.events)
         if stream.error is not None and not stream.chunks:

@@ -4,7 +4,9 @@ Chat Completions and Responses differ in their messages and streams (openai_chat
 openai_responses.py) but not in the rest: the request parameters kept, the session and timing
 the transport knew, the raw form of a stream, the fields a fact takes from the response body.
 Mistral's thinking chunks, a content form of Chat-compatible servers, are read here too, since
-telling the Chat and Anthropic request shapes apart needs them (messages_format.py).
+telling the Chat and Anthropic request shapes apart needs them (messages_format.py). So are the
+media both APIs send the same way (Media below): inline data, file inputs, audio formats, the
+media inside a tool's result.
 """
 
 from __future__ import annotations
@@ -12,11 +14,22 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import unquote_to_bytes
 
 from lithify.core.times import seconds_to_rfc3339
 from lithify.core.values import as_float, as_int
-from lithify.model import InferenceCall, Message, Part, Skip, ToolDefinition
-from lithify.translate._common import Degradations, as_str, finish, text_parts, transport_times
+from lithify.model import BlobPart, InferenceCall, Message, Part, Skip, ToolDefinition, UriPart
+from lithify.translate._common import (
+    Degradations,
+    as_str,
+    blob_part,
+    file_part,
+    finish,
+    parse_data_url,
+    text_parts,
+    transport_times,
+    url_part,
+)
 from lithify.translate.sse import SSEEvent, iter_events, raw_stream
 
 
@@ -139,6 +152,122 @@ def thinking_text(p: dict[str, Any]) -> str:
     return "".join(
         c["text"] for c in p["thinking"] if field(c) == "text" and isinstance(c.get("text"), str)
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# Media
+# ---------------------------------------------------------------------------------------------
+
+# Audio formats as OpenAI names them (Chat ``input_audio.format`` and the request's
+# ``audio.format``, Responses ``input_audio``) whose MIME type is not ``audio/<format>``.
+_AUDIO_TYPES = {"mp3": "audio/mpeg"}
+# File types by a file name's extension, for a file part's MIME type when nothing else gives one.
+_FILE_TYPES = {
+    "pdf": "application/pdf",
+    "txt": "text/plain",
+    "md": "text/markdown",
+    "csv": "text/csv",
+    "json": "application/json",
+    "html": "text/html",
+    "docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+    "pptx": "application/vnd.openxmlformats-officedocument.presentationml.presentation",
+    "xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+    "png": "image/png",
+    "jpg": "image/jpeg",
+    "jpeg": "image/jpeg",
+    "gif": "image/gif",
+    "webp": "image/webp",
+    "wav": "audio/wav",
+    "mp3": "audio/mpeg",
+}
+
+
+def audio_mime(fmt: Any) -> str | None:
+    """The MIME type of an audio format name: ``audio/<format>`` (``wav`` → ``audio/wav``,
+    ``pcm16`` → ``audio/pcm16``), ``mp3`` → ``audio/mpeg``; None without a format."""
+    name = fmt.strip().lower() if isinstance(fmt, str) else ""
+    return (_AUDIO_TYPES.get(name) or f"audio/{name}") if name else None
+
+
+def filename_mime(name: Any) -> str | None:
+    """The MIME type a file name's extension commonly means (``report.pdf``), else None."""
+    if not isinstance(name, str) or "." not in name:
+        return None
+    return _FILE_TYPES.get(name.rpartition(".")[2].strip().lower())
+
+
+def inline_part(
+    data: str,
+    deg: Degradations,
+    *,
+    modality: str | None = None,
+    mime: str | None = None,
+    default_mime: str | None = None,
+) -> BlobPart | None:
+    """Bytes sent inline, as a data URL or as bare base64, as a ``blob`` part. Its MIME type is
+    ``mime`` when the caller knows it, else the data URL's, else ``default_mime``. A data URL
+    that is not base64 (``data:text/plain,a%20b``) holds its bytes percent-encoded. Base64 that
+    does not decode gives no part and counts ``malformed_media``."""
+    if data.startswith("data:"):
+        parsed = parse_data_url(data)
+        if parsed is not None:
+            return blob_part(parsed[1], mime or parsed[0] or default_mime, deg, modality)
+        head, _, payload = data[5:].partition(",")
+        declared = head.split(";")[0].strip() or None
+        raw = unquote_to_bytes(payload)
+        return blob_part(raw, mime or declared or default_mime, deg, modality)
+    return blob_part(data, mime or default_mime, deg, modality)
+
+
+def media_url_part(url: str, deg: Degradations, modality: str) -> BlobPart | UriPart | None:
+    """A media URL (``image_url.url``, ``audio_url``, ``document_url``, a generated image): a
+    data URL is a ``blob``, any other URL a ``uri`` part (``content_reference``)."""
+    if url.startswith("data:"):
+        return inline_part(url, deg, modality=modality)
+    return url_part(url, None, deg, modality)
+
+
+def file_input_part(f: Any, deg: Degradations) -> Part | None:
+    """A file input (Chat ``{"type": "file", "file": {…}}``, Responses ``input_file``):
+    ``file_data`` (a data URL, or bare base64) is a ``blob``, else ``file_url`` a ``uri`` part,
+    else ``file_id`` a ``file`` part. The MIME type is the data URL's, else the one ``filename``
+    implies; ``filename`` itself stays on raw. A PDF (or any type not image, audio or video) has
+    modality ``document``. Without data, URL or id the entry counts ``malformed_messages``."""
+    f = f if isinstance(f, dict) else {}
+    guess = filename_mime(f.get("filename"))
+    data, url, file_id = (as_str(f.get(k)) for k in ("file_data", "file_url", "file_id"))
+    if data is not None:
+        return inline_part(data, deg, default_mime=guess)
+    if url is not None:
+        if url.startswith("data:"):
+            return inline_part(url, deg, default_mime=guess)
+        return url_part(url, guess, deg)
+    if file_id is not None:
+        return file_part(file_id, guess, deg)
+    deg.add("malformed_messages")
+    return None
+
+
+def tool_output(
+    content: Any, deg: Degradations, media: Callable[[Any, Degradations], list[Part] | None]
+) -> tuple[Any, list[Part]]:
+    """A tool result and the media inside it. When the result is a list holding media entries
+    (``media`` gives their parts; None for an entry that is not media), those entries become
+    parts of their own, to follow the result's ``tool_call_response`` part, and the rest of the
+    list, as given, is the result. Anything else is the result unchanged, with no media."""
+    if not isinstance(content, list):
+        return content, []
+    rest: list[Any] = []
+    parts: list[Part] = []
+    found = False
+    for entry in content:
+        got = media(entry, deg)
+        if got is None:
+            rest.append(entry)
+        else:
+            found = True
+            parts += got
+    return (rest if found else content), parts
 
 
 @dataclass(slots=True)
