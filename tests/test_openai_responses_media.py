@@ -131,6 +131,8 @@ def test_input_file_data_url_bare_base64_url_and_id() -> None:
                     {"type": "input_file", "file_url": "https://example.com/report.pdf"},
                     {"type": "input_file", "filename": "b.csv", "file_id": "file-csv"},
                     {"type": "input_file", "filename": "noext", "file_data": pdf64},
+                    # The data URL's own type wins over the name's.
+                    {"type": "input_file", "filename": "x.txt", "file_data": f"data:application/pdf;base64,{pdf64}"},
                 )
             ]
         }
@@ -141,6 +143,7 @@ def test_input_file_data_url_bare_base64_url_and_id() -> None:
         UriPart("document", None, "https://example.com/report.pdf"),
         FilePart("document", "text/csv", "file-csv"),
         blob(PDF, None, "document"),
+        blob(PDF, "application/pdf", "document"),
     ]
     assert f.degradations == {"content_reference": 2}
 
@@ -180,6 +183,31 @@ def test_broken_media_is_counted_and_kept_on_raw() -> None:
     assert f.input_messages == [Message("user", [])]
     assert f.degradations == {"malformed_media": 2, "malformed_messages": 3}
     assert f.raw["request"] == req
+
+
+def test_function_output_with_media_is_a_result_then_its_media() -> None:
+    """A tool message is one tool_call_response part and the media the tool returned: images
+    and files in a function's output list follow the rest of the list, which is the result."""
+    text = {"type": "input_text", "text": "the chart:"}
+    image = {"type": "input_image", "image_url": f"data:image/png;base64,{PNG64}", "detail": "auto"}
+    f = fact(
+        {
+            "input": [
+                {"type": "function_call", "call_id": "c1", "name": "plot", "arguments": "{}"},
+                {"type": "function_call_output", "call_id": "c1", "output": [text, image, {"type": "input_file", "file_id": "file-9"}]},
+                {"type": "function_call", "call_id": "c2", "name": "plot", "arguments": "{}"},
+                {"type": "function_call_output", "call_id": "c2", "output": [image]},
+            ]
+        }
+    )  # fmt: skip
+    assert f.input_messages[1] == Message(
+        "tool",
+        [ToolCallResponsePart("c1", [text]), blob(PNG, "image/png", "image"), FilePart("document", None, "file-9")],
+    )  # fmt: skip
+    assert f.input_messages[3] == Message(
+        "tool", [ToolCallResponsePart("c2", []), blob(PNG, "image/png", "image")]
+    )
+    assert f.degradations == {"content_reference": 1}
 
 
 # --- client-side tools -------------------------------------------------------------------------

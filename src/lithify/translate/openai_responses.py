@@ -27,6 +27,7 @@ from lithify.translate._common import (
     file_part,
     finish_reason,
     parse_arguments,
+    parse_data_url,
     synthesized_call_id,
     synthesized_id,
     text_parts,
@@ -246,6 +247,9 @@ class _Walker:
             call_id = next((c for i, c in self.pending if ref in (i, c)), None)
         call_id = self._answer(call_id)
         output = item.get("output")
+        if kind in ("function_call_output", "custom_tool_call_output"):
+            result, media = _tool_output(output, self.deg)
+            return [ToolCallResponsePart(id=call_id, result=result), *media]
         if kind != "computer_call_output" or not isinstance(output, dict):
             return [ToolCallResponsePart(id=call_id, result=output)]
         # A screenshot: the result says what came back, the image follows as a part of its own.
@@ -334,12 +338,16 @@ def _input_image(p: dict[str, Any], deg: Degradations) -> Part | None:
 
 
 def _input_file(p: dict[str, Any], deg: Degradations) -> Part | None:
+    data, url, file_id = (as_str(p.get(k)) for k in ("file_data", "file_url", "file_id"))
     name = as_str(p.get("filename"))
     mime = _EXTENSIONS.get(name.rpartition(".")[2].lower()) if name and "." in name else None
-    data, url, file_id = (as_str(p.get(k)) for k in ("file_data", "file_url", "file_id"))
     if data is not None:
-        # A data URL as the guides send it; bare base64 as the reference allows.
-        return url_part(data, mime, deg) if data.startswith("data:") else blob_part(data, mime, deg)
+        # A data URL as the guides send it (its own MIME type first); bare base64 as the
+        # reference allows.
+        if data.startswith("data:"):
+            parsed = parse_data_url(data)
+            return url_part(data, (parsed[0] if parsed else None) or mime, deg)
+        return blob_part(data, mime, deg)
     if url is not None:
         return url_part(url, mime, deg)
     if file_id is not None:
@@ -360,6 +368,25 @@ def _input_audio(p: dict[str, Any], deg: Degradations) -> Part | None:
 
 
 _MEDIA = {"input_image": _input_image, "input_file": _input_file, "input_audio": _input_audio}
+
+
+def _tool_output(output: Any, deg: Degradations) -> tuple[Any, list[Part]]:
+    """A function's result and the media in it: when ``output`` is a list holding images, files
+    or audio, those become parts of their own (to follow the result) and the rest of the list,
+    as sent, is the result; anything else is the result unchanged."""
+    if not isinstance(output, list):
+        return output, []
+    rest: list[Any] = []
+    media: list[Part] = []
+    for entry in output:
+        kind = field(entry)
+        if kind in _MEDIA:
+            part = _MEDIA[kind](entry, deg)
+            if part is not None:
+                media.append(part)
+        else:
+            rest.append(entry)
+    return (rest if len(rest) < len(output) else output), media
 
 
 def _server_tool(item: dict[str, Any], kind: str, deg: Degradations) -> list[Part]:
