@@ -27,15 +27,23 @@ from lithify.translate._common import (
     file_part,
     finish_reason,
     parse_arguments,
-    parse_data_url,
     synthesized_call_id,
     synthesized_id,
     text_parts,
     tool_call,
     tool_definition,
-    url_part,
 )
-from lithify.translate.openai_common import Api, Exchange, content_parts, field
+from lithify.translate.openai_common import (
+    Api,
+    Exchange,
+    audio_mime,
+    content_parts,
+    field,
+    file_input_part,
+    inline_part,
+    media_url_part,
+    tool_output,
+)
 from lithify.translate.sse import SSEEvent
 
 NAME = "openai-responses"
@@ -248,7 +256,7 @@ class _Walker:
         call_id = self._answer(call_id)
         output = item.get("output")
         if kind in ("function_call_output", "custom_tool_call_output"):
-            result, media = _tool_output(output, self.deg)
+            result, media = tool_output(output, self.deg, _media)
             return [ToolCallResponsePart(id=call_id, result=result), *media]
         if kind != "computer_call_output" or not isinstance(output, dict):
             return [ToolCallResponsePart(id=call_id, result=output)]
@@ -258,7 +266,7 @@ class _Walker:
             if isinstance(ref, str) and ref:
                 rest = {k: v for k, v in output.items() if k != key}
                 media = (
-                    url_part(ref, None, self.deg, "image")
+                    media_url_part(ref, self.deg, "image")
                     if key == "image_url"
                     else file_part(ref, None, self.deg, "image")
                 )
@@ -290,31 +298,13 @@ def _content_part(p: Any, deg: Degradations) -> list[Part]:
         return text_parts(p.get("text"))
     if isinstance(p, dict) and kind == "refusal" and isinstance(p.get("refusal"), str | None):
         return text_parts(p.get("refusal"))
-    if isinstance(p, dict) and kind in _MEDIA:
-        media = _MEDIA[kind](p, deg)
-        return [media] if media is not None else []
+    media = _media(p, deg)
+    if media is not None:
+        return media
     deg.add("unsupported_content")
     return []
 
 
-# File types a file part's name commonly has, for its MIME type when nothing else gives one.
-_EXTENSIONS = {
-    "pdf": "application/pdf",
-    "txt": "text/plain",
-    "md": "text/markdown",
-    "csv": "text/csv",
-    "json": "application/json",
-    "html": "text/html",
-    "docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
-    "pptx": "application/vnd.openxmlformats-officedocument.presentationml.presentation",
-    "xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
-    "png": "image/png",
-    "jpg": "image/jpeg",
-    "jpeg": "image/jpeg",
-    "gif": "image/gif",
-    "webp": "image/webp",
-}
-_AUDIO_FORMATS = {"mp3": "audio/mpeg", "wav": "audio/wav"}
 # Image generation's output_format, and the first base64 characters of each format (the
 # default, png, is often not echoed).
 _IMAGE_FORMATS = {
@@ -330,28 +320,9 @@ _IMAGE_MAGIC = (("iVBORw0KGgo", "image/png"), ("/9j/", "image/jpeg"), ("UklGR", 
 def _input_image(p: dict[str, Any], deg: Degradations) -> Part | None:
     url, file_id = as_str(p.get("image_url")), as_str(p.get("file_id"))
     if url is not None:
-        return url_part(url, None, deg, "image")
+        return media_url_part(url, deg, "image")
     if file_id is not None:
         return file_part(file_id, None, deg, "image")
-    deg.add("malformed_messages")
-    return None
-
-
-def _input_file(p: dict[str, Any], deg: Degradations) -> Part | None:
-    data, url, file_id = (as_str(p.get(k)) for k in ("file_data", "file_url", "file_id"))
-    name = as_str(p.get("filename"))
-    mime = _EXTENSIONS.get(name.rpartition(".")[2].lower()) if name and "." in name else None
-    if data is not None:
-        # A data URL as the guides send it (its own MIME type first); bare base64 as the
-        # reference allows.
-        if data.startswith("data:"):
-            parsed = parse_data_url(data)
-            return url_part(data, (parsed[0] if parsed else None) or mime, deg)
-        return blob_part(data, mime, deg)
-    if url is not None:
-        return url_part(url, mime, deg)
-    if file_id is not None:
-        return file_part(file_id, mime, deg)
     deg.add("malformed_messages")
     return None
 
@@ -362,31 +333,20 @@ def _input_audio(p: dict[str, Any], deg: Degradations) -> Part | None:
     if data is None:
         deg.add("malformed_messages")
         return None
-    fmt = as_str(audio.get("format")) if isinstance(audio, dict) else None
-    mime = _AUDIO_FORMATS.get(fmt, f"audio/{fmt}") if fmt else None
-    return blob_part(data, mime, deg, "audio")
+    return inline_part(data, deg, modality="audio", mime=audio_mime(audio.get("format")))
 
 
-_MEDIA = {"input_image": _input_image, "input_file": _input_file, "input_audio": _input_audio}
+_MEDIA = {"input_image": _input_image, "input_file": file_input_part, "input_audio": _input_audio}
 
 
-def _tool_output(output: Any, deg: Degradations) -> tuple[Any, list[Part]]:
-    """A function's result and the media in it: when ``output`` is a list holding images, files
-    or audio, those become parts of their own (to follow the result) and the rest of the list,
-    as sent, is the result; anything else is the result unchanged."""
-    if not isinstance(output, list):
-        return output, []
-    rest: list[Any] = []
-    media: list[Part] = []
-    for entry in output:
-        kind = field(entry)
-        if kind in _MEDIA:
-            part = _MEDIA[kind](entry, deg)
-            if part is not None:
-                media.append(part)
-        else:
-            rest.append(entry)
-    return (rest if len(rest) < len(output) else output), media
+def _media(entry: Any, deg: Degradations) -> list[Part] | None:
+    """A media entry of a tool's output list as its parts (none when unreadable: counted), or
+    None when the entry is not media."""
+    kind = field(entry)
+    if kind not in _MEDIA:
+        return None
+    part = _MEDIA[kind](entry, deg)
+    return [part] if part is not None else []
 
 
 def _server_tool(item: dict[str, Any], kind: str, deg: Degradations) -> list[Part]:
@@ -417,7 +377,7 @@ def _server_tool(item: dict[str, Any], kind: str, deg: Degradations) -> list[Par
                 outputs.append(out)
                 continue
             outputs.append({k: v for k, v in out.items() if k != "url"})
-            image = url_part(url, None, deg, "image")
+            image = media_url_part(url, deg, "image")
             if image is not None:
                 media.append(image)
         result["outputs"] = outputs
