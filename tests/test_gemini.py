@@ -164,7 +164,9 @@ def test_thought_parts_and_signatures() -> None:
 
 
 def test_unknown_parts_are_counted_and_turn_kept() -> None:
-    r = req(turn("user", {"text": "look"}, {"hologram": {"x": 1}}), turn("model", {"futurePart": {}}))
+    r = req(
+        turn("user", {"text": "look"}, {"hologram": {"x": 1}}), turn("model", {"futurePart": {}})
+    )
     f = fact(r)
     assert f.input_messages == [Message("user", [TextPart("look")]), Message("assistant", [])]
     assert f.degradations == {"unsupported_content": 2}
