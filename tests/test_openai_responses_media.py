@@ -26,7 +26,7 @@ from lithify.model import (
     UriPart,
 )
 from lithify.translate import openai_responses, translate_document
-from lithify.translate.sse import SSEEvent
+from lithify.translate.sse import SSEEvent, iter_events
 from tests.conftest import RECORDED
 from tests.helpers import assert_valid_messages
 
@@ -833,3 +833,20 @@ def _computer_loop(stream: bool) -> tuple[InferenceCall, InferenceCall]:
     assert_valid_messages(first)
     assert_valid_messages(second)
     return first, second
+
+
+@pytest.mark.parametrize("name", ["server_tools_streaming", "computer_use_turn1_streaming"])
+def test_recorded_stream_cut_at_every_event(name: str) -> None:
+    """A stream cut anywhere still gives a valid fact; once every item is done, the parts are
+    the whole answer's, and only the final event (finish reason, usage) is missing."""
+    whole = recorded(name)
+    events = list(iter_events(whole.raw["response"]))
+    last_item = max(i for i, e in enumerate(events) if e.event == "response.output_item.done")
+    for cut in range(1, len(events)):
+        f = openai_responses.translate(whole.raw["request"], events[:cut])
+        assert isinstance(f, InferenceCall), (cut, f)
+        assert_valid_messages(f)
+        assert f.degradations.get("truncated_stream") == 1
+        if cut > last_item:
+            assert f.output_messages[0].parts == whole.output_messages[0].parts
+            assert f.output_messages[0].finish_reason is None
