@@ -25,6 +25,7 @@ from lithify.model import (
     UriPart,
 )
 from lithify.translate import gemini, translate_document
+from lithify.translate.sse import SSEEvent
 from tests.conftest import CORPUS, RECORDED
 from tests.helpers import assert_valid_messages
 from tests.test_gemini import answer, call, fact, req, resp, stream_of, turn, user
@@ -425,3 +426,63 @@ def test_built_in_tool_calls_and_responses_are_server_tools() -> None:
         TextPart("a"),
     ]
     assert f.degradations == {}
+
+
+URL_CONTEXT = {
+    "urlMetadata": [
+        {"retrievedUrl": "https://ai.google.dev/", "urlRetrievalStatus": "URL_RETRIEVAL_STATUS_SUCCESS"},
+        {"retrievedUrl": "https://x.invalid/", "urlRetrievalStatus": "URL_RETRIEVAL_STATUS_ERROR"},
+    ]
+}  # fmt: skip
+CITATION = {"startIndex": 0, "endIndex": 9, "uri": "https://e.org/a", "license": "mit"}
+
+
+def test_url_context_is_a_server_tool_and_citations_are_counted() -> None:
+    r = grounded(URL_CONTEXT, "urlContextMetadata")
+    r["candidates"][0]["citationMetadata"] = {"citations": [CITATION, CITATION]}
+    f = fact(None, r)
+    assert f.output_messages[0].parts == [
+        ServerToolCallPart(
+            None,
+            "url_context",
+            {"type": "url_context", "urls": ["https://ai.google.dev/", "https://x.invalid/"]},
+        ),
+        ServerToolCallResponsePart(None, {"type": "url_context_metadata", **URL_CONTEXT}),
+        TextPart("Spain won Euro 2024."),
+    ]
+    assert f.degradations == {"text_citation": 2}
+    # The Gemini API names them citationSources.
+    r["candidates"][0]["citationMetadata"] = {"citationSources": [CITATION]}
+    assert fact(None, r).degradations == {"text_citation": 1}
+
+
+def test_streamed_citations_add_up_and_url_context_is_merged() -> None:
+    plain = grounded(URL_CONTEXT, "url_context_metadata")
+    plain["candidates"][0]["citationMetadata"] = {"citations": [CITATION, {**CITATION, "startIndex": 10}]}  # fmt: skip
+    chunks = [
+        {
+            "candidates": [
+                {
+                    "index": 0,
+                    "content": {"role": "model", "parts": [{"text": "Spain won "}]},
+                    "citationMetadata": {"citations": [CITATION]},
+                }
+            ]
+        },
+        {
+            "candidates": [
+                {
+                    "index": 0,
+                    "content": {"role": "model", "parts": [{"text": "Euro 2024."}]},
+                    "citationMetadata": {"citations": [{**CITATION, "startIndex": 10}]},
+                    "urlContextMetadata": URL_CONTEXT,
+                    "finishReason": "STOP",
+                }
+            ],
+            **{k: v for k, v in plain.items() if k != "candidates"},
+        },
+    ]
+    streamed = fact(None, [SSEEvent(None, orjson.dumps(c).decode()) for c in chunks])
+    expected = fact(None, plain)
+    assert streamed.output_messages == expected.output_messages
+    assert streamed.degradations == expected.degradations == {"text_citation": 2}

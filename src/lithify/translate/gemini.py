@@ -642,9 +642,20 @@ class _Stream:
             reason = _g(cand, "finishReason")
             if reason is not None:
                 acc["finishReason"] = reason
-            grounding = _g(cand, "groundingMetadata")
-            if isinstance(grounding, dict):
-                acc.setdefault("groundingMetadata", {}).update(_camel_keys(grounding))
+            for key in _BESIDE_CONTENT:
+                value = _g(cand, key)
+                if isinstance(value, dict):
+                    self._merge(acc.setdefault(key, {}), _camel_keys(value), key)
+
+    @staticmethod
+    def _merge(acc: dict[str, Any], piece: dict[str, Any], key: str) -> None:
+        """Each chunk cites the sources of its own text: citation lists add up. Grounding and
+        URL context come whole, with the last chunks: a later value replaces an earlier one."""
+        for k, v in piece.items():
+            if key == "citationMetadata" and isinstance(v, list) and isinstance(acc.get(k), list):
+                acc[k] = [*acc[k], *v]
+            else:
+                acc[k] = v
 
     @staticmethod
     def _add(parts: list[Any], part: Any) -> None:
@@ -672,7 +683,7 @@ class _Stream:
                 "index": index,
                 "content": {"role": c["role"] or "model", "parts": c["parts"]},
             }
-            for key in ("finishReason", "groundingMetadata"):
+            for key in ("finishReason", *_BESIDE_CONTENT):
                 if key in c:
                     cand[key] = c[key]
             cands.append(cand)
@@ -717,7 +728,9 @@ def _output_messages(
         ids.model_turn()
         content = cand.get("content")
         msgs = _turn("assistant", _parts_of(content, deg), deg, ids)
-        parts = [*_grounding(_g(cand, "groundingMetadata")), *(p for m in msgs for p in m.parts)]
+        searched = [*_grounding(_g(cand, "groundingMetadata")), *_url_context(cand)]
+        parts = [*searched, *(p for m in msgs for p in m.parts)]
+        deg.add("text_citation", _citations(_g(cand, "citationMetadata")))
         reason = _finish(_g(cand, "finishReason"), explicit_gemini)
         if reason is None and error:
             reason = "error"
@@ -725,6 +738,8 @@ def _output_messages(
     return out
 
 
+# What a candidate carries beside its content that a stream sends in pieces: merged key by key.
+_BESIDE_CONTENT = ("groundingMetadata", "urlContextMetadata", "citationMetadata")
 # What a grounded answer searched, by the tool that searched (the first key present).
 _GROUNDING_QUERIES = (
     ("webSearchQueries", "google_search"),
@@ -750,6 +765,32 @@ def _grounding(metadata: Any) -> list[Part]:
             break
     response = {"type": "grounding_metadata", **grounding}
     return [ServerToolCallPart(None, name, call), ServerToolCallResponsePart(None, response)]
+
+
+def _url_context(candidate: dict[str, Any]) -> list[Part]:
+    """The pages the URL context tool fetched (``urlContextMetadata``): a ``url_context`` call
+    naming them and a response holding the metadata (each URL's retrieval status)."""
+    metadata = _g(candidate, "urlContextMetadata")
+    if not isinstance(metadata, dict) or not metadata:
+        return []
+    context = _camel_keys(metadata)
+    pages = context.get("urlMetadata")
+    urls = [_g(m, "retrievedUrl") for m in pages] if isinstance(pages, list) else []
+    call = {"type": "url_context", "urls": [u for u in urls if isinstance(u, str)]}
+    response = {"type": "url_context_metadata", **context}
+    return [
+        ServerToolCallPart(None, "url_context", call),
+        ServerToolCallResponsePart(None, response),
+    ]
+
+
+def _citations(metadata: Any) -> int:
+    """How many sources a candidate's ``citationMetadata`` cites (Vertex ``citations``, the
+    Gemini API ``citationSources``): the text is whole, the citations stay on raw."""
+    cited = _g(metadata, "citations")
+    if cited is None:
+        cited = _g(metadata, "citationSources")
+    return len(cited) if isinstance(cited, list) else 0
 
 
 def _explicit_gemini(meta: dict[str, Any], provider: str) -> bool:
