@@ -738,7 +738,13 @@ candidates = st.fixed_dictionaries(
         "content": st.fixed_dictionaries({"parts": st.lists(parts, max_size=4) | json_values})
         | json_values
     },
-    optional={"index": json_values, "finishReason": json_values, "groundingMetadata": json_values},
+    optional={
+        "index": json_values,
+        "finishReason": json_values,
+        "groundingMetadata": json_values,
+        "urlContextMetadata": json_values,
+        "citationMetadata": json_values | st.fixed_dictionaries({"citations": json_values}),
+    },
 )
 responses = st.fixed_dictionaries(
     {"candidates": st.lists(candidates, max_size=3) | json_values},
