@@ -52,6 +52,7 @@ from tests.serve.helpers import (
     start_server,
     traces_pb,
 )
+from tests.store.conftest import SCRIPT, start_postgres
 
 GRPC = replace(BASE, grpc_port=0)  # a free port for gRPC beside HTTP's
 
@@ -282,6 +283,41 @@ def test_an_unreachable_store_is_unavailable_with_retry_info(tmp_path: Path) -> 
         trailers = dict(error.trailing_metadata())  # type: ignore[attr-defined]
         delay = error_details_pb2.RetryInfo.FromString(trailers["google.rpc.retryinfo-bin"])
         assert delay.retry_delay.seconds == 3
+
+
+def test_the_sdk_exporter_retries_through_a_store_outage_after_its_retry_info(
+    own_postgres: tuple[Path, str],
+) -> None:
+    """PostgreSQL stopped under a real gRPC exporter: UNAVAILABLE with RetryInfo; the exporter
+    waits what it says, retries, and succeeds once PostgreSQL is back; nothing is stored twice."""
+    folder, url = own_postgres
+    with grpc_server(url, retry_after=3) as srv:
+        spans, _ = sdk_telemetry("outage", 2)
+        exporter = OTLPSpanExporter(
+            endpoint=f"http://127.0.0.1:{srv.receiver.grpc_port}", insecure=True, timeout=120
+        )
+        subprocess.run(["bash", str(SCRIPT), "stop", "--dir", str(folder)], check=True)
+        outcome: dict[str, Any] = {}
+
+        def export() -> None:
+            t0 = time.monotonic()
+            outcome["result"] = exporter.export(spans).name
+            outcome["seconds"] = time.monotonic() - t0
+
+        sender = threading.Thread(target=export)
+        sender.start()
+        deadline = time.monotonic() + 30
+        while srv.receiver.available and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not srv.receiver.available, "the outage was never met"
+        assert start_postgres(folder) == url
+        sender.join(120)
+        exporter.shutdown()
+        assert outcome["result"] == "SUCCESS"
+        assert outcome["seconds"] >= 3  # it waited the RetryInfo delay at least once
+        assert srv.receiver.counts["facts"] == 2
+    with open_store(url) as s:
+        assert s.count() == 2
 
 
 def test_overload_is_resource_exhausted_with_retry_info(sqlite_store_url: str) -> None:

@@ -598,7 +598,8 @@ def build_app(config: ServeConfig, store: FactStore | None = None) -> Starlette:
 
     async def health(request: Request) -> Response:
         """Liveness: the process serves requests."""
-        ports = {"http": request.scope["server"][1], "grpc": rx.grpc_port}
+        server = request.scope.get("server") or (None, None)
+        ports = {"http": server[1], "grpc": rx.grpc_port}
         doc = {"status": "ok", "ports": ports, **health_doc()}
         return Response(orjson.dumps(doc), media_type=JSON)
 
