@@ -702,7 +702,9 @@ def same_but_raw(a: InferenceCall, b: InferenceCall) -> None:
     assert msgspec.structs.replace(a, **ids) == msgspec.structs.replace(b, **ids)
 
 
-@pytest.mark.parametrize("name", ["image_input", "computer_use_turn1", "server_tools"])
+@pytest.mark.parametrize(
+    "name", ["image_input", "computer_use_turn1", "server_tools", "image_generation"]
+)
 def test_recorded_stream_is_its_plain_twin(name: str) -> None:
     same_but_raw(recorded(name), recorded(f"{name}_streaming"))
 
@@ -835,7 +837,9 @@ def _computer_loop(stream: bool) -> tuple[InferenceCall, InferenceCall]:
     return first, second
 
 
-@pytest.mark.parametrize("name", ["server_tools_streaming", "computer_use_turn1_streaming"])
+@pytest.mark.parametrize(
+    "name", ["server_tools_streaming", "computer_use_turn1_streaming", "image_generation_streaming"]
+)
 def test_recorded_stream_cut_at_every_event(name: str) -> None:
     """A stream cut anywhere still gives a valid fact; once every item is done, the parts are
     the whole answer's, and only the final event (finish reason, usage) is missing."""
@@ -850,3 +854,22 @@ def test_recorded_stream_cut_at_every_event(name: str) -> None:
         if cut > last_item:
             assert f.output_messages[0].parts == whole.output_messages[0].parts
             assert f.output_messages[0].finish_reason is None
+
+
+def test_recorded_image_generation() -> None:
+    """The generated image is a blob in the assistant message, after the tool's call and
+    response and before the text; the partial image the stream sent is not the answer."""
+    f = recorded("image_generation")
+    call, response, image, text = f.output_messages[0].parts
+    item = f.raw["response"]["output"][0]
+    assert call == ServerToolCallPart(item["id"], "image_generation", without(item, "result"))
+    assert response == ServerToolCallResponsePart(item["id"], {"type": "image_generation_call"})
+    assert isinstance(image, BlobPart) and image.content == item["result"]
+    assert (image.modality, image.mime_type) == ("image", "image/png")
+    assert text == TextPart("Here is your blue square.")
+    streamed = recorded("image_generation_streaming")
+    partial = next(
+        e for e in iter_events(streamed.raw["response"]) if e.event.endswith("partial_image")
+    )
+    assert partial.json()["partial_image_b64"] != image.content
+    assert streamed.output_messages == f.output_messages

@@ -1,6 +1,6 @@
 """Record the Responses exchanges with media and tool items (issue 16): an image input, a
-computer-use turn and the next call that answers it with a screenshot, and server tools (web
-search, code interpreter), plain and streamed.
+computer-use turn and the next call that answers it with a screenshot, server tools (web
+search, code interpreter) and a generated image, plain and streamed.
 
 Run ``.venv/bin/python -m tests.recorded.openai_responses_media`` from the checkout to write them
 again. The requests are the ``openai`` SDK's; the answers are the fake's own where it renders
@@ -18,6 +18,7 @@ from tests.recorded.record import _drain, _openai, named, record, responses_body
 # Small real PNGs (2×2 red, a 4×3 light-grey "screenshot", 2×2 blue), so every blob decodes.
 RED_PNG = "iVBORw0KGgoAAAANSUhEUgAAAAIAAAACCAIAAAD91JpzAAAAEElEQVR42mO4o6EBRAwQCgAjrgSxd194GgAAAABJRU5ErkJggg=="
 SCREENSHOT_PNG = "iVBORw0KGgoAAAANSUhEUgAAAAQAAAADCAIAAAA7ljmRAAAADklEQVR42mP4gAQYcHIAkmUhwS7xK3AAAAAASUVORK5CYII="
+BLUE_PNG = "iVBORw0KGgoAAAANSUhEUgAAAAIAAAACCAIAAAD91JpzAAAAEElEQVR42mOQizoBRAwQCgAgZgUBJVrRTwAAAABJRU5ErkJggg=="
 
 IMAGE_QUESTION = [
     {
@@ -255,6 +256,76 @@ def server_tools(stream: bool) -> Callable[[FakeProvider], None]:
     return run
 
 
+# --- Image generation: the generated image is base64 in the item's result --------------------
+
+IMAGE_CALL = {
+    "id": "ig_68c4c3d4e5f60718",
+    "type": "image_generation_call",
+    "status": "completed",
+    "background": "opaque",
+    "output_format": "png",
+    "quality": "low",
+    "revised_prompt": "A tiny solid blue square.",
+    "size": "1024x1024",
+    "result": BLUE_PNG,
+}
+IMAGE_MESSAGE = {
+    "id": "msg_68c4c3d4e5f60719",
+    "type": "message",
+    "status": "completed",
+    "role": "assistant",
+    "content": [
+        {
+            "type": "output_text",
+            "text": "Here is your blue square.",
+            "logprobs": [],
+            "annotations": [],
+        }
+    ],
+}
+IMAGE_BODY = responses_body(
+    "resp_68c4c3d4e5f60718293a4b5c6d7e8f90",
+    [IMAGE_CALL, IMAGE_MESSAGE],
+    tools=[{"type": "image_generation", "quality": "low"}],
+)
+
+
+def _image_events() -> list[dict[str, Any]]:
+    ig, msg = IMAGE_CALL["id"], IMAGE_MESSAGE["id"]
+    started = {k: v for k, v in IMAGE_CALL.items() if k not in ("result", "revised_prompt")}
+    evs: list[dict[str, Any]] = [
+        {"type": "response.created", "response": {**IMAGE_BODY, "status": "in_progress", "completed_at": None, "output": [], "usage": None}},
+        {"type": "response.output_item.added", "output_index": 0, "item": {**started, "status": "in_progress", "result": None}},
+        {"type": "response.image_generation_call.in_progress", "output_index": 0, "item_id": ig},
+        {"type": "response.image_generation_call.generating", "output_index": 0, "item_id": ig},
+        {"type": "response.image_generation_call.partial_image", "output_index": 0, "item_id": ig, "partial_image_index": 0, "partial_image_b64": RED_PNG, "output_format": "png", "size": "1024x1024", "quality": "low", "background": "opaque"},
+        {"type": "response.image_generation_call.completed", "output_index": 0, "item_id": ig},
+        {"type": "response.output_item.done", "output_index": 0, "item": IMAGE_CALL},
+        {"type": "response.output_item.added", "output_index": 1, "item": {**IMAGE_MESSAGE, "status": "in_progress", "content": []}},
+        {"type": "response.output_text.delta", "output_index": 1, "item_id": msg, "content_index": 0, "delta": "Here is your blue square.", "logprobs": []},
+        {"type": "response.output_item.done", "output_index": 1, "item": IMAGE_MESSAGE},
+        {"type": "response.completed", "response": IMAGE_BODY},
+    ]  # fmt: skip
+    return [{**e, "sequence_number": n} for n, e in enumerate(evs)]
+
+
+IMAGE_STREAM = Reply(events=named(*_image_events()))
+
+
+def image_generation(stream: bool) -> Callable[[FakeProvider], None]:
+    def run(fake: FakeProvider) -> None:
+        result = _openai(fake).responses.create(
+            model="gpt-5-mini",
+            input="Draw a tiny blue square.",
+            tools=[{"type": "image_generation", "quality": "low", "partial_images": 1}],
+            stream=stream,
+        )
+        if stream:
+            _drain(result)
+
+    return run
+
+
 def main() -> None:
     here = "openai-responses"
     record(f"{here}/image_input", answer("The image is red."), image_input(False))
@@ -272,6 +343,8 @@ def main() -> None:
     )
     record(f"{here}/server_tools", Reply(body=SERVER_BODY), server_tools(False))
     record(f"{here}/server_tools_streaming", SERVER_STREAM, server_tools(True))
+    record(f"{here}/image_generation", Reply(body=IMAGE_BODY), image_generation(False))
+    record(f"{here}/image_generation_streaming", IMAGE_STREAM, image_generation(True))
 
 
 if __name__ == "__main__":
