@@ -463,6 +463,32 @@ def test_shipped_examples_convert(name: str) -> None:
 # media: an image through a real instrumentation, its real exporters and the real receiver
 
 
+def _image_message(image: bytes) -> dict[str, Any]:
+    """The user message run_image.py sent, in canonical terms, from the PNG it wrote."""
+    assert image.startswith(b"\x89PNG\r\n\x1a\n")
+    return {
+        "role": "user",
+        "parts": [
+            {"type": "text", "content": "What is in these pictures?"},
+            {
+                "type": "blob",
+                "modality": "image",
+                "mime_type": "image/png",
+                "size": len(image),
+                "sha256": hashlib.sha256(image).hexdigest(),
+                "content": base64.b64encode(image).decode(),
+            },
+            {
+                "type": "uri",
+                "modality": "image",
+                "mime_type": None,
+                "uri": "https://example.com/photos/boardwalk.jpg",
+            },
+        ],
+        "finish_reason": None,
+    }
+
+
 def test_an_image_sent_through_a_real_instrumentation_is_a_blob_in_the_stored_fact(
     tmp_path: Path,
 ) -> None:
@@ -492,30 +518,7 @@ def test_an_image_sent_through_a_real_instrumentation_is_a_blob_in_the_stored_fa
         ("traces", "SUCCESS"),
         ("logs", "SUCCESS"),
     }
-    image = (out / "image.png").read_bytes()
-    assert image.startswith(b"\x89PNG\r\n\x1a\n")
-    expected_blob = {
-        "type": "blob",
-        "modality": "image",
-        "mime_type": "image/png",
-        "size": len(image),
-        "sha256": hashlib.sha256(image).hexdigest(),
-        "content": base64.b64encode(image).decode(),
-    }
-    expected_user = {
-        "role": "user",
-        "parts": [
-            {"type": "text", "content": "What is in these pictures?"},
-            expected_blob,
-            {
-                "type": "uri",
-                "modality": "image",
-                "mime_type": None,
-                "uri": "https://example.com/photos/boardwalk.jpg",
-            },
-        ],
-        "finish_reason": None,
-    }
+    expected_user = _image_message((out / "image.png").read_bytes())
     assert len(stored) == 1  # the span and its log event are one call
     (fact,) = stored
     assert_valid_messages(fact)
@@ -527,3 +530,26 @@ def test_an_image_sent_through_a_real_instrumentation_is_a_blob_in_the_stored_fa
         facts = _facts(_results(out / "image" / path))
         assert len(facts) == 1, path
         assert msgspec.to_builtins(facts[0].input_messages) == [expected_user], path
+
+
+def test_openinference_records_an_image_that_converts_to_a_blob(tmp_path: Path) -> None:
+    """OpenInference's OpenAI instrumentation records the data URL under
+    ``message_content.image.image.url``; both OTLP encodings of its span give the PNG's blob."""
+    python = ROOT / ".venv-producers-openinference" / "bin" / "python"
+    if not python.exists():
+        pytest.fail(f"{python} is missing: run `bash scripts/producers-setup`", pytrace=False)
+    out = tmp_path / "out"
+    cmd = [str(python), str(PRODUCERS_DIR / "run_image.py"), str(out)]
+    cmd += ["--instrumentation", "openinference"]
+    proc = subprocess.run(
+        cmd, cwd=PRODUCERS_DIR, env=_clean_env(), capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    expected_user = _image_message((out / "image.png").read_bytes())
+    for path in ("traces.pb", "traces.json"):
+        facts = _facts(_results(out / "image" / path))
+        assert len(facts) == 1, path
+        assert facts[0].source.name == "openinference"
+        assert_valid_messages(facts[0])
+        assert msgspec.to_builtins(facts[0].input_messages) == [expected_user], path
+        assert facts[0].degradations == {"content_reference": 1}, path

@@ -1,9 +1,15 @@
-"""Producer: ``opentelemetry-instrumentation-genai-openai`` (it records media: an ``image_url``
-data URL becomes a ``blob`` part) exporting LIVE over OTLP/HTTP protobuf with the SDK's real
-exporters and batch processors to ENDPOINT (a running ``lithify serve``). One chat completion
-whose user message holds text, a PNG as a base64 data URL and a second image by https URL.
+"""Producer: one chat completion whose user message holds text, a PNG as a base64 data URL and
+a second image by https URL, through an instrumentation that records media.
 
-Usage (inside .venv-producers-genai-openai-live): ``python run_image.py OUT --endpoint URL``
+- ``--instrumentation genai-openai`` (default; inside .venv-producers-genai-openai-live):
+  ``opentelemetry-instrumentation-genai-openai`` (an ``image_url`` data URL becomes a ``blob``
+  part) exporting LIVE over OTLP/HTTP protobuf with the SDK's real exporters and batch
+  processors to ``--endpoint`` (a running ``lithify serve``).
+- ``--instrumentation openinference`` (inside .venv-producers-openinference, which has no OTLP
+  exporter): ``openinference-instrumentation-openai`` (``message_content.image.image.url``),
+  captured in memory and written as the files only.
+
+Usage: ``python run_image.py OUT [--instrumentation NAME] [--endpoint URL]``
 
 Writes ``OUT/image.png`` (the exact bytes sent), ``OUT/exports.json`` (every export call and its
 result), and the same telemetry as OTLP files in ``OUT/image/`` (``traces.pb`` …) with the fake
@@ -58,29 +64,45 @@ def png(width: int = 4, height: int = 3) -> bytes:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("out", type=Path)
-    p.add_argument("--endpoint", required=True)
+    p.add_argument("--instrumentation", choices=["genai-openai", "openinference"])
+    p.add_argument("--endpoint")
     args = p.parse_args()
+    name = args.instrumentation or "genai-openai"
 
     from openai import OpenAI
-    from opentelemetry.instrumentation.genai.openai import OpenAIInstrumentor
 
     image = png()
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "image.png").write_bytes(image)
 
-    capture = harness.Capture("lithify-producer-genai-openai-image")
+    capture = harness.Capture(f"lithify-producer-{name}-image")
     calls: list[dict[str, Any]] = []
-    span_exporter, log_exporter = exporters("protobuf", args.endpoint.rstrip("/"), {}, "none")
-    # One export request per signal, at the flush below (as run_export.py does).
-    capture.tracer_provider.add_span_processor(
-        BatchSpanProcessor(Recorded(span_exporter, "traces", calls), schedule_delay_millis=60_000)
-    )
-    capture.logger_provider.add_log_record_processor(
-        BatchLogRecordProcessor(Recorded(log_exporter, "logs", calls), schedule_delay_millis=60_000)
-    )
-    OpenAIInstrumentor().instrument(
-        tracer_provider=capture.tracer_provider, logger_provider=capture.logger_provider
-    )
+    if name == "openinference":
+        from openinference.instrumentation.openai import OpenAIInstrumentor as OIInstrumentor
+
+        OIInstrumentor().instrument(tracer_provider=capture.tracer_provider)
+        packages: tuple[str, ...] = ("openinference-instrumentation-openai",)
+    else:
+        from opentelemetry.instrumentation.genai.openai import OpenAIInstrumentor
+
+        if not args.endpoint:
+            p.error("genai-openai exports live: --endpoint is required")
+        span_exporter, log_exporter = exporters("protobuf", args.endpoint.rstrip("/"), {}, "none")
+        # One export request per signal, at the flush below (as run_export.py does).
+        capture.tracer_provider.add_span_processor(
+            BatchSpanProcessor(
+                Recorded(span_exporter, "traces", calls), schedule_delay_millis=60_000
+            )
+        )
+        capture.logger_provider.add_log_record_processor(
+            BatchLogRecordProcessor(
+                Recorded(log_exporter, "logs", calls), schedule_delay_millis=60_000
+            )
+        )
+        OpenAIInstrumentor().instrument(
+            tracer_provider=capture.tracer_provider, logger_provider=capture.logger_provider
+        )
+        packages = ("opentelemetry-instrumentation-genai-openai", "opentelemetry-util-genai")
     data_url = "data:image/png;base64," + base64.b64encode(image).decode()
     messages = [
         {
@@ -107,10 +129,8 @@ def main() -> None:
     capture.logger_provider.shutdown()
     (args.out / "exports.json").write_text(json.dumps(calls, indent=2) + "\n")
     manifest = {
-        "producer": "genai-openai-image-live",
-        "versions": harness.versions(
-            "openai", "opentelemetry-instrumentation-genai-openai", "opentelemetry-util-genai"
-        ),
+        "producer": f"{name}-image",
+        "versions": harness.versions("openai", *packages),
         "counts": counts,
     }
     (args.out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
