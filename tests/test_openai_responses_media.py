@@ -499,6 +499,22 @@ def test_failed_mcp_call_and_bad_image() -> None:
     assert f.degradations == {"malformed_media": 1}
 
 
+def test_mcp_tool_schemas_keep_credential_named_properties() -> None:
+    """An MCP server's tools, listed in mcp_list_tools, are tool definitions: their
+    input_schema names arguments (``password``), which are no credentials."""
+    schema = {
+        "type": "object",
+        "properties": {"password": {"type": "string"}, "api_key": {"type": "string"}},
+    }
+    listing = {**MCP_LIST, "tools": [{"name": "login", "input_schema": schema}]}
+    f = fact(None, resp(listing))
+    assert f.output_messages[0].parts[1] == ServerToolCallResponsePart(
+        "mcpl_1", {"type": "mcp_list_tools", "tools": [{"name": "login", "input_schema": schema}]}
+    )
+    assert f.degradations == {}
+    assert f.raw["response"]["output"][0] == listing
+
+
 def test_tool_search_run_by_the_provider_or_by_the_client() -> None:
     tools = [{"type": "function", "name": "get_weather", "parameters": {"type": "object"}}]
     server_call = {
