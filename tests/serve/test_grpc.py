@@ -352,40 +352,61 @@ def _ids(tag: str, n: int) -> set[str]:
     return {sp.call_id for sp in genai_spans(tag, n)}
 
 
+class Calls:
+    """Clients making distinct Export calls until stopped: which were acknowledged."""
+
+    def __init__(self, port: int, clients: int = 3) -> None:
+        self.port = port
+        self.acked: list[str] = []
+        self.sent: list[str] = []
+        self.lock, self.stopped = threading.Lock(), threading.Event()
+        self.threads = [
+            threading.Thread(target=self._client, args=(k,), daemon=True) for k in range(clients)
+        ]
+        for t in self.threads:
+            t.start()
+
+    def _client(self, k: int) -> None:
+        i = 0
+        while not self.stopped.is_set():
+            tag = f"c{k}-{i}"
+            i += 1
+            with self.lock:
+                self.sent.append(tag)
+            try:
+                call(self.port, "traces", traces_pb(genai_spans(tag, 16)))
+            except grpc.RpcError:
+                time.sleep(0.05)
+                continue
+            with self.lock:
+                self.acked.append(tag)
+
+    def wait(self, n: int) -> None:
+        deadline = time.monotonic() + 60
+        while len(self.acked) < n and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(self.acked) >= n, f"{len(self.acked)} calls acknowledged"
+
+    def stop(self) -> None:
+        self.stopped.set()
+        for t in self.threads:
+            t.join(60)
+
+
+def _stored_calls(url: str) -> set[str]:
+    with open_store(url) as s:
+        return {f.inference_call_id for f in s.iter_facts()}
+
+
 def test_kill_9_loses_no_call_acknowledged_over_grpc(tmp_path: Path) -> None:
     url = f"sqlite://{tmp_path / 'facts.db'}"
     log = tmp_path / "serve.log"
     port = free_port()
     srv = start_server(url, log, "--workers", "1", grpc_port=port)
-    acked: list[str] = []
-    sent: list[str] = []
-    lock, stop = threading.Lock(), threading.Event()
-
-    def client(k: int) -> None:
-        i = 0
-        while not stop.is_set():
-            tag = f"c{k}-{i}"
-            i += 1
-            with lock:
-                sent.append(tag)
-            try:
-                call(port, "traces", traces_pb(genai_spans(tag, 16)))
-            except grpc.RpcError:
-                continue
-            with lock:
-                acked.append(tag)
-
-    threads = [threading.Thread(target=client, args=(k,), daemon=True) for k in range(3)]
-    for t in threads:
-        t.start()
-    deadline = time.monotonic() + 60
-    while len(acked) < 8 and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert len(acked) >= 8, "no calls acknowledged"
+    calls = Calls(port)
+    calls.wait(8)
     srv.kill9()  # calls in flight
-    stop.set()
-    for t in threads:
-        t.join(30)
+    calls.stop()
     path = sqlite_path(url)
     assert path is not None
     conn = sqlite3.connect(path)
@@ -393,14 +414,31 @@ def test_kill_9_loses_no_call_acknowledged_over_grpc(tmp_path: Path) -> None:
     conn.close()
     srv = start_server(url, log, "--workers", "1", grpc_port=port)  # restarted, same store
     try:
-        with open_store(url) as s:
-            have = {f.inference_call_id for f in s.iter_facts()}
-        for tag in acked:
+        have = _stored_calls(url)
+        for tag in calls.acked:
             assert _ids(tag, 16) <= have, f"acknowledged {tag} lost"
-        for tag in sent:  # each call all or nothing
+        for tag in calls.sent:  # each call all or nothing
             assert len(_ids(tag, 16) & have) in (0, 16), tag
     finally:
         assert srv.stop() == 0
+
+
+def test_sigterm_finishes_the_calls_in_flight_and_exits_0(tmp_path: Path) -> None:
+    url = f"sqlite://{tmp_path / 'facts.db'}"
+    port = free_port()
+    srv = start_server(url, tmp_path / "serve.log", "--workers", "1", grpc_port=port)
+    calls = Calls(port)
+    calls.wait(6)
+    assert srv.stop() == 0  # SIGTERM with calls in flight
+    calls.stop()
+    have = _stored_calls(url)
+    for tag in calls.acked:
+        assert _ids(tag, 16) <= have, f"acknowledged {tag} lost"
+    [stopped] = srv.events("stopped")
+    assert stopped["facts_stored"] == len(have)
+    # What the server took it answered: nothing it stored was left unacknowledged but what a
+    # client stopped waiting for (none here: the drain is well within the calls' deadline).
+    assert have == set().union(*(_ids(t, 16) for t in calls.acked))
 
 
 def test_grpc_can_be_turned_off(sqlite_store_url: str) -> None:
