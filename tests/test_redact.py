@@ -356,3 +356,111 @@ def test_the_same_schema_elsewhere_follows_the_key_rule(schema: dict[str, Any]) 
     out = redact_value(doc, counts)
     assert (MARKER in str(out)) == _has_credential_name(schema)
     assert set(counts) <= {"redacted_credential_field", "redacted_authorization"}
+
+
+# -- media: base64 is data, never a credential --------------------------------------------------
+
+
+def _image_with_key_shape(at: int) -> bytes:
+    """~200 KB of PNG-like bytes whose base64 holds, at base64 offset ``at`` (a multiple of 4),
+    `AIza` and 35 key characters: what a random screenshot holds with a real chance."""
+    import base64
+    import random
+
+    data = bytearray(b"\x89PNG\r\n\x1a\n" + random.Random(at).randbytes(200_000))
+    shape = base64.b64decode(GOOGLE_KEY + "x")  # 30 bytes that encode to the key and an `x`
+    data[at // 4 * 3 : at // 4 * 3 + len(shape)] = shape
+    return bytes(data)
+
+
+@pytest.mark.parametrize("at", [0, 4, 76_000])  # 76_000: a MIME line start
+def test_a_key_shape_inside_an_image_is_left_alone(at: int) -> None:
+    import base64
+
+    image = _image_with_key_shape(at)
+    b64 = base64.b64encode(image).decode()
+    assert b64[at : at + 40] == GOOGLE_KEY + "x"
+    counts: Counter[str] = Counter()
+    spellings = [
+        b64,  # a bare base64 string (Anthropic source.data, Gemini inlineData.data)
+        "data:image/png;base64," + b64,  # a data URL
+        base64.encodebytes(image).decode(),  # MIME lines
+        "data:image/png;base64," + base64.encodebytes(image).decode(),
+        # base64 inside JSON text (a streamed generated image in an SSE event)
+        'data: {"type":"response.image_generation_call.partial_image","partial_image_b64":"'
+        + b64
+        + '"}\n\n',
+    ]
+    for text in spellings:
+        assert redact_string(text, counts) == text
+    doc = {"messages": [{"content": [{"type": "image", "source": {"data": b64}}]}]}
+    assert redact_value(doc, counts) is doc
+    assert not counts
+
+
+def test_a_key_beside_media_is_still_redacted() -> None:
+    import base64
+
+    b64 = base64.b64encode(_image_with_key_shape(8)).decode()
+    counts: Counter[str] = Counter()
+    out = redact_string(f'{{"key": "{GOOGLE_KEY}", "image": "{b64}"}}', counts)
+    assert out == f'{{"key": "{MARKER}", "image": "{b64}"}}'
+    # a short base64-looking string is no cover: keys are short runs
+    assert redact_string(GOOGLE_KEY, counts) == MARKER
+    assert redact_string("data:text/plain;base64," + OPENAI_KEY, counts).endswith(MARKER)
+    # keys one per line are lines of another width than base64's
+    keys = "\n".join([GOOGLE_KEY.replace("_", "x")] * 8)
+    assert GOOGLE_KEY.replace("_", "x") not in redact_string(keys, counts)
+    assert counts["redacted_provider_key"] == 11
+
+
+# -- URLs ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("url", "secrets"),
+    [
+        ("https://user:pass@host/x.png", ["pass"]),
+        ("postgresql://lithify:s3cr3t-pw@db.internal:5432/facts", ["s3cr3t-pw"]),
+        (
+            f"https://generativelanguage.googleapis.com/v1beta/x?alt=sse&key={GOOGLE_KEY}",
+            [GOOGLE_KEY],
+        ),
+        ("https://api.example.com/img.png?api_key=plain123&size=2", ["plain123"]),
+        ("https://h.example/x?access_token=ya29.a0Af&token=tok42", ["ya29.a0Af", "tok42"]),
+        (
+            "https://b.s3.amazonaws.com/shot.png?X-Amz-Algorithm=AWS4-HMAC-SHA256"
+            "&X-Amz-Credential=AKIAEXAMPLE%2F20250101&X-Amz-Security-Token=FwoGZX"
+            "&X-Amz-Signature=0f1e2d3c4b5a",
+            ["AKIAEXAMPLE", "FwoGZX", "0f1e2d3c4b5a"],
+        ),
+        ("https://a.blob.core.windows.net/c/b.png?sv=2022-11-02&sig=abc%2Bdef%3D", ["abc%2Bdef"]),
+        (
+            "https://d1.cloudfront.net/a.png?Expires=1&Signature=Zm9vYmFy~&Key-Pair-Id=K2",
+            ["Zm9vYmFy"],
+        ),
+    ],
+)
+def test_credentials_in_urls_are_redacted(url: str, secrets: list[str]) -> None:
+    counts: Counter[str] = Counter()
+    doc = {"content": [{"type": "image_url", "image_url": {"url": url}}], "text": f"see {url} ."}
+    out = redact_value(doc, counts)
+    for text in (out["content"][0]["image_url"]["url"], out["text"]):
+        assert MARKER in text
+        for secret in secrets:
+            assert secret not in text
+    assert counts["redacted_credential_field"] + counts["redacted_provider_key"] >= 2 * len(secrets)
+    assert redact_value(out, Counter()) == out  # redacting again changes nothing
+
+
+def test_urls_without_credentials_are_untouched() -> None:
+    counts: Counter[str] = Counter()
+    for url in [
+        "https://example.com/a.png?size=2&format=png",
+        "https://user@example.com/x",  # a user name alone is no secret
+        "mailto:someone@example.com",
+        "https://example.com/monkey=1",  # not a query parameter
+        "https://example.com/?tokens=5&max_key=3",
+    ]:
+        assert redact_string(url, counts) == url
+    assert not counts

@@ -101,7 +101,29 @@ _PROVIDER_KEY = (
     r"(?<![A-Za-z0-9_+/-])(?:sk-ant-[A-Za-z0-9_-]{16,}"
     r"|sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{16,}|AIza[0-9A-Za-z_-]{35,})"
 )
-_PATTERN = re.compile(f"(?P<bearer>{_BEARER})|(?P<key>{_PROVIDER_KEY})")
+# Credentials in URLs: the password of `scheme://user:password@host`, and the value of a query
+# parameter named like a credential — Gemini's `?key=`, `api_key`, tokens, and the signatures
+# and session tokens of signed URLs (S3, GCS, Azure SAS `sig`, CloudFront `Signature`), which
+# grant access to whoever holds the URL. Counted as credential fields: the name says what it is.
+_URL_PASSWORD = r"(?<=://)[^\s/?#@:\"'<>\\]*:(?P<password>[^\s/?#@\"'<>\\]+)(?=@)"
+_QUERY_CREDENTIAL = (
+    r"(?<=[?&;])(?i:key|api[_-]?key|apikey|access[_-]token|refresh[_-]token|id[_-]token"
+    r"|auth[_-]token|session[_-]token|token|client[_-]secret|password|secret|sig|signature"
+    r"|x-amz-signature|x-amz-security-token|x-amz-credential|x-goog-signature"
+    r"|x-goog-credential)=(?P<query>[^\s&#\"'<>\\]+)"
+)
+_PATTERN = re.compile(
+    f"(?P<bearer>{_BEARER})|{_URL_PASSWORD}|(?:{_QUERY_CREDENTIAL})|(?P<key>{_PROVIDER_KEY})"
+)
+# Media travels as base64: a 200 KB image spells `AIza` and 35 key characters with a real
+# chance (~0.4% an image). A credential is never a run of 256 or more base64 characters, so a
+# key shape that starts such a run is data; so is a whole string of base64 (on one line, or in
+# lines of one width, as MIME and PEM break it) and a base64 data URL's payload.
+_DATA_RUN = 256
+_BASE64_RUN = re.compile(r"[A-Za-z0-9+/_-]*={0,2}")
+_BASE64_TEXT = re.compile(r"[A-Za-z0-9+/]*={0,2}|[A-Za-z0-9_-]*={0,2}")
+_BASE64_LINE = re.compile(r"[A-Za-z0-9+/]+={0,2}")
+_DATA_URL = re.compile(r"data:[^,]{0,200};base64,", re.IGNORECASE)
 # JSON text (a stream's SSE text, a message attribute) holding an opaque field's value: a key
 # shape right after it is the first characters of the blob.
 _OPAQUE_VALUE_START = re.compile(
@@ -125,6 +147,13 @@ _NEEDLES = [
     "private_key",
     "private-key",
     *(f"{p}{sep}token" for p in ("access", "refresh", "id", "auth", "session") for sep in "_-"),
+    # URL credentials: userinfo (`://user:password@`) and credential query parameters
+    "://",
+    "key=",
+    "token=",
+    "sig=",
+    "signature=",
+    "credential=",
 ]
 # The bytes screen also looks for JSON escapes: text decoded from these bytes (a message
 # attribute holds JSON inside JSON) may spell a needle the bytes do not, `\u0073k-…`. Only the
@@ -199,17 +228,48 @@ def _normalize_key(key: str) -> str:
     return key.rsplit(".", 1)[-1].lower().replace("-", "_")
 
 
+def _base64(text: str) -> bool:
+    """Whether ``text`` is base64 too long for a credential: on one line, or broken into lines
+    of one width of at least 60 (MIME's 76, PEM's 64)."""
+    if len(text) < _DATA_RUN:
+        return False
+    if _BASE64_TEXT.fullmatch(text):
+        return True
+    lines = text.replace("\r\n", "\n").rstrip("\n").split("\n")
+    width = len(lines[0])
+    return (
+        width >= 60
+        and all(len(line) == width for line in lines[:-1])
+        and len(lines[-1]) <= width
+        and all(_BASE64_LINE.fullmatch(line) for line in lines)
+    )
+
+
 def redact_string(text: str, counts: Counter[str]) -> str:
     if not _SCREEN_STR.find_matches_as_indexes(text.lower()):
         return text
+    if _base64(text):
+        return text  # media, never a credential: a key shape in it is chance
+    head = _DATA_URL.match(text)
+    if head is not None and _base64(text[head.end() :]):
+        return redact_string(text[: head.end()], counts) + text[head.end() :]
 
     def repl(m: re.Match[str]) -> str:
         if m.group("bearer") is not None:
             counts["redacted_bearer_token"] += 1
             scheme = m.group("bearer").split(None, 1)[0]
             return f"{scheme} {MARKER}"
+        for group in ("password", "query"):
+            if m.group(group) is not None:
+                if m.group(group) == MARKER:
+                    return m.group()
+                counts["redacted_credential_field"] += 1
+                start, end = m.span(group)
+                return text[m.start() : start] + MARKER + text[end : m.end()]
         if _OPAQUE_VALUE_START.search(text, max(0, m.start() - 48), m.start()):
             return m.group()
+        if _BASE64_RUN.match(text, m.start()).end() - m.start() >= _DATA_RUN:  # type: ignore[union-attr]
+            return m.group()  # the start of base64 data (an image in SSE text, in JSON)
         counts["redacted_provider_key"] += 1
         return MARKER
 
