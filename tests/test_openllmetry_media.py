@@ -171,17 +171,18 @@ def test_bad_base64_is_malformed_media() -> None:
     assert f.degradations == {"malformed_media": 1}
 
 
-def test_anthropic_tool_result_with_an_image_keeps_it_in_the_result() -> None:
-    """A tool_result's nested image stays in the result value as recorded (not split out):
-    nothing is lost, and the result is exactly what the model received."""
-    result = [
-        {"type": "text", "text": "shot"},
-        {
-            "type": "image",
-            "source": {"type": "base64", "media_type": "image/png", "data": b64(PNG)},
-        },
+def test_anthropic_tool_result_images_follow_the_result() -> None:
+    """A tool_result's image leaves the result and follows it in the tool message, as the
+    Anthropic translator reads the same request: the span and the exchange are one call."""
+    image = {
+        "type": "image",
+        "source": {"type": "base64", "media_type": "image/png", "data": b64(PNG)},
+    }
+    result = [{"type": "text", "text": "shot"}, image]
+    content = [
+        {"type": "tool_result", "tool_use_id": "toolu_1", "content": result},
+        {"type": "text", "text": "and now?"},
     ]
-    content = [{"type": "tool_result", "tool_use_id": "toolu_1", "content": result}]
     f = fact(
         {
             "gen_ai.prompt.0.role": "assistant",
@@ -191,7 +192,60 @@ def test_anthropic_tool_result_with_an_image_keeps_it_in_the_result() -> None:
             "gen_ai.prompt.1.content": orjson.dumps(content).decode(),
         }
     )
-    assert f.input_messages[1] == Message("tool", [ToolCallResponsePart("toolu_1", result)], None)
+    assert f.input_messages[1:] == [
+        Message(
+            "tool",
+            [
+                ToolCallResponsePart("toolu_1", [{"type": "text", "text": "shot"}]),
+                blob(PNG, "image/png", "image"),
+            ],
+            None,
+        ),
+        Message("user", [TextPart("and now?")], None),
+    ]
+    assert f.degradations == {}
+
+
+def test_anthropic_server_tool_input_container_upload_and_search_result() -> None:
+    completion = [
+        {
+            "type": "server_tool_use",
+            "id": "s1",
+            "name": "code_execution",
+            "input": '{"code": "1+1"}',
+        },
+        {
+            "type": "bash_code_execution_tool_result",
+            "tool_use_id": "s1",
+            "content": {"stdout": "2"},
+        },
+    ]
+    prompt = [
+        {"type": "container_upload", "file_id": "file_c"},
+        {
+            "type": "search_result",
+            "source": "https://kb.test/1",
+            "title": "KB",
+            "content": [{"type": "text", "text": "Result text."}],
+        },
+    ]
+    f = fact(
+        {
+            "gen_ai.prompt.0.role": "user",
+            "gen_ai.prompt.0.content": orjson.dumps(prompt).decode(),
+            "gen_ai.completion.0.role": "assistant",
+            "gen_ai.completion.0.content": orjson.dumps(completion).decode(),
+        }
+    )
+    assert f.input_messages[0].parts == [
+        FilePart("document", None, "file_c"),
+        TextPart("Result text."),
+    ]
+    assert f.output_messages[0].parts == [
+        ServerToolCallPart("s1", "code_execution", {**completion[0], "input": {"code": "1+1"}}),
+        ServerToolCallResponsePart("s1", completion[1]),
+    ]
+    assert f.degradations == {"content_reference": 1}
 
 
 @given(st.lists(st.binary(min_size=1, max_size=200), min_size=1, max_size=4))

@@ -27,7 +27,7 @@ from lithify.model import (
     ToolCallPart,
     ToolCallResponsePart,
 )
-from lithify.translate._common import Degradations, parse_arguments, synthesized_id
+from lithify.translate._common import Degradations, file_part, parse_arguments, synthesized_id
 from lithify.translate._telemetry import MEDIA_TYPES, media_part, server_tool_part
 
 Fields = dict[str, Any]
@@ -43,7 +43,8 @@ _CALL_BLOCKS = frozenset({"tool_use", "tool_call", "function_call", "function"})
 _RESULT_BLOCKS = frozenset({"tool_result", "tool_call_response", "function_call_output"})
 _REASONING_BLOCKS = frozenset({"thinking", "reasoning", "summary_text", "reasoning_text"})
 _OPAQUE_BLOCKS = frozenset({"redacted_thinking"})
-# Anthropic's server tools (the call, and each tool's result block) and the OTel parts.
+# Anthropic's server tools (the call, and each tool's result block: every `*_tool_result` but
+# the client's own `tool_result`) and the OTel parts.
 _SERVER_CALL_BLOCKS = frozenset({"server_tool_use", "mcp_tool_use", "server_tool_call"})
 _SERVER_RESULT_BLOCKS = frozenset(
     {
@@ -56,6 +57,8 @@ _SERVER_RESULT_BLOCKS = frozenset(
         "server_tool_call_response",
     }
 )
+# Media a tool result may hold (Anthropic: a computer-use screenshot): they follow the result.
+_RESULT_MEDIA = frozenset({"image", "document"})
 _OTHER_BLOCKS = frozenset({"refusal", "audio", "search_result", "container_upload"})
 KNOWN_BLOCKS = (
     _TEXT_BLOCKS
@@ -79,6 +82,7 @@ class PendingResult:
     id: str | None
     name: str | None
     result: Any
+    media: list[Part] = field(default_factory=list)  # what the tool returned beside the result
 
 
 Piece = Part | PendingResult
@@ -296,26 +300,50 @@ def _block_piece(ctx: Ctx, block: Any, position: tuple[Any, ...]) -> list[Piece]
         part = server_tool_part(block, t, ctx.deg)
         return [part] if part is not None else []
     if t in _SERVER_CALL_BLOCKS:  # Anthropic {id, name, input}: the block is the description
+        call = dict(block)
+        if "input" in call:  # an object, as the Anthropic translator keeps it
+            call["input"] = parse_arguments(call["input"], ctx.deg)
         name = block.get("name")
         return [
-            ServerToolCallPart(ident(block.get("id")), name if isinstance(name, str) else "", block)
+            ServerToolCallPart(ident(block.get("id")), name if isinstance(name, str) else "", call)
         ]
-    if t in _SERVER_RESULT_BLOCKS:  # Anthropic {tool_use_id, content}
+    if t in _SERVER_RESULT_BLOCKS or (
+        isinstance(t, str) and t.endswith("_tool_result") and t != "tool_result"
+    ):  # Anthropic {tool_use_id, content}
         return [ServerToolCallResponsePart(ident(block.get("tool_use_id")), block)]
+    if t == "container_upload" and isinstance(block.get("file_id"), str) and block["file_id"]:
+        # a file the code-execution container is given: uploaded beforehand, sent by id
+        return [file_part(block["file_id"], None, ctx.deg, "document")]
+    if t == "search_result" and isinstance(block.get("content"), list):
+        # search results a client supplies: their text blocks are what the model read
+        inner = [b for b in block["content"] if not (isinstance(b, dict) and b.get("type") == t)]
+        return block_pieces(ctx, inner, *position)
     if t in _CALL_BLOCKS or isinstance(block.get("function"), dict):
         call = call_from_dict(ctx, block, *position)
         return [call] if call is not None else []
     if t in _RESULT_BLOCKS:
         rid = block.get("tool_use_id", block.get("call_id", block.get("id")))
+        media: list[Part] = []
         if "content" in block:
             result = block["content"]
+            if isinstance(result, list) and any(_result_media(b) for b in result):
+                # Images and documents leave the result and follow it as media parts, as the
+                # Anthropic translator does, so the span and the exchange give one call.
+                for b in result:
+                    if _result_media(b) and (m := media_part(b, b["type"], ctx.deg)) is not None:
+                        media.append(m)
+                result = [b for b in result if not _result_media(b)]
         elif "response" in block:
             result = block["response"]  # OTel names it response; canonical name is result
         else:
             result = block.get("output", block.get("result"))
-        return [PendingResult(ident(rid), None, "" if result is None else result)]
+        return [PendingResult(ident(rid), None, "" if result is None else result, media)]
     ctx.deg.add("unsupported_content")
     return []
+
+
+def _result_media(block: Any) -> bool:
+    return isinstance(block, dict) and block.get("type") in _RESULT_MEDIA
 
 
 def block_pieces(ctx: Ctx, blocks: list[Any], *position: Any) -> list[Piece]:
@@ -460,7 +488,7 @@ class Pairer:
                     others.append(p)
             for r, media in results:
                 response = ToolCallResponsePart(self._resolve(r), r.result)
-                out.append(Message("tool", [response, *media]))
+                out.append(Message("tool", [response, *r.media, *media]))
             if others or not results:
                 # A tool message holds one result; anything else the source put beside it is
                 # the user's content (CANONICAL: the tool messages, then the remaining content).
