@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+import orjson
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -464,3 +465,21 @@ def test_urls_without_credentials_are_untouched() -> None:
     ]:
         assert redact_string(url, counts) == url
     assert not counts
+
+
+def test_a_password_in_a_url_makes_bytes_suspect_and_the_fact_redacted() -> None:
+    from lithify.translate.redact import CLEAN, SUSPECT, screen
+
+    url = "https://agent:hunter2-pw@files.example.com/shot.png"
+    assert screen(orjson.dumps({"image": url})) == SUSPECT
+    assert (
+        screen(memoryview(orjson.dumps({"image": url.replace("agent:hunter2-pw@", "")}))) == CLEAN
+    )
+    fact = finish(
+        source="t",
+        deg=Degradations(),
+        identity=("url",),
+        raw={"messages": [{"content": [{"type": "image_url", "image_url": {"url": url}}]}]},
+    )
+    assert "hunter2" not in orjson.dumps(fact.raw).decode()
+    assert fact.degradations == {"redacted_credential_field": 1}

@@ -147,8 +147,7 @@ _NEEDLES = [
     "private_key",
     "private-key",
     *(f"{p}{sep}token" for p in ("access", "refresh", "id", "auth", "session") for sep in "_-"),
-    # URL credentials: userinfo (`://user:password@`) and credential query parameters
-    "://",
+    # URL credentials: query parameters named like credentials (userinfo: _USERINFO)
     "key=",
     "token=",
     "sig=",
@@ -189,6 +188,10 @@ _SCREEN_STR = ahocorasick_rs.AhoCorasick(
 )
 
 
+# A URL with a password (`scheme://user:password@host`) holds no needle: a search of its own,
+# which starts at `://` (a literal prefix, so about as fast as bytes.find where URLs are few).
+_USERINFO = re.compile(rb"://[^\s/?#@:\"'<>\\]*:[^\s/?#@\"'<>\\]+@")
+
 CLEAN, ESCAPED, SUSPECT = 0, 1, 2
 
 
@@ -213,9 +216,9 @@ def screen(data: bytes | bytearray | memoryview) -> int:
     np = _numpy()
     folded = np.bitwise_or(np.frombuffer(data, np.uint8), 0x20)
     matches = _SCREEN_BYTES.find_matches_as_indexes(folded)
-    if not matches:
-        return CLEAN
-    return SUSPECT if any(i < _N_NEEDLES for i, _, _ in matches) else ESCAPED
+    if any(i < _N_NEEDLES for i, _, _ in matches) or _USERINFO.search(data) is not None:
+        return SUSPECT
+    return ESCAPED if matches else CLEAN
 
 
 def may_hold_credentials(data: bytes) -> bool:
@@ -246,7 +249,9 @@ def _base64(text: str) -> bool:
 
 
 def redact_string(text: str, counts: Counter[str]) -> str:
-    if not _SCREEN_STR.find_matches_as_indexes(text.lower()):
+    if not _SCREEN_STR.find_matches_as_indexes(text.lower()) and (
+        "://" not in text or "@" not in text
+    ):
         return text
     if _base64(text):
         return text  # media, never a credential: a key shape in it is chance
