@@ -20,7 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lithify.model import encode
 from tests.consumers import sessions
+from tests.export.helpers import media_sessions
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = ROOT / "tests" / "consumers"
@@ -70,6 +72,10 @@ EXPORTS: dict[str, tuple[str, ...]] = {
     "rl-canonical-parquet": ("rl", "--format", "parquet"),
     "rl-trl": ("rl", "--profile", "trl"),
     "rl-nemo-gym": ("rl", "--profile", "nemo-gym"),
+    # TRL vision rows (docs/export.md, Media and server tools): image files beside JSONL rows,
+    # image bytes in Parquet.
+    "sft-trl-images": ("sft", "--profile", "trl", "--images"),
+    "sft-trl-images-parquet": ("sft", "--profile", "trl", "--images", "--format", "parquet"),
 }
 # A Parquet export → the JSONL export with the same rows (same kind, profile and split).
 PARQUET_TWINS = {
@@ -79,7 +85,12 @@ PARQUET_TWINS = {
     "nemo-gym-native-parquet": "nemo-gym-native",
     "dpo-trl-parquet": "dpo-trl",
     "rl-canonical-parquet": "rl-canonical",
+    "sft-trl-images-parquet": "sft-trl-images",
 }
+# Exports whose rows show images: datasets decodes them (run_trl.py, images).
+IMAGE_EXPORTS = ("sft-trl-images", "sft-trl-images-parquet")
+# Vision chat templates that ship with TRL → the export they render (test_media.py).
+VISION_TEMPLATES = {"lfm2_2_5_vl": "sft-trl-images", "idefics3": "sft-trl-images"}
 # Chat template (trl/chat_templates/<name>.jinja) → the export it renders, in the shape that
 # template reads: Qwen3 reads `reasoning_content`, gpt-oss `thinking`; DeepSeek-V3 concatenates
 # arguments, so it gets JSON strings. The first four are checked piece by piece
@@ -105,7 +116,20 @@ NEMO_GYM_FILES = {
     "nemo-gym-native/eval": "nemo-gym-native/eval.jsonl",
     "rl-nemo-gym/train": "rl-nemo-gym/train.jsonl",
     "control/chat-style": "control-chat-style.jsonl",
+    "control/no-item": "control-no-item.jsonl",
 }
+# Items NeMo Gym 0.4.0 has no model for, one row each: lithify skips rows that would need them
+# (server_tool_unsupported, media_unsupported); the tests show NeMo Gym's validator refusing them.
+NO_ITEM_ROWS = [
+    {"type": "computer_call", "id": "cu_1", "call_id": "c1", "status": "completed",
+     "action": {"type": "click", "button": "left", "x": 1, "y": 2}, "pending_safety_checks": []},
+    {"type": "computer_call_output", "call_id": "c1",
+     "output": {"type": "computer_screenshot", "image_url": "data:image/png;base64,AAAA"}},
+    {"type": "web_search_call", "id": "ws_1", "status": "completed",
+     "action": {"type": "search", "query": "q"}},
+    {"type": "function_call_output", "call_id": "c1",
+     "output": [{"type": "input_image", "detail": "auto", "image_url": "data:image/png;base64,AAAA"}]},
+]  # fmt: skip
 # A chat-style assistant message in a NeMo Gym row: NeMo Gym reads it as a plain message and
 # drops its `tool_calls` without an error (docs/export.md, Profiles). The tests use it to show that the
 # unchanged-dump check catches such a row.
@@ -237,7 +261,9 @@ def build_exports(root: Path) -> dict[str, dict[str, Any]]:
     env = clean_env()
     # Whole exchanges first: the store keeps the first capture of a provider response id, and the
     # response halves alone would otherwise be the ones kept.
-    files = [inputs / "corpus-pairs.jsonl", exchanges, feedback]
+    media = inputs / "media-facts.jsonl"  # images, a screenshot, a web search, references
+    media.write_bytes(b"".join(encode(f) + b"\n" for f in media_sessions()))
+    files = [inputs / "corpus-pairs.jsonl", exchanges, feedback, media]
     files += corpus_singles(paired) + sorted(EXAMPLES.iterdir())
     out = _run(
         [str(LITHIFY), "import", "--store", store, "--json", "--no-progress", *map(str, files)],
@@ -261,6 +287,11 @@ def build_exports(root: Path) -> dict[str, dict[str, Any]]:
         summaries = dict(pool.map(export, EXPORTS))
     (root / "summaries.json").write_text(json.dumps(summaries, indent=1))
     (root / "exports" / "control-chat-style.jsonl").write_text(json.dumps(CHAT_STYLE_ROW) + "\n")
+    (root / "exports" / "control-no-item.jsonl").write_text(
+        "".join(
+            json.dumps({"responses_create_params": {"input": [i]}}) + "\n" for i in NO_ITEM_ROWS
+        )
+    )
     return summaries
 
 
@@ -293,7 +324,14 @@ def trl_manifest(root: Path, summaries: dict[str, dict[str, Any]]) -> dict[str, 
         "datasets": loads,
         "folders": {key: str(ex / key) for key in summaries},
         "trl": {k: str(ex / k / "train.jsonl") for k in TRL_ROWS},
-        "templates": {t: str(ex / k / "train.jsonl") for t, k in TEMPLATES.items()},
+        "templates": {
+            t: str(ex / k / "train.jsonl") for t, k in {**TEMPLATES, **VISION_TEMPLATES}.items()
+        },
+        # The folder, and the JSONL export whose image files are the originals.
+        "images": {
+            k: {"folder": str(ex / k), "originals": str(ex / IMAGE_EXPORTS[0])}
+            for k in IMAGE_EXPORTS
+        },
         "sft_trainer": {
             k: {"path": str(ex / k / "train.jsonl"), "template": t} for k, t in SFT_TRAINER.items()
         },

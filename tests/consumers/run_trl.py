@@ -13,6 +13,11 @@ Usage: ``python run_trl.py MANIFEST.json OUT.json``. The manifest:
   .is_conversational`` and ``maybe_apply_chat_template`` (Qwen3's template, the row's tools).
 - ``templates``: ``{template: path}`` → per row, the text TRL's ``apply_chat_template`` renders
   with ``trl/chat_templates/<template>.jinja`` on an offline tokenizer, or the template's error.
+- ``images``: ``{id: {"folder", "originals"}}`` → the dataset card's own Python block run on the
+  export folder (``load_dataset(OUT_DIR)``, and for JSONL the lines that make ``images`` a list of
+  ``datasets.Image``); per row, each image as ``datasets`` decodes it (mode, size, SHA-256 of its
+  pixels), the SHA-256 of its bytes (``Image(decode=False)``), and of the pixels PIL decodes from
+  the original file (``originals/images/NAME``).
 - ``sft_trainer``: ``{id: {"path", "template"}}`` → ``SFTTrainer`` prepares the dataset
   (``datasets`` loads the JSONL; assistant-only or completion-only loss) for a tiny random model;
   per row the text of the tokens that carry loss.
@@ -20,6 +25,7 @@ Usage: ``python run_trl.py MANIFEST.json OUT.json``. The manifest:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import sys
@@ -75,6 +81,26 @@ def error(e: BaseException) -> dict[str, str]:
     return {"type": type(e).__name__, "message": str(e)}
 
 
+def _plain_images(ds: Any) -> Any:
+    """``images`` decoded by ``datasets.Image`` as ``{path, sha256}`` of their bytes: PIL objects
+    do not go into the JSON report, and their repr holds a memory address."""
+    feature = ds.features.get("images")
+    if feature is None or not isinstance(getattr(feature, "feature", None), datasets.Image):
+        return ds
+    ds = ds.cast_column("images", datasets.List(datasets.Image(decode=False)))
+    names = ds.column_names
+    ds = ds.map(
+        lambda r: {
+            "_images": [
+                {"path": i["path"], "sha256": hashlib.sha256(i["bytes"]).hexdigest()}
+                for i in r["images"]
+            ]
+        },
+        remove_columns=["images"],
+    )
+    return ds.rename_column("_images", "images").select_columns(names)
+
+
 def load(spec: dict[str, Any], cache: str) -> dict[str, Any]:
     try:
         if "folder" in spec:  # the export folder alone: its README.md names the split files
@@ -84,11 +110,61 @@ def load(spec: dict[str, Any], cache: str) -> dict[str, Any]:
                 spec["builder"], data_files=spec["data_files"], cache_dir=cache
             )
         return {
-            "splits": {s: ds[s].to_list() for s in ds},
             "features": {s: str(ds[s].features) for s in ds},
+            "splits": {s: _plain_images(ds[s]).to_list() for s in ds},
         }
     except Exception as e:
         return {"error": error(e), "traceback": traceback.format_exc(limit=6)}
+
+
+def card_code(folder: str) -> str:
+    """The Python block of the export's dataset card, pointed at ``folder``."""
+    with open(os.path.join(folder, "README.md"), encoding="utf-8") as f:
+        card = f.read()
+    block = card.split("```python\n", 1)[1].split("```", 1)[0]
+    return block.replace("path/to/this/folder", folder)
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def images(spec: dict[str, Any]) -> dict[str, Any]:
+    import PIL.Image
+
+    try:
+        scope: dict[str, Any] = {}
+        exec(card_code(spec["folder"]), scope)  # the card's own lines, as a user runs them
+        ds = scope["ds"]
+        out: dict[str, Any] = {"features": {s: str(ds[s].features) for s in ds}, "splits": {}}
+        for split in ds:
+            raw = ds[split].cast_column("images", datasets.List(datasets.Image(decode=False)))
+            rows = []
+            for decoded, plain in zip(ds[split], raw, strict=True):
+                shown = []
+                for image, item in zip(decoded["images"], plain["images"], strict=True):
+                    name = os.path.basename(item["path"])
+                    data = item["bytes"]
+                    if data is None:  # JSONL: datasets reads the file the path names
+                        with open(item["path"], "rb") as f:
+                            data = f.read()
+                    original = PIL.Image.open(os.path.join(spec["originals"], "images", name))
+                    shown.append(
+                        {
+                            "type": type(image).__module__ + "." + type(image).__name__,
+                            "mode": image.mode,
+                            "size": list(image.size),
+                            "pixels": _sha(image.tobytes()),
+                            "bytes": _sha(data),
+                            "name": name,
+                            "original_pixels": _sha(original.tobytes()),
+                        }
+                    )
+                rows.append(shown)
+            out["splits"][split] = rows
+        return out
+    except Exception as e:
+        return {"error": error(e), "traceback": traceback.format_exc(limit=8)}
 
 
 def trl_checks(path: str) -> list[dict[str, Any]]:
@@ -189,6 +265,7 @@ def main() -> None:
         "trl": {},
         "templates": {},
         "sft_trainer": {},
+        "images": {},
     }
     with tempfile.TemporaryDirectory() as cache:
         for key, spec in manifest.get("datasets", {}).items():
@@ -200,6 +277,8 @@ def main() -> None:
         for name, path in manifest.get("templates", {}).items():
             report["template_files"][name] = str(TEMPLATES / f"{name}.jinja")
             report["templates"][name] = render(name, path)
+        for key, spec in manifest.get("images", {}).items():
+            report["images"][key] = images(spec)
         for key, spec in manifest.get("sft_trainer", {}).items():
             try:
                 report["sft_trainer"][key] = sft_trainer(spec, cache)

@@ -74,7 +74,13 @@ def test_datasets_loads_parquet_rows_equal_to_the_jsonl_export(
             assert list(got) == list(want), f"{key}/{split}: columns differ from the JSONL keys"
             decoded = {}
             for column, value in got.items():
-                if isinstance(want[column], dict | list):
+                if column == "images":
+                    # Image bytes, not JSON text: the JSONL twin's files, by name and content
+                    # (run_trl.py reports each as its name and the SHA-256 of its bytes).
+                    assert [f"images/{i['path']}" for i in value] == want[column]
+                    assert all(i["path"].startswith(i["sha256"] + ".") for i in value)
+                    decoded[column] = want[column]
+                elif isinstance(want[column], dict | list):
                     # Nested values are JSON text columns: no null-filled keys across rows.
                     assert isinstance(value, str), (key, column, type(value))
                     decoded[column] = json.loads(value)
