@@ -161,3 +161,60 @@ def test_installed_entry_point_runs() -> None:
     exe = Path(sys.executable).with_name("lithify")
     res = subprocess.run([str(exe), "--help"], capture_output=True, text=True, check=False)
     assert res.returncode == 0 and "convert" in res.stdout
+
+
+def test_option_choices_written_out_for_the_help_are_the_stages_own() -> None:
+    """convert's --from and export's kinds and profiles are spelled in the CLI so that its help
+    imports no stage (docs/development.md, Start-up): they must stay the stages' lists."""
+    from lithify import export, translate
+    from lithify.cli import convert as convert_cli
+    from lithify.cli import export as export_cli
+
+    assert convert_cli.FORMATS == translate.FORMATS
+    assert export_cli.KINDS == export.KINDS
+    assert export_cli.PROFILES == export.PROFILES
+
+
+def test_help_lists_every_command_in_order_and_each_command_has_its_help() -> None:
+    """Commands are registered lazily: the list and each command's own help are still whole."""
+    from lithify.cli import COMMANDS
+
+    top = runner.invoke(app, ["--help"], env={"COLUMNS": "200"})
+    assert top.exit_code == 0
+    listed = [ln.split()[1] for ln in top.output.splitlines() if ln.startswith("│ ") and "  " in ln]
+    assert [n for n in listed if n in COMMANDS] == list(COMMANDS)
+    for name in COMMANDS:
+        sub = runner.invoke(app, [name, "--help"], env={"COLUMNS": "200"})
+        assert sub.exit_code == 0, name
+        assert f"Usage: lithify {name} [OPTIONS]" in sub.output
+    typo = runner.invoke(app, ["conver"])
+    assert typo.exit_code == 2 and "Did you mean 'convert'?" in typo.output
+
+
+def _double_span(i: int, temperature: object) -> dict[str, object]:
+    doc = _span(i)
+    attrs = doc["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["attributes"]  # type: ignore[index]
+    attrs.append({"key": "gen_ai.request.temperature", "value": {"doubleValue": temperature}})
+    return doc
+
+
+def test_non_finite_doubles_survive_convert_line_by_line(tmp_path: Path) -> None:
+    """The writer searches only facts whose OTLP/JSON decode made a NaN or ±Infinity: each line
+    is judged on its own, whatever the lines around it held."""
+    import math
+
+    from lithify.ingest.files import read_file
+
+    temps = [0.5, "NaN", 0.25, "-Infinity", "Infinity", 1.0]
+    src = _jsonl(tmp_path / "in.jsonl", [_double_span(i, t) for i, t in enumerate(temps)])
+    located = list(read_file(src))
+    assert [loc.finite for loc in located] == [isinstance(t, float) for t in temps]
+    out = tmp_path / "facts.jsonl"
+    res = runner.invoke(app, ["convert", str(src), "-o", str(out), "--json"])
+    assert res.exit_code == 0, res.output
+    back = [loc.result.raw["attributes"]["gen_ai.request.temperature"] for loc in read_file(out)]
+    assert [str(x) for x in back] == ["0.5", "nan", "0.25", "-inf", "inf", "1.0"]
+    assert math.isnan(back[1])
+    assert [
+        line.endswith(b'"lithify:escaped":true}') for line in out.read_bytes().splitlines()
+    ] == [not isinstance(t, float) for t in temps]

@@ -8,16 +8,12 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from lithify.cli.engine import EngineOpt, RayAddressOpt, RayMissing, check_engine, ray_session
 from lithify.cli.exits import Exit
-from lithify.cli.failures import export_failures
 from lithify.cli.options import (
     ModelOpt,
     SessionOpt,
@@ -27,33 +23,32 @@ from lithify.cli.options import (
     fact_filter,
     json_flag,
     json_text,
+    stderr,
 )
-from lithify.cli.replay import run_replay
-from lithify.derive import SPLIT_REASONS
-from lithify.derive.feedback import FEEDBACK_DROP_REASONS
-from lithify.export import (
-    KINDS,
-    PROFILE_CHANGES,
-    PROFILES,
-    SKIP_REASONS,
-    ExportOptions,
-    ExportSummary,
-    ProfileError,
-    Provenance,
-    Selection,
-    WhereError,
-    cli_provenance,
-    export,
-    from_files,
-    from_store,
-    make_builder,
-)
-from lithify.export.distributed import export_ray
-from lithify.export.flags import FLAGS
-from lithify.store import FactFilter, open_store
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from lithify.export import ExportOptions, ExportSummary, Provenance, Selection
+    from lithify.store import FactFilter
+
+# The stages (and rich) are imported inside the functions that use them: importing this module
+# for `lithify --help` costs none of them.
+
+# lithify.export's KINDS and PROFILES, written out so that the help does not import the export
+# library (tests/test_cli.py checks they are the same).
+KINDS = ("sft", "nemo-gym", "dpo", "rl")
+PROFILES = ("canonical", "trl", "openai", "axolotl", "nemo-gym")
 
 
 def summary_table(summary: ExportSummary) -> Table:
+    from rich.table import Table
+
+    from lithify.derive import SPLIT_REASONS
+    from lithify.derive.feedback import FEEDBACK_DROP_REASONS
+    from lithify.export import PROFILE_CHANGES, SKIP_REASONS
+    from lithify.export.flags import FLAGS
+
     t = Table(title=f"lithify export {summary.kind}", show_header=True, header_style="bold")
     t.add_column("what")
     t.add_column("count", justify="right")
@@ -134,6 +129,17 @@ def export_cmd(
     keep_degraded: Annotated[
         bool, typer.Option(help="Also export rows from calls that lost content at conversion.")
     ] = False,
+    images: Annotated[
+        bool,
+        typer.Option(
+            help="sft --profile trl: vision rows, an images column and image files "
+            "(docs/export.md, Media and server tools)."
+        ),
+    ] = False,
+    max_inline_bytes: Annotated[
+        int | None,
+        typer.Option(help="Largest blob a row may carry inline (data URLs); default 10 MiB."),
+    ] = None,
     drop_flag: Annotated[
         list[str] | None,
         typer.Option(
@@ -181,6 +187,19 @@ def export_cmd(
 
     Reads facts from the store (or --facts files), rebuilds sessions and segments, maps them to the target trainer's format, validates every row against its schema and writes train/eval files atomically. Rows that cannot be represented are skipped and counted by reason.
     """
+    from lithify.cli.failures import export_failures
+    from lithify.cli.replay import run_replay
+    from lithify.export import (
+        ExportOptions,
+        ProfileError,
+        WhereError,
+        cli_provenance,
+        from_files,
+        from_store,
+        make_builder,
+    )
+    from lithify.store import open_store
+
     if replay_path is not None:
         run_replay(replay_path, store_url, as_json)
     if kind is None:
@@ -199,6 +218,8 @@ def export_cmd(
         keep_degraded=keep_degraded,
         drop_flags=tuple(drop_flag or ()),
         keep_flags=tuple(keep_flag or ()),
+        images=images,
+        **({} if max_inline_bytes is None else {"max_inline_bytes": max_inline_bytes}),
     )
     try:
         make_builder(options)  # reject bad options before reading anything
@@ -211,6 +232,9 @@ def export_cmd(
     if facts_files:
         facts_files = fact_paths(facts_files)
     if check_engine(engine):
+        if options.images:
+            err.print("[red]--images is written by the local engine only: drop --engine ray[/]")
+            raise typer.Exit(Exit.USAGE)
         if not facts_files:
             err.print("[red]--engine ray reads fact files: give --facts FILE or DIR[/]")
             raise typer.Exit(Exit.USAGE)
@@ -240,6 +264,8 @@ def export_cmd(
 def _run(
     selection: Selection, target: Path, options: ExportOptions, show: bool, origin: Provenance
 ) -> ExportSummary:
+    from lithify.export import export
+
     with _bar(show, selection.total) as tick:
         return export(selection, target, options, progress=tick, provenance=origin)
 
@@ -267,6 +293,11 @@ def _run_ray(
     merge: bool,
 ) -> ExportSummary:
     """The export on Ray (``export.distributed``), with the local run's bar and exit codes."""
+    from rich.markup import escape
+
+    from lithify.cli.failures import export_failures
+    from lithify.export.distributed import export_ray
+
     try:
         with export_failures("write", target), ray_session(address) as _, _bar(show, None) as tick:
             done = export_ray(
@@ -284,12 +315,20 @@ def _bar(show: bool, total: int | None) -> Iterator[Callable[[int], None] | None
     if not show:
         yield None
         return
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
     bars = Progress(
         TextColumn("{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
-        console=err,
+        console=stderr(),
         transient=True,
     )
     with bars:
