@@ -2,6 +2,8 @@
 
     .venv/bin/python bench/convert.py                 # the table (≈1 minute)
     .venv/bin/python bench/convert.py --gb 1          # also peak RSS of `lithify convert` on 1 GB
+    .venv/bin/python bench/convert.py --process       # whole processes against the floor (≈2 min)
+    .venv/bin/python bench/convert.py --process --before ../old/src   # and another checkout's
 
 Generates OTLP requests of realistic GenAI spans (≈5 KB of message content each, tool calls and
 reasoning included), 512 spans a request as the SDK's batch processor sends them, then times:
@@ -11,6 +13,12 @@ the conversion of the same protobuf requests, and the conversion of already deco
 documents (`translate_document`, for callers that hold a dict). Facts go to the JSON-lines sink
 of `lithify convert`. Every round times each step once, in turn; a figure is the median over the
 rounds, and a ratio the median of each round's ratio to that round's baseline.
+
+``--process`` times whole processes instead, start-up and the fsynced output included:
+`lithify convert SPANS.jsonl -o facts.jsonl` on 20,000 such spans (40 OTLP/JSON lines of 500),
+against the floor of the same job, a process that parses the same lines with orjson and writes
+each line and its re-encoding to a file (about the facts' size), fsynced. ``--before SRC`` adds
+the same command run from another checkout's ``src`` (PYTHONPATH), in the same rounds.
 """
 
 from __future__ import annotations
@@ -19,8 +27,10 @@ import argparse
 import gc
 import os
 import random
+import resource
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -135,9 +145,9 @@ def _pb_set(any_value: object, v: object) -> None:
 
 
 def make_requests(
-    n_requests: int, per_request: int, seed: int = 7
+    n_requests: int, per_request: int, seed: int = 7, protobuf: bool = True
 ) -> tuple[list[bytes], list[bytes]]:
-    """The same spans as OTLP/JSON lines and as protobuf requests."""
+    """The same spans as OTLP/JSON lines and as protobuf requests (none unless ``protobuf``)."""
     rng = random.Random(seed)
     json_lines: list[bytes] = []
     pb_reqs: list[bytes] = []
@@ -163,6 +173,8 @@ def make_requests(
                     "attributes": [{"key": k, "value": _json_value(v)} for k, v in attrs],
                 }
             )
+            if not protobuf:
+                continue
             s = ss.spans.add()
             s.trace_id, s.span_id = bytes.fromhex(trace), bytes.fromhex(span)
             s.name, s.kind = "chat gpt-4o-mini", 3
@@ -184,7 +196,8 @@ def make_requests(
             ]
         }
         json_lines.append(orjson.dumps(doc))
-        pb_reqs.append(req.SerializeToString())
+        if protobuf:
+            pb_reqs.append(req.SerializeToString())
     return json_lines, pb_reqs
 
 
@@ -279,6 +292,73 @@ def peak_rss_on_big_input(gb: float) -> tuple[float, float, int]:
     return size / 1024**3, peak.parse_mb(done.stderr), int(elapsed)
 
 
+# The floor of `lithify convert` as a whole process: read the lines, parse each, write it and its
+# re-encoding (about the size of the facts), fsync. What no conversion can go below.
+FLOOR = """
+import os, sys, orjson
+with open(sys.argv[1], "rb") as src, open(sys.argv[2], "wb", buffering=1 << 20) as out:
+    for line in src:
+        out.write(line)
+        out.write(orjson.dumps(orjson.loads(line)))
+    out.flush()
+    os.fsync(out.fileno())
+"""
+
+
+def _run_timed(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, float]:
+    """(wall s, CPU s) of one child process run to its end."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+    return wall, cpu
+
+
+def bench_processes(
+    n_requests: int, per_request: int, rounds: int, before: str | None
+) -> tuple[list[tuple[str, float, float, float, int]], int]:
+    """Whole processes, interleaved: (name, median wall s, median CPU s, median wall ratio to
+    the floor's in the same round, output bytes) per process, and the input's size."""
+    json_lines, _ = make_requests(n_requests, per_request, protobuf=False)
+    lithify = str(Path(sys.executable).with_name("lithify"))
+    with tempfile.TemporaryDirectory(dir=os.environ.get("LITHIFY_BENCH_TMP")) as tmp:
+        src = Path(tmp) / "spans.jsonl"
+        src.write_bytes(b"".join(line + b"\n" for line in json_lines))
+        outs = {name: Path(tmp) / f"{i}.out" for i, name in enumerate(("floor", "now", "before"))}
+        runs: list[tuple[str, list[str], dict[str, str] | None]] = [
+            ("floor (orjson, write, fsync)", [sys.executable, "-c", FLOOR, str(src), str(outs["floor"])], None),
+            ("lithify convert", [lithify, "convert", str(src), "-o", str(outs["now"])], None),
+        ]  # fmt: skip
+        if before:
+            env = {**os.environ, "PYTHONPATH": str(Path(before).resolve())}
+            argv = [lithify, "convert", str(src), "-o", str(outs["before"])]
+            runs.append((f"lithify convert ({before})", argv, env))
+        walls: list[list[float]] = [[] for _ in runs]
+        cpus: list[list[float]] = [[] for _ in runs]
+        for _ in range(rounds):
+            for i, (_, argv, env) in enumerate(runs):
+                wall, cpu = _run_timed(argv, env)
+                walls[i].append(wall)
+                cpus[i].append(cpu)
+        sizes = [outs[k].stat().st_size for k in ("floor", "now", "before")[: len(runs)]]
+        if before and outs["now"].read_bytes() != outs["before"].read_bytes():
+            print("note: the two checkouts wrote different facts", file=sys.stderr)
+        size = src.stat().st_size
+    rows = [
+        (
+            name,
+            statistics.median(w),
+            statistics.median(c),
+            statistics.median(x / f for x, f in zip(w, walls[0], strict=True)),
+            out_size,
+        )
+        for (name, _, _), w, c, out_size in zip(runs, walls, cpus, sizes, strict=True)
+    ]
+    return rows, size
+
+
 CORPUS = Path(__file__).resolve().parents[1] / "tests" / "corpus"
 
 # Real recorded exchanges per provider format: (request file, response file), plain and streamed.
@@ -360,7 +440,22 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=9)
     ap.add_argument("--gb", type=float, default=0.0, help="also measure peak RSS on this many GB")
     ap.add_argument("--exchanges", type=int, default=500, help="provider exchanges per format")
+    ap.add_argument("--process", action="store_true", help="whole processes against the floor")
+    ap.add_argument("--before", help="with --process: also lithify from this checkout's src")
     args = ap.parse_args()
+    if args.process:
+        rounds = 7 if args.rounds == 9 else args.rounds
+        load = os.getloadavg()
+        rows, size = bench_processes(40, 500, rounds, args.before)
+        print(
+            f"20,000 spans ({size / 1e6:.0f} MB of OTLP/JSON lines), whole processes, median of "
+            f"{rounds} interleaved rounds; load average {load[0]:.2f} at the start, "
+            f"{os.getloadavg()[0]:.2f} at the end"
+        )
+        print(f"{'process':<44}{'wall s':>8}{'CPU s':>8}{'× floor':>9}{'output MB':>11}")
+        for name, wall, cpu, ratio, out_size in rows:
+            print(f"{name:<44}{wall:>8.2f}{cpu:>8.2f}{ratio:>9.2f}{out_size / 1e6:>11.0f}")
+        return
     rows = bench(args.requests, args.spans, args.rounds)
     spans = args.requests * args.spans
     print(f"{spans} spans per round, median of {args.rounds} rounds, one core")

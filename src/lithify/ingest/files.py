@@ -29,7 +29,12 @@ from lithify.translate import (
     translate_protobuf,
     translate_stream,
 )
-from lithify.translate.otlp import OTLPDecodeError, decode_json_spans, load_json
+from lithify.translate.otlp import (
+    OTLPDecodeError,
+    decode_json_spans,
+    load_json,
+    non_finite_decoded,
+)
 from lithify.translate.provider import translate_exchange
 from lithify.translate.sse import looks_like_sse
 from lithify.translate.telemetry import translate_spans
@@ -43,6 +48,9 @@ SSE_SUFFIXES = {".sse"}
 class Located:
     location: str
     result: Result
+    # The result holds no NaN or ±Infinity: its unit was decoded the typed OTLP/JSON way, which
+    # made none (a fact file's writer then need not search it for them).
+    finite: bool = False
 
 
 def expand(paths: Iterable[str | Path]) -> Iterator[Path]:
@@ -80,18 +88,29 @@ def translate_json(data: bytes, fmt: str = "auto") -> Iterator[Result]:
     form is decoded straight from its bytes, the fast way; text orjson refuses (a lone surrogate
     escape, bytes that are not UTF-8) is read tolerantly and repaired unit by unit, as the
     receiver does. Raises OTLPDecodeError for bytes that are not JSON."""
-    spans = decode_json_spans(data) if fmt in _TRACE_FORMATS else None
-    if spans is not None:
-        return _guard(translate_spans(spans))
+    return _translate_json(data, fmt)[0]
+
+
+def _translate_json(data: bytes, fmt: str) -> tuple[Iterator[Result], bool]:
+    """``translate_json``, and whether its results are known to hold no NaN or ±Infinity."""
+    if fmt in _TRACE_FORMATS:
+        non_finite_decoded()  # cleared: what the decode below makes is what counts
+        spans = decode_json_spans(data)
+        if spans is not None:
+            return _guard(translate_spans(spans)), not non_finite_decoded()
     doc, repair = load_json(data)
-    return translate_document(doc, fmt, repair=repair)
+    return translate_document(doc, fmt, repair=repair), False
+
+
+_BLANK_START = (b"", b" ", b"\t", b"\n", b"\r", b"\x0b", b"\x0c")
 
 
 def _lines(path: Path, fh: IO[bytes], fmt: str, progress: Progress | None) -> Iterator[Located]:
     for lineno, line in enumerate(fh, 1):
         if progress is not None:
             progress(len(line))
-        if not line.strip():
+        # A line that starts with neither blank is not blank: no copy of it made by strip().
+        if line[:1] in _BLANK_START and not line.strip():
             continue
         loc = f"{path}:{lineno}"
         if fmt == "auto":
@@ -104,13 +123,13 @@ def _lines(path: Path, fh: IO[bytes], fmt: str, progress: Progress | None) -> It
                 yield Located(loc, fact)
                 continue
         try:
-            results = translate_json(line, fmt)
+            results, finite = _translate_json(line, fmt)
         except OTLPDecodeError as e:
             why = _decode_error(e).removeprefix("the body is not valid JSON: ")
             yield Located(loc, Skip("undecodable", f"line {lineno}: not JSON ({why})", loc))
             continue
         for r in results:
-            yield Located(loc, r)
+            yield Located(loc, r, finite)
 
 
 def _read_all(path: Path, fh: IO[bytes]) -> bytes:
@@ -154,10 +173,14 @@ def read_file(path: Path, fmt: str = "auto", progress: Progress | None = None) -
             # A fact file named otherwise than .jsonl (`convert -o facts.json`): line by line.
             yield from _lines(path, io.BytesIO(data), fmt, None)
             return
-        spans = decode_json_spans(data) if fmt in _TRACE_FORMATS else None
+        spans = None
+        if fmt in _TRACE_FORMATS:
+            non_finite_decoded()  # cleared: what the decode below makes is what counts
+            spans = decode_json_spans(data)
         if spans is not None:
+            finite = not non_finite_decoded()
             for r in _guard(translate_spans(spans)):
-                yield Located(loc, r)
+                yield Located(loc, r, finite)
             return
         try:
             doc, repair = load_json(data)

@@ -23,6 +23,7 @@ import base64
 import binascii
 import json
 import re
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, fields
 from typing import Annotated, Any, Generic, NamedTuple, TypeVar
@@ -171,10 +172,27 @@ def _json_double(v: Any) -> Any:
         return float(v)
     if isinstance(v, str):
         try:
-            return float(v)  # "NaN", "Infinity", "-Infinity" per the proto3 JSON mapping
+            f = float(v)  # "NaN", "Infinity", "-Infinity" per the proto3 JSON mapping
         except ValueError:
             return v
+        if f - f:  # NaN or ±Infinity (x - x is 0.0 for any other)
+            _decoded.non_finite = True
+        return f
     return v
+
+
+# Per thread (the receiver decodes in several): whether a decode made a NaN or ±Infinity.
+_decoded = threading.local()
+
+
+def non_finite_decoded() -> bool:
+    """Whether this thread's OTLP/JSON decoding made a NaN or ±Infinity double since the last
+    call (which clears it). Only the string form of a doubleValue makes one: a JSON number
+    cannot, and msgspec and orjson refuse one out of range. The fact-file writer skips its
+    search for them in the facts of a request that made none (core/factfile.py)."""
+    seen = getattr(_decoded, "non_finite", False)
+    _decoded.non_finite = False
+    return seen
 
 
 def _json_id(v: Any) -> str | None:
