@@ -459,3 +459,47 @@ def test_the_ray_engine_makes_the_same_bytes_for_media_rows(tmp_path: Path) -> N
                     os.environ.pop(k, None)
                 else:
                     os.environ[k] = v
+
+
+_USER_PART = st.sampled_from(
+    [
+        text("look"),
+        blob(RED, "image/png"),
+        blob(BLUE, None, "image"),
+        blob(PDF, "application/pdf"),
+        blob(png(1, 2, (1, 2, 3)), "image/gif"),  # a GIF type on PNG bytes: OpenAI takes no GIF
+    ]
+)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    calls=st.lists(st.lists(_USER_PART, min_size=1, max_size=4), min_size=1, max_size=5),
+    profile=st.sampled_from(["trl-images", "openai", "nemo-gym", "trl"]),
+)
+def test_every_call_is_a_row_or_a_counted_skip(
+    tmp_path_factory: pytest.TempPathFactory, calls: list[list[Any]], profile: str
+) -> None:
+    """One single-turn session per call: each gives a valid row (every export validates its
+    rows) holding each of its media once, or is counted under one skip reason."""
+    facts = [
+        fact(f"c{i}", [Message("user", parts)], [assistant(text("ok"))], session=f"s{i}")
+        for i, parts in enumerate(calls)
+    ]
+    out = tmp_path_factory.mktemp("rows")
+    kw: dict[str, Any] = {"kind": "sft", "profile": profile}
+    if profile == "trl-images":
+        kw = {"kind": "sft", "profile": "trl", "images": True}
+    elif profile == "nemo-gym":
+        kw = {"kind": "nemo-gym", "profile": "nemo-gym"}
+    s = run_export(facts, out, **kw)
+    assert sum(s.rows.values()) + sum(s.skipped.values()) == len(facts)
+    body = (out / "train.jsonl").read_bytes()
+    for r in _rows(out):
+        i = int(r["metadata"]["source_call_ids"][0][1:])
+        blobs = [p for p in calls[i] if isinstance(p, BlobPart)]
+        if profile == "trl-images":
+            assert r["images"] == [image_path(b) for b in blobs]
+        else:
+            for b in blobs:
+                assert body.count(b.content.encode()) >= 1
