@@ -26,6 +26,12 @@ from lithify.translate._common import (
     modality_of,
     url_part,
 )
+from lithify.translate.openai_common import (
+    audio_mime,
+    file_input_part,
+    inline_part,
+    media_url_part,
+)
 
 
 @dataclass(slots=True)
@@ -56,8 +62,6 @@ MEDIA_TYPES = frozenset(
         "document",
     }
 )
-# OpenAI's input_audio names a format, not a MIME type.
-_AUDIO_MIME = {"mp3": "audio/mpeg", "wav": "audio/wav"}
 
 
 def _str(value: Any) -> str | None:
@@ -79,28 +83,30 @@ def modality(value: Any, mime_type: str | None) -> str:
     return stated_modality(value) or modality_of(mime_type)
 
 
-def _inline(data: str, mime: str | None, deg: Degradations, kind: str | None) -> Part | None:
-    """Inline bytes given either as a data URL or as bare base64."""
-    if data.startswith("data:"):
-        return url_part(data, mime, deg, kind)
-    return blob_part(data, mime, deg, kind or modality_of(mime))
+def uri_media(uri: str, mime: str | None, deg: Degradations, kind: str | None) -> Part | None:
+    """A URI; a data URL (base64, or percent-encoded) holds the bytes: a blob whose MIME type is
+    ``mime``, else the URL's. ``kind`` None: the modality follows that MIME type."""
+    if uri.startswith("data:"):
+        return inline_part(uri, deg, modality=kind, mime=mime)
+    return url_part(uri, mime, deg, kind)
 
 
 def media_part(p: dict[str, Any], kind: str, deg: Degradations) -> Part | None:
     """A part of one of ``MEDIA_TYPES`` as a canonical blob, file or uri part; media whose data
-    is missing or does not decode gives no part and counts ``malformed_media``."""
+    is missing or does not decode gives no part and counts ``malformed_media``. The OpenAI shapes
+    go through the helpers the OpenAI translators use, so a span and the exchange it records give
+    the same parts."""
     part: Part | None = None
     if kind == "blob":  # OTel {modality, mime_type, content: base64}
         mime = _str(p.get("mime_type"))
         if (data := _str(p.get("content"))) is not None:
             return blob_part(data, mime, deg, modality(p.get("modality"), mime))
-    elif kind == "uri":  # OTel {modality, mime_type, uri}; a data URL is inline bytes
+    elif kind == "uri":  # OTel {modality, mime_type, uri}
         mime = _str(p.get("mime_type"))
         if (uri := _str(p.get("uri"))) is not None:
-            # None: a data URL's own MIME type decides (url_part)
-            return url_part(uri, mime, deg, stated_modality(p.get("modality")))
+            return uri_media(uri, mime, deg, stated_modality(p.get("modality")))
     elif kind == "file" and isinstance(p.get("file"), dict):  # OpenAI chat {file: {…}}
-        part = _openai_file(p["file"], deg, None)
+        return file_input_part(p["file"], deg)  # counts what it cannot read itself
     elif kind == "file":  # OTel {modality, mime_type, file_id}
         mime = _str(p.get("mime_type"))
         if (file_id := _str(p.get("file_id"))) is not None:
@@ -109,35 +115,25 @@ def media_part(p: dict[str, Any], kind: str, deg: Degradations) -> Part | None:
         iu = p.get("image_url")
         url = _str(iu.get("url") if isinstance(iu, dict) else iu)
         if url is not None:
-            return url_part(url, None, deg, "image")
+            return media_url_part(url, deg, "image")
     elif kind == "input_image":  # Responses {image_url: str} or {file_id}
         if (url := _str(p.get("image_url"))) is not None:
-            return url_part(url, None, deg, "image")
+            return media_url_part(url, deg, "image")
         if (file_id := _str(p.get("file_id"))) is not None:
             return file_part(file_id, None, deg, "image")
-    elif kind == "input_audio":  # OpenAI chat {input_audio: {data, format}}
+    elif kind == "input_audio":  # OpenAI chat {input_audio: {data, format}}; Mistral: the data
         ia = p.get("input_audio")
         if isinstance(ia, dict) and (data := _str(ia.get("data"))) is not None:
-            fmt = _str(ia.get("format"))
-            mime = _AUDIO_MIME.get(fmt.lower(), "audio/" + fmt.lower()) if fmt else None
-            return blob_part(data, mime, deg, "audio")
-    elif kind == "input_file":  # Responses {file_data | file_id | file_url}
-        part = _openai_file(p, deg, None)
+            return inline_part(data, deg, modality="audio", mime=audio_mime(ia.get("format")))
+        if (data := _str(ia)) is not None:
+            return inline_part(data, deg, modality="audio")
+    elif kind == "input_file":  # Responses {file_data | file_url | file_id}
+        return file_input_part(p, deg)
     else:  # Anthropic image / document {source: {type: base64 | url | file, …}}
         part = _anthropic_source(p.get("source"), "image" if kind == "image" else None, deg)
     if part is None:
         deg.add("malformed_media")
     return part
-
-
-def _openai_file(f: dict[str, Any], deg: Degradations, kind: str | None) -> Part | None:
-    if (data := _str(f.get("file_data"))) is not None:
-        return _inline(data, None, deg, kind)
-    if (file_id := _str(f.get("file_id"))) is not None:
-        return file_part(file_id, None, deg, kind)
-    if (url := _str(f.get("file_url"))) is not None:
-        return url_part(url, None, deg, kind)
-    return None
 
 
 def _anthropic_source(src: Any, kind: str | None, deg: Degradations) -> Part | None:
@@ -148,7 +144,7 @@ def _anthropic_source(src: Any, kind: str | None, deg: Degradations) -> Part | N
     if st == "base64" and (data := _str(src.get("data"))) is not None:
         return blob_part(data, mime, deg, kind or modality_of(mime))
     if st == "url" and (url := _str(src.get("url"))) is not None:
-        return url_part(url, mime, deg, kind)
+        return uri_media(url, mime, deg, kind)
     if st == "file" and (file_id := _str(src.get("file_id"))) is not None:
         return file_part(file_id, mime, deg, kind)
     return None

@@ -49,7 +49,6 @@ from lithify.translate._common import (
     parse_arguments,
     synthesized_id,
     tool_definition,
-    url_part,
 )
 from lithify.translate._telemetry import (
     MEDIA_TYPES,
@@ -60,6 +59,7 @@ from lithify.translate._telemetry import (
     server_tool_part,
     session_of,
     stated_modality,
+    uri_media,
 )
 from lithify.translate.otlp import LogRecord
 
@@ -361,13 +361,14 @@ class _Builder:
         return out
 
     def system(self, value: Any) -> list[Message]:
-        """``gen_ai.system_instructions``: a list of parts (or plain text) as one system message."""
+        """``gen_ai.system_instructions``: a list of parts (or plain text) as one system message
+        (a tool result among them is a ``tool`` message of its own, as anywhere)."""
         decoded = _loose(value, self.deg)
         if decoded is _BAD:
             return []
         if isinstance(decoded, dict) and "parts" in decoded:
             decoded = decoded["parts"]
-        return [Message("system", self.parts(decoded, ("system",)))]
+        return _split("system", self.parts(decoded, ("system",)), None)
 
 
 def _id(value: Any) -> str | None:
@@ -633,7 +634,7 @@ def _fast_other(p: Any, deg: Degradations) -> Part | None:
         if p.file_id:
             return file_part(p.file_id, mime, deg, modality(p.modality, mime))
     elif p.uri:
-        return url_part(p.uri, mime, deg, stated_modality(p.modality))
+        return uri_media(p.uri, mime, deg, stated_modality(p.modality))
     deg.add("malformed_media")
     return None
 
@@ -661,10 +662,11 @@ def _fast_messages(
             out.append(Message(role, parts, fr))
 
 
-def _fast_system(value: Any, deg: Degradations) -> Message:
+def _fast_system(value: Any, deg: Degradations) -> list[Message]:
     if isinstance(value, str) and value.strip()[:1] not in ("[", "{"):
-        return Message("system", [TextPart(value)] if value else [])
-    return Message("system", _fast_parts(_fast_decode(value, _FAST_PARTS), deg)[0])
+        return [Message("system", [TextPart(value)] if value else [])]
+    parts, results = _fast_parts(_fast_decode(value, _FAST_PARTS), deg)
+    return _split("system", parts, None) if results else [Message("system", parts)]
 
 
 def _fast_content(attrs: dict[str, Any], deg: Degradations) -> Content | None:
@@ -675,7 +677,7 @@ def _fast_content(attrs: dict[str, Any], deg: Degradations) -> Content | None:
         inputs: list[Message] = []
         system = get(SYSTEM)
         if system not in _EMPTY:
-            inputs.append(_fast_system(system, local))
+            inputs.extend(_fast_system(system, local))
         value = get(INPUT)
         if value not in _EMPTY:
             _fast_messages(value, inputs, local, None)

@@ -29,7 +29,6 @@ from lithify.translate._common import (
     finish_reason,
     modality_of,
     tool_definition,
-    url_part,
 )
 from lithify.translate._flat import (
     Ctx,
@@ -49,7 +48,7 @@ from lithify.translate._flat import (
     sub_indexed,
     tool_call,
 )
-from lithify.translate._telemetry import Content
+from lithify.translate._telemetry import Content, uri_media
 
 SOURCE = "openinference"
 
@@ -105,7 +104,7 @@ def _media(c: Fields, kind: str, deg: Degradations) -> Part | None:
     modality = kind if kind != "document" else modality_of(mime)
     url = _str(c.get(pre + "url"))
     if url is not None and url != _HIDDEN:
-        return url_part(url, mime, deg, modality)
+        return uri_media(url, mime, deg, modality)
     if kind == "document":
         if (doc_id := _str(c.get(pre + "id"))) is not None:
             return file_part(doc_id, mime, deg, modality)
