@@ -273,11 +273,12 @@ def test_tools_custom_kept_server_tools_counted() -> None:
         {"type": "web_search_20250305", "name": "web_search", "max_uses": 3},
     ]
     f = fact(req(user(text("q")), tools=tools))
-    assert [(t.name, t.parameters) for t in f.tools] == [
-        ("f", {"type": "object"}),
-        ("g", {"type": "object", "properties": {}}),
+    assert [(t.name, t.parameters, t.builtin) for t in f.tools] == [
+        ("f", {"type": "object"}, None),
+        ("g", {"type": "object", "properties": {}}, None),
+        ("web_search", {}, tools[2]),  # a built-in, kept whole, named as its calls are
     ]
-    assert f.degradations == {"unsupported_tool": 1}
+    assert f.degradations == {}
 
 
 # --- session, provider, model, identity -----------------------------------------------------

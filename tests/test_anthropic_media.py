@@ -510,7 +510,8 @@ def test_recorded_computer_use_screenshot_follows_the_result_and_turn1_replays()
     assert isinstance(shot, BlobPart) and shot.modality == "image"
     assert response.id == turn1.output_messages[0].parts[1].id  # type: ignore[union-attr]
     # The computer tool is Anthropic's own definition, not a function schema.
-    assert turn2.degradations == {"unsupported_tool": 1}
+    assert turn2.degradations == {}
+    assert [t.name for t in turn2.tools if t.builtin] == ["computer"]
 
 
 def test_recorded_web_search_plain_streamed_and_replayed() -> None:
@@ -520,7 +521,8 @@ def test_recorded_web_search_plain_streamed_and_replayed() -> None:
     assert kinds == ["TextPart", "ServerToolCallPart", "ServerToolCallResponsePart", "TextPart"]
     replay = recorded("web_search_replay")
     assert replay.input_messages[1] == Message("assistant", plain.output_messages[0].parts)
-    assert plain.degradations == {"text_citation": 1, "unsupported_tool": 1}
+    assert plain.degradations == {"text_citation": 1}
+    assert [t.name for t in plain.tools if t.builtin] == ["web_search"]
 
 
 def _in_session(name: str, second: int) -> InferenceCall:

@@ -416,9 +416,11 @@ def test_gemini_schema_becomes_json_schema() -> None:
                 },
                 "required": ["city"],
             },
-        )
+        ),
+        ToolDefinition("google_search", None, {}, builtin={"googleSearch": {}}),
+        ToolDefinition("code_execution", None, {}, builtin={"codeExecution": {}}),
     ]
-    assert f.degradations == {"unsupported_tool": 2}
+    assert f.degradations == {}
     assert f.raw["request"]["tools"][0]["functionDeclarations"][0]["parameters"]["type"] == 6
 
 

@@ -196,7 +196,7 @@ def test_code_execution_is_a_server_tool_in_part_order() -> None:
         )
     ]
     # The built-in tool in the request is still counted as a tool that is not a function.
-    assert f.degradations == {"unsupported_tool": 1}
+    assert f.degradations == {}  # the built-in tool is kept (ToolDefinition.builtin)
 
 
 def test_code_execution_ids_are_kept_and_snake_case_is_the_same() -> None:
@@ -262,7 +262,7 @@ def test_grounding_is_a_search_before_the_answer() -> None:
         ServerToolCallResponsePart(None, {"type": "grounding_metadata", **GROUNDING}),
         TextPart("Spain won Euro 2024."),
     ]
-    assert f.degradations == {"unsupported_tool": 1}
+    assert f.degradations == {}  # the built-in tool is kept (ToolDefinition.builtin)
 
 
 def test_grounding_in_snake_case_and_streamed_is_the_same() -> None:
@@ -375,7 +375,8 @@ def test_recorded_code_execution_plain_streamed_and_replayed() -> None:
     replay = recorded("code_execution_replay")
     assert replay.input_messages[1] == Message("assistant", plain.output_messages[0].parts)
     # The code execution tool in the request is a built-in, not a function declaration.
-    assert plain.degradations == replay.degradations == {"unsupported_tool": 1}
+    assert plain.degradations == replay.degradations == {}
+    assert [(t.name, t.builtin) for t in plain.tools] == [("code_execution", {"codeExecution": {}})]
 
 
 def test_recorded_grounded_answer() -> None:

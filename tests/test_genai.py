@@ -498,9 +498,10 @@ def test_tool_definitions_and_builtin_tools() -> None:
                 },
                 "required": ["location"],
             },
-        )
+        ),
+        ToolDefinition("web_search", None, {}, builtin=tools[1]),
     ]
-    assert f.degradations == {"unsupported_tool": 1}
+    assert f.degradations == {}
 
 
 def test_credentials_inside_messages_are_redacted() -> None:
@@ -886,9 +887,9 @@ def test_semconv_case_tool_definitions_function_and_builtin() -> None:
             genai.TOOLS: _dumps(_case("tool_definitions_function_and_builtin")),
         }
     )
-    assert [t.name for t in f.tools] == ["get_weather"]
+    assert [t.name for t in f.tools] == ["get_weather", "web_search"]
     assert f.tools[0].parameters["required"] == ["location"]
-    assert f.degradations == {"unsupported_tool": 1}
+    assert f.tools[1].builtin is not None and f.degradations == {}
 
 
 # ---------------------------------------------------------------------------------------------

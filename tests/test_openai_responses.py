@@ -313,9 +313,13 @@ def test_tools() -> None:
     req = load("openai-responses/function_call_forced.request.json")
     req = {**req, "tools": [*req["tools"], {"type": "web_search_preview"}, {"type": "mcp"}]}
     f = fact(req, None)
-    assert [t.name for t in f.tools] == ["get_current_weather"]
+    assert [(t.name, t.builtin) for t in f.tools] == [
+        ("get_current_weather", None),
+        ("web_search", {"type": "web_search_preview"}),  # built-ins kept whole
+        ("mcp", {"type": "mcp"}),
+    ]
     assert f.tools[0].parameters["required"] == ["location"]
-    assert f.degradations == {"unsupported_tool": 2}
+    assert f.degradations == {}
 
 
 def test_request_parameters_and_session() -> None:

@@ -752,7 +752,8 @@ def test_recorded_computer_use_turn_is_replayed_with_its_screenshot() -> None:
     assert turn2.input_messages[2].role == "tool"
     assert response == ToolCallResponsePart(call.id, {"type": "computer_screenshot"})
     assert isinstance(shot, BlobPart) and (shot.modality, shot.mime_type) == ("image", "image/png")
-    assert turn2.degradations == {"unsupported_tool": 1}  # the computer tool is a built-in
+    assert turn2.degradations == {}
+    assert [t.name for t in turn2.tools if t.builtin] == ["computer"]  # a built-in, kept
 
 
 def test_recorded_server_tools() -> None:
@@ -765,7 +766,8 @@ def test_recorded_server_tools() -> None:
         "TextPart",
     ]
     assert f.output_messages[0].finish_reason == "stop"
-    assert f.degradations == {"text_citation": 1, "unsupported_tool": 2}
+    assert f.degradations == {"text_citation": 1}
+    assert [t.name for t in f.tools if t.builtin] == ["web_search", "code_interpreter"]
 
 
 # --- the SDK live: a computer-use loop ---------------------------------------------------------

@@ -122,10 +122,17 @@ class Message(msgspec.Struct, frozen=True):
     finish_reason: str | None = None
 
 
-class ToolDefinition(msgspec.Struct, frozen=True):
+# omit_defaults leaves ``builtin`` out when it is None, so a function tool encodes exactly as
+# before it existed; description and parameters have no default so that they always appear.
+class ToolDefinition(msgspec.Struct, frozen=True, omit_defaults=True):
+    """A tool offered to the model. ``builtin`` holds a provider's built-in tool (web search,
+    code execution, computer use, MCP…) as the request defined it; ``name`` is then the name
+    its calls carry and ``parameters`` is ``{}`` (the provider owns its schema)."""
+
     name: str
-    description: str | None = None
-    parameters: dict[str, Any] = msgspec.field(default_factory=dict)
+    description: str | None
+    parameters: dict[str, Any]
+    builtin: dict[str, Any] | None = None
 
 
 class Source(msgspec.Struct, frozen=True):
@@ -194,7 +201,7 @@ DEGRADATION_REASONS: dict[str, str] = {
     "synthesized_id": "a tool call without an id was given a deterministic one",
     "unsupported_content": "a part of a type no source documents; kept on raw",
     "malformed_media": "inline media whose base64 did not decode; kept on raw",
-    "unsupported_tool": "a tool definition that is not a function tool (a provider built-in); kept on raw",
+    "unsupported_tool": "a tool definition that could not be read (not an object, or without a name or type); kept on raw",
     "malformed_messages": "a message attribute or body that could not be decoded; kept on raw",
     "invalid_text": "text that was not valid Unicode (invalid UTF-8, a lone surrogate): each bad character replaced by U+FFFD",
     "content_reference": "content uploaded elsewhere or left at a URI: a file or uri part records only the reference",

@@ -223,15 +223,51 @@ def file_part(
     )
 
 
+# The names calls of a built-in tool carry, where the definition has no ``name`` of its own
+# (OpenAI Responses names its built-ins by ``type``; the translators name their calls so).
+_BUILTIN_NAMES = {
+    "computer_use_preview": "computer",
+    "computer_use": "computer",
+    "computer": "computer",
+    "web_search_preview": "web_search",
+    "web_search": "web_search",
+}
+
+
+def builtin_tool(obj: dict[str, Any], name: str | None = None) -> ToolDefinition | None:
+    """A provider's built-in tool (``ToolDefinition.builtin``): named by ``name``, else the
+    definition's own ``name``, else its ``type`` (a dated type, ``web_search_2025_08_26``, by its
+    undated stem), or ``server_label`` for an MCP server; None when it has none of them."""
+    if name is None:
+        own = obj.get("name")
+        kind = obj.get("type")
+        if isinstance(own, str) and own:
+            name = own
+        elif isinstance(kind, str) and kind:
+            stem = kind.rstrip("0123456789_")
+            name = _BUILTIN_NAMES.get(kind) or _BUILTIN_NAMES.get(stem) or stem or kind
+            if kind == "mcp" and isinstance(obj.get("server_label"), str):
+                name = obj["server_label"]
+    if not name:
+        return None
+    return ToolDefinition(name=name, description=None, parameters={}, builtin=obj)
+
+
 def tool_definition(obj: Any, deg: Degradations) -> ToolDefinition | None:
-    """One tool definition from the common shapes (OpenAI nested/flat, OTel, Anthropic, Gemini)."""
+    """One tool definition from the common shapes (OpenAI nested/flat, OTel, Anthropic, Gemini);
+    a built-in tool (any other ``type``) is kept whole as ``builtin``."""
     if not isinstance(obj, dict):
         deg.add("unsupported_tool")
         return None
     fn = obj.get("function") if isinstance(obj.get("function"), dict) else obj
     kind = obj.get("type")
     name = fn.get("name")
-    if not isinstance(name, str) or (kind not in (None, "function", "custom") and fn is obj):
+    if kind not in (None, "function", "custom") and fn is obj:
+        builtin = builtin_tool(obj)
+        if builtin is None:
+            deg.add("unsupported_tool")
+        return builtin
+    if not isinstance(name, str):
         deg.add("unsupported_tool")
         return None
     params: Any = None

@@ -33,6 +33,7 @@ from lithify.translate._common import (
     Degradations,
     as_str,
     blob_part,
+    builtin_tool,
     error_detail,
     finish,
     finish_reason,
@@ -459,9 +460,10 @@ def _tools(tools: Any, deg: Degradations) -> list[ToolDefinition]:
             continue
         for key, value in tool.items():
             if _camel(key) != "functionDeclarations":
-                # Google Search, code execution, retrieval, URL context, …: built-ins.
+                # Google Search, code execution, retrieval, URL context, …: built-ins, named as
+                # their calls are (google_search, code_execution, url_context).
                 if value is not None:
-                    deg.add("unsupported_tool")
+                    out += filter(None, [builtin_tool({_camel(key): value}, _snake(_camel(key)))])
                 continue
             for decl in value if isinstance(value, list) else [value]:
                 d = _function_declaration(decl)
