@@ -49,11 +49,23 @@ def _top(modules: set[str]) -> set[str]:
     return {m.split(".")[0] for m in modules}
 
 
-def test_version_imports_no_stage_and_no_library_beyond_typer() -> None:
+def test_version_imports_no_stage_and_no_library() -> None:
     loaded = _loaded("--version")
     assert _stages(loaded) == set()
     assert {m for m in loaded if m.startswith("lithify.cli.")} == set()
-    assert _top(loaded) & {"rich", "msgspec", "pydantic", "numpy", "google"} == set()
+    assert _top(loaded) & {"typer", "rich", "msgspec", "pydantic", "numpy", "google"} == set()
+
+
+def test_version_from_the_entry_point_is_typers_answer() -> None:
+    """The entry point answers a lone --version itself: the same line the typer app prints."""
+    from typer.testing import CliRunner
+
+    from lithify.cli import app
+
+    exe = Path(sys.executable).with_name("lithify")
+    direct = subprocess.run([str(exe), "--version"], capture_output=True, check=True)
+    assert direct.stdout == CliRunner().invoke(app, ["--version"]).stdout_bytes
+    assert direct.stdout.startswith(b"lithify ") and direct.stderr == b""
 
 
 def test_help_imports_the_command_modules_but_no_stage() -> None:
@@ -70,6 +82,7 @@ def test_convert_imports_only_what_converting_needs(tmp_path: Path) -> None:
     assert (tmp_path / "facts.jsonl").read_bytes().startswith(b'{"inference_call_id":')
     # Neither the other commands nor the stages only they use.
     assert {m for m in loaded if m.startswith("lithify.cli.")} == {
+        "lithify.cli.commands",
         "lithify.cli.convert",
         "lithify.cli.engine",
         "lithify.cli.exits",

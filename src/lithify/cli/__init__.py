@@ -1,124 +1,33 @@
 """The `lithify` command: the face over every stage; flags, progress, summaries, exit codes.
 
-One module per command group, each command registered below, explicitly, in the order
-`lithify --help` lists them: convert.py (convert, import), facts.py (facts, stats), demo.py,
-serve.py (serve, token), export.py, proxy.py, ui.py; options.py holds what they share and exits.py
-what their exit codes mean.
-
-A command's module is imported when the command is run or its help shown, not before, and each
-module imports the stages it uses inside its functions: `lithify --version` imports no stage, and
-`lithify convert` none that only other commands use (docs/development.md, Start-up).
+One module per command group, each command registered in commands.py (``COMMANDS``), explicitly,
+in the order `lithify --help` lists them: convert.py (convert, import), facts.py (facts, stats),
+demo.py, serve.py (serve, token), export.py, proxy.py, ui.py; options.py holds what they share
+and exits.py what their exit codes mean. ``app`` is the typer application, made on first use.
 """
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Iterator, Mapping, MutableMapping
-from typing import Annotated, Any
-
-import typer
-from typer.core import TyperGroup
-from typer.models import CommandInfo
+import sys
+from typing import Any
 
 from lithify import __version__
 
-# name: (module, attribute), in the order `lithify --help` lists them (typer lists a group such as
-# `token` after the commands).
-COMMANDS: dict[str, tuple[str, str]] = {
-    "convert": ("lithify.cli.convert", "convert_cmd"),
-    "import": ("lithify.cli.convert", "import_cmd"),
-    "facts": ("lithify.cli.facts", "facts_cmd"),
-    "stats": ("lithify.cli.facts", "stats_cmd"),
-    "demo": ("lithify.cli.demo", "demo_cmd"),
-    "serve": ("lithify.cli.serve", "serve_cmd"),
-    "export": ("lithify.cli.export", "export_cmd"),
-    "proxy": ("lithify.cli.proxy", "proxy_cmd"),
-    "ui": ("lithify.cli.ui", "ui_cmd"),
-    "token": ("lithify.cli.serve", "token_app"),
-}
-
-
-class _Commands(MutableMapping[str, Any]):
-    """The group's commands, each made from its module when first looked up: naming them (for
-    suggestions, say) imports nothing."""
-
-    def __init__(self) -> None:
-        self._made: dict[str, Any] = {}
-
-    def __getitem__(self, name: str) -> Any:
-        if name not in self._made:
-            module, attribute = COMMANDS[name]  # KeyError: no such command
-            self._made[name] = _command(name, getattr(importlib.import_module(module), attribute))
-        return self._made[name]
-
-    def __setitem__(self, name: str, command: Any) -> None:
-        self._made[name] = command
-
-    def __delitem__(self, name: str) -> None:
-        raise TypeError("lithify's commands are fixed")
-
-    def __iter__(self) -> Iterator[str]:
-        yield from COMMANDS
-        yield from (name for name in self._made if name not in COMMANDS)
-
-    def __len__(self) -> int:
-        return len(COMMANDS.keys() | self._made.keys())
-
-
-def _command(name: str, target: Any) -> Any:
-    """The click command typer would have made of ``target`` registered eagerly as ``name``."""
-    if isinstance(target, typer.Typer):
-        group = typer.main.get_group(target)
-        group.name = name
-        return group
-    return typer.main.get_command_from_info(
-        CommandInfo(name=name, callback=target),
-        pretty_exceptions_short=app.pretty_exceptions_short,
-        rich_markup_mode=app.rich_markup_mode,
-    )
-
-
-class _LazyGroup(TyperGroup):
-    def __init__(self, *, commands: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.commands = _Commands()
-        for name, command in (commands or {}).items():
-            self.commands[name] = command
-
-
-app = typer.Typer(
-    name="lithify",
-    cls=_LazyGroup,
-    help="Turn LLM agent telemetry and provider traffic into canonical facts and training data.",
-    no_args_is_help=True,
-    add_completion=False,
-    rich_markup_mode="rich",
-    context_settings={"help_option_names": ["-h", "--help"], "auto_envvar_prefix": "LITHIFY"},
-)
-
-
-def _version(value: bool) -> None:
-    if value:
-        typer.echo(f"lithify {__version__}")
-        raise typer.Exit()
-
-
-@app.callback()
-def _main(
-    version: Annotated[
-        bool,
-        typer.Option(
-            "--version",
-            callback=_version,
-            is_eager=True,
-            # Not LITHIFY_VERSION: a deployment may well set that, and every command would exit.
-            allow_from_autoenv=False,
-            help="Show the version.",
-        ),
-    ] = False,
-) -> None:
-    """lithify: capture model calls, keep them as canonical facts, export training rows."""
-
 
 def main() -> None:  # the console entry point
+    if sys.argv[1:] == ["--version"]:
+        # The one answer that needs nothing else (typer's own --version prints the same line):
+        # without importing typer, a third of what `lithify --version` cost.
+        sys.stdout.write(f"lithify {__version__}\n")
+        return
+    from lithify.cli.commands import app
+
     app()
+
+
+def __getattr__(name: str) -> Any:
+    if name == "app":
+        from lithify.cli.commands import app
+
+        return app
+    raise AttributeError(f"module 'lithify.cli' has no attribute {name!r}")
