@@ -30,7 +30,6 @@ from lithify.store._rows import (
     fact_row,
     feedback_row,
     now,
-    store_body,
     take_blobs,
 )
 from lithify.store._sessions import SessionQueries
@@ -136,14 +135,16 @@ class SqlStore(SessionQueries):
         rows: list[tuple[Any, ...]],
         own: bool = False,
         collisions: list[str] | None = None,
+        blobs: dict[bytes, bytes] | None = None,
     ) -> list[int]:
         """Insert rows; what became of each (``_STORED``, ``_DUPLICATE``, ``_VARIANT``), in the
-        order given; the ids of calls the facts made collide go to ``collisions``. Facts need
+        order given; the ids of calls the facts made collide go to ``collisions``; ``blobs``:
+        the bytes the fact bodies refer to (rows from ``prepare`` carry theirs). Facts need
         ``_share_captures`` first."""
         if table == "facts":
             # The blobs first: the capture index may read these facts back whole.
-            rows, blobs = take_blobs(rows)
-            self._insert_blobs(cur, blobs)
+            rows, carried = take_blobs(rows)
+            self._insert_blobs(cur, {**carried, **(blobs or {})})
         # A stable order by id: concurrent batches then take row locks in one order (no
         # deadlock), and within a batch the first of equal ids is tried first.
         order = sorted(range(len(rows)), key=lambda i: rows[i][0])
@@ -173,12 +174,18 @@ class SqlStore(SessionQueries):
         rows = [fact_row(f, at) for f in facts]
         if not rows:
             return InsertResult(0, 0, [])
-        rows = [(*r[:-1], store_body(r[-1], blob_min=self.blob_min)) for r in rows]
+        blobs: dict[bytes, bytes] = {}
+        for i, row in enumerate(rows):
+            stored, found = codec.split_blobs(row[-1], self.blob_min)
+            if found:
+                rows[i] = (*row[:-1], stored)
+                blobs.update(found)
 
         def write(cur: Cursor, own: bool) -> tuple[list[int], list[str]]:
             self._share_captures(cur, own)
             collisions: list[str] = []
-            return self._write(cur, "facts", FACT_COLUMNS, rows, own, collisions), collisions
+            outcomes = self._write(cur, "facts", FACT_COLUMNS, rows, own, collisions, blobs)
+            return outcomes, collisions
 
         return _result([f.inference_call_id for f in facts], *self._writing(write))
 
