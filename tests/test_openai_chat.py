@@ -425,11 +425,14 @@ def test_tools_and_builtins() -> None:
                 "function": {"name": "f", "description": "d", "parameters": {"type": "object"}},
             },
             {"type": "web_search"},
+            7,
         ],
     }
     f = fact(req, None)
-    assert [(t.name, t.description, t.parameters) for t in f.tools] == [
-        ("f", "d", {"type": "object"})
+    # A built-in tool is kept as the request defined it; only an unreadable definition is lost.
+    assert [(t.name, t.description, t.parameters, t.builtin) for t in f.tools] == [
+        ("f", "d", {"type": "object"}, None),
+        ("web_search", None, {}, {"type": "web_search"}),
     ]
     assert f.degradations == {"unsupported_tool": 1}
 
