@@ -345,6 +345,36 @@ def test_overload_is_resource_exhausted_with_retry_info(sqlite_store_url: str) -
         assert srv.receiver.counts["facts"] == 2
 
 
+def test_a_call_past_its_deadline_is_finished_and_the_writer_lives_on(
+    sqlite_store_url: str,
+) -> None:
+    """A client's deadline cancels its call while the commit waits (another connection holds
+    SQLite's write lock): the server still commits it, logs it, and takes the next call."""
+    with grpc_server(sqlite_store_url) as srv:
+        port = srv.receiver.grpc_port
+        path = sqlite_path(sqlite_store_url)
+        assert path is not None
+        lock = sqlite3.connect(path, isolation_level=None)
+        lock.execute("BEGIN IMMEDIATE")
+        try:
+            with (
+                pytest.raises(grpc.RpcError) as info,
+                grpc.insecure_channel(f"127.0.0.1:{port}") as channel,
+            ):
+                export = channel.unary_unary(f"/{SERVICES['traces']}/Export")
+                export(traces_pb(genai_spans("late", 4)), timeout=1.5)
+            assert info.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+        finally:
+            lock.execute("ROLLBACK")
+            lock.close()
+        deadline = time.monotonic() + 30
+        while srv.receiver.counts["facts"] < 4 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert srv.receiver.counts["facts"] == 4  # committed though nobody waited for it
+        call(port, "traces", traces_pb(genai_spans("next", 4)))
+        assert srv.receiver.counts["facts"] == 8
+
+
 # -- nothing acknowledged is lost --------------------------------------------------------------
 
 
