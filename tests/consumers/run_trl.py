@@ -17,7 +17,8 @@ Usage: ``python run_trl.py MANIFEST.json OUT.json``. The manifest:
   export folder (``load_dataset(OUT_DIR)``, and for JSONL the lines that make ``images`` a list of
   ``datasets.Image``); per row, each image as ``datasets`` decodes it (mode, size, SHA-256 of its
   pixels), the SHA-256 of its bytes (``Image(decode=False)``), and of the pixels PIL decodes from
-  the original file (``originals/images/NAME``).
+  the original file (``originals/images/NAME``); and what TRL's ``prepare_multimodal_messages``
+  (its vision SFT's own step) puts into each ``{"type": "image"}`` entry.
 - ``sft_trainer``: ``{id: {"path", "template"}}`` → ``SFTTrainer`` prepares the dataset
   (``datasets`` loads the JSONL; assistant-only or completion-only loss) for a tiny random model;
   per row the text of the tokens that carry loss.
@@ -47,6 +48,7 @@ from trl.data_utils import (
     apply_chat_template,
     is_conversational,
     maybe_apply_chat_template,
+    prepare_multimodal_messages,
 )
 
 TEMPLATES = resources.files("trl") / "chat_templates"
@@ -160,7 +162,23 @@ def images(spec: dict[str, Any]) -> dict[str, Any]:
                             "original_pixels": _sha(original.tobytes()),
                         }
                     )
-                rows.append(shown)
+                messages = decoded["messages"]
+                if isinstance(messages, str):  # Parquet: JSON text
+                    messages = json.loads(messages)
+                try:
+                    # What TRL's vision SFT does with a row: each {"type": "image"} gets its image.
+                    prepared = prepare_multimodal_messages(messages, decoded["images"])
+                    trl = {
+                        "filled": [
+                            _sha(block["image"].tobytes())
+                            for m in prepared
+                            for block in m["content"]
+                            if block.get("type") == "image"
+                        ]
+                    }
+                except Exception as e:
+                    trl = {"error": error(e)}
+                rows.append({"images": shown, "trl": trl})
             out["splits"][split] = rows
         return out
     except Exception as e:

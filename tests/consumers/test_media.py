@@ -46,16 +46,20 @@ def test_datasets_decodes_every_image_equal_to_the_original(
         assert "'images': List(Image(mode=None, decode=True))" in features[split]
         written = consumers.rows(twin, split)
         assert len(rows) == len(written)
-        for row, images in zip(written, rows, strict=True):
+        for row, got in zip(written, rows, strict=True):
+            images = got["images"]
             # One image per path, in order, each the file (or the bytes) the row names.
             assert [f"images/{i['name']}" for i in images] == row["images"]
+            # TRL's vision SFT step puts each image into its {"type": "image"} entry, in order.
+            assert got["trl"] == {"filled": [i["pixels"] for i in images]}, got["trl"]
             for image in images:
                 assert image["type"].startswith("PIL.")
                 assert image["pixels"] == image["original_pixels"]
                 assert image["name"].startswith(image["bytes"] + ".")
                 seen.add(image["bytes"])
     # The images the media facts hold (tests/export/helpers.py), byte for byte.
-    assert {_sha(RED), _sha(BLUE), _sha(SCREEN)} <= seen
+    assert {_sha(RED), _sha(BLUE)} <= seen
+    assert _sha(SCREEN) not in seen  # a tool's screenshot: TRL gives no tool message an image
 
 
 def test_the_image_files_are_written_once_and_only_for_jsonl(consumers: Consumers) -> None:

@@ -65,25 +65,27 @@ def test_trl_vision_rows_name_image_files_written_once_beside_them(tmp_path: Pat
     out = tmp_path / "out"
     s = run_export(media_sessions(), out, kind="sft", profile="trl", images=True)
     rows = _by_call(_rows(out))
-    # Written: both vision turns, the session that shows the red image again, both computer
-    # turns (the screenshot is in the tool message); each other medium skipped by its reason.
-    assert sorted(rows) == ["again", "computer-a", "computer-b", "vision-a", "vision-b"]
+    # Written: both vision turns, the session that shows the red image again, the computer
+    # turn before the screenshot; each other medium skipped by its reason.
+    assert sorted(rows) == ["again", "computer-a", "vision-a", "vision-b"]
     assert s.skipped == {
         "media_reference": 2,  # an image at a URL, an uploaded file id
-        "media_unsupported": 1,  # a PDF: TRL vision rows take images
+        # A PDF (TRL vision rows take images); the screenshot a tool returned (TRL gives no
+        # tool message an image: tests/consumers/test_media.py).
+        "media_unsupported": 2,
         "server_tool_unsupported": 1,
     }
-    red, blue, screen = (f"images/{_sha(b)}.png" for b in (RED, BLUE, SCREEN))
+    red, blue = (f"images/{_sha(b)}.png" for b in (RED, BLUE))
     assert rows["vision-a"]["images"] == [red]
     assert rows["vision-b"]["images"] == [red, blue]  # in the order the conversation shows them
     assert rows["again"]["images"] == [red]
     assert rows["computer-a"]["images"] == []
-    assert rows["computer-b"]["images"] == [screen]
-    # The files: named by their SHA-256, each once, the bytes the facts hold.
+    # The files: named by their SHA-256, each once, the bytes the facts hold; the screenshot
+    # of the skipped row is not among them.
     assert sorted(p.name for p in (out / "images").iterdir()) == sorted(
-        n.removeprefix("images/") for n in {red, blue, screen}
+        n.removeprefix("images/") for n in {red, blue}
     )
-    for path, data in ((red, RED), (blue, BLUE), (screen, SCREEN)):
+    for path, data in ((red, RED), (blue, BLUE)):
         assert (out / path).read_bytes() == data
     # Every content a list of entries; one {"type": "image"} per image, in order.
     msgs = rows["vision-b"]["messages"]
@@ -97,9 +99,6 @@ def test_trl_vision_rows_name_image_files_written_once_beside_them(tmp_path: Pat
         shown = sum(1 for m in r["messages"] for c in m["content"] if c == {"type": "image"})
         assert shown == len(r["images"])
         assert all(isinstance(m["content"], list) for m in r["messages"])
-    tool_msg = rows["computer-b"]["messages"][2]
-    assert tool_msg["role"] == "tool" and tool_msg["tool_call_id"] == "cu1"
-    assert tool_msg["content"] == [{"type": "text", "text": "done"}, {"type": "image"}]
     # Nothing inline: no base64 of any image in any row.
     body = (out / "train.jsonl").read_bytes()
     assert base64.b64encode(RED) not in body and base64.b64encode(SCREEN) not in body
@@ -378,7 +377,7 @@ def test_the_manifest_hashes_the_image_files_and_a_replay_checks_them(tmp_path: 
     cli_export("sft", "--profile", "trl", "--images", "--facts", str(facts_file), "-o", str(out))
     manifest = msgspec.json.decode((out / "manifest.json").read_bytes())
     images = {k: v for k, v in manifest["files"].items() if k.startswith("images/")}
-    assert len(images) == 3
+    assert len(images) == 2
     for name, entry in images.items():
         data = (out / name).read_bytes()
         assert entry["sha256"] == _sha(data) and entry["bytes"] == len(data)

@@ -372,11 +372,10 @@ def _tool_messages(
         elif isinstance(p, ReasoningPart):
             raise RowSkip("reasoning_outside_assistant", "reasoning in a tool message")
         elif isinstance(p, MEDIA_TYPES) and out:
-            # What the tool returned with its result (a computer-use screenshot): only TRL
-            # vision rows have a place for it, in the result's message.
-            if not vision:
-                raise RowSkip("media_unsupported", f"a {p.modality} returned by a tool")
-            out[-1]["content"].append(_medium(p, "tool", media, images))
+            # What the tool returned with its result (a computer-use screenshot). No target has
+            # a place for it: OpenAI and NeMo Gym tool outputs are strings, and TRL's vision SFT
+            # (prepare_multimodal_messages) gives images to no tool message.
+            raise RowSkip("media_unsupported", f"a {p.modality} returned by a tool")
         else:
             raise RowSkip("misplaced_part", f"a {type(p).__name__} in a tool message")
     if not out:
