@@ -502,3 +502,24 @@ def test_every_call_is_a_row_or_a_counted_skip(
         else:
             for b in blobs:
                 assert body.count(b.content.encode()) >= 1
+
+
+def test_an_export_without_images_removes_an_earlier_exports_images(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    run_export(media_sessions(), out, kind="sft", profile="trl", images=True)
+    assert (out / "images").is_dir()
+    run_export(media_sessions(), out, kind="sft", profile="openai")
+    assert not (out / "images").exists()
+    manifest = msgspec.json.decode((out / "manifest.json").read_bytes())
+    assert not [k for k in manifest["files"] if k.startswith("images/")]
+
+
+def test_a_server_tool_call_alone_is_no_empty_target(tmp_path: Path) -> None:
+    """A turn whose output only asks the provider's tool is something the model said."""
+    from lithify.model import ServerToolCallPart
+
+    only = Message("assistant", [ServerToolCallPart("ws_1", "web_search", SEARCH_CALL)], "stop")
+    f = fact("s", [user("Who won?")], [only], session="s")
+    out = tmp_path / "out"
+    s = run_export([f], out, kind="nemo-gym")
+    assert s.rows == {"train": 1, "eval": 0} and "empty_target" not in s.flags
