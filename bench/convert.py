@@ -318,9 +318,9 @@ def _run_timed(argv: list[str], env: dict[str, str] | None = None) -> tuple[floa
 
 def bench_processes(
     n_requests: int, per_request: int, rounds: int, before: str | None
-) -> tuple[list[tuple[str, float, float, float, int]], int]:
-    """Whole processes, interleaved: (name, median wall s, median CPU s, median wall ratio to
-    the floor's in the same round, output bytes) per process, and the input's size."""
+) -> tuple[list[tuple[str, float, float, float, float, int]], int]:
+    """Whole processes, interleaved: (name, median wall s, median CPU s, median wall and CPU
+    ratios to the floor's in the same round, output bytes) per process, and the input's size."""
     json_lines, _ = make_requests(n_requests, per_request, protobuf=False)
     lithify = str(Path(sys.executable).with_name("lithify"))
     with tempfile.TemporaryDirectory(dir=os.environ.get("LITHIFY_BENCH_TMP")) as tmp:
@@ -352,6 +352,7 @@ def bench_processes(
             statistics.median(w),
             statistics.median(c),
             statistics.median(x / f for x, f in zip(w, walls[0], strict=True)),
+            statistics.median(x / f for x, f in zip(c, cpus[0], strict=True)),
             out_size,
         )
         for (name, _, _), w, c, out_size in zip(runs, walls, cpus, sizes, strict=True)
@@ -437,14 +438,14 @@ def main() -> None:
     )
     ap.add_argument("--requests", type=int, default=8, help="OTLP requests per round")
     ap.add_argument("--spans", type=int, default=512, help="spans per request")
-    ap.add_argument("--rounds", type=int, default=9)
+    ap.add_argument("--rounds", type=int, help="rounds (default: 9, or 7 with --process)")
     ap.add_argument("--gb", type=float, default=0.0, help="also measure peak RSS on this many GB")
     ap.add_argument("--exchanges", type=int, default=500, help="provider exchanges per format")
     ap.add_argument("--process", action="store_true", help="whole processes against the floor")
     ap.add_argument("--before", help="with --process: also lithify from this checkout's src")
     args = ap.parse_args()
     if args.process:
-        rounds = 7 if args.rounds == 9 else args.rounds
+        rounds = args.rounds or 7
         load = os.getloadavg()
         rows, size = bench_processes(40, 500, rounds, args.before)
         print(
@@ -452,10 +453,17 @@ def main() -> None:
             f"{rounds} interleaved rounds; load average {load[0]:.2f} at the start, "
             f"{os.getloadavg()[0]:.2f} at the end"
         )
-        print(f"{'process':<44}{'wall s':>8}{'CPU s':>8}{'× floor':>9}{'output MB':>11}")
-        for name, wall, cpu, ratio, out_size in rows:
-            print(f"{name:<44}{wall:>8.2f}{cpu:>8.2f}{ratio:>9.2f}{out_size / 1e6:>11.0f}")
+        print(
+            f"{'process':<44}{'wall s':>8}{'CPU s':>8}{'× floor wall':>14}{'× floor CPU':>13}"
+            f"{'output MB':>11}"
+        )
+        for name, wall, cpu, ratio, cpu_ratio, out_size in rows:
+            print(
+                f"{name:<44}{wall:>8.2f}{cpu:>8.2f}{ratio:>14.2f}{cpu_ratio:>13.2f}"
+                f"{out_size / 1e6:>11.0f}"
+            )
         return
+    args.rounds = args.rounds or 9
     rows = bench(args.requests, args.spans, args.rounds)
     spans = args.requests * args.spans
     print(f"{spans} spans per round, median of {args.rounds} rounds, one core")
