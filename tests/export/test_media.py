@@ -115,6 +115,9 @@ def test_trl_vision_parquet_carries_the_bytes_and_datasets_features(tmp_path: Pa
     meta = msgspec.json.decode(table.schema.metadata[b"huggingface"])
     assert meta["info"]["features"]["images"] == {"feature": {"_type": "Image"}, "_type": "List"}
     assert not (parquet / "images").exists()  # the bytes are in the rows
+    # The card's YAML declares the same features: load_dataset(OUT_DIR) decodes images.
+    card = (parquet / "README.md").read_text()
+    assert "  - name: images\n    list: image\n" in card.split("---")[1]
     want = _rows(jsonl)
     for got, row in zip(table.to_pylist(), want, strict=True):
         assert [i["path"] for i in got["images"]] == [

@@ -72,10 +72,20 @@ def data_files(manifest: Manifest) -> list[tuple[str, str]]:
     return found or [("train", f"train.{ext}")]
 
 
+_DTYPES = {"json": "string", "float": "float64"}
+
+
 def _header(manifest: Manifest) -> list[str]:
     lines = ["---", "configs:", "- config_name: default", "  data_files:"]
     for split, path in data_files(manifest):
         lines += [f"  - split: {split}", f"    path: {_yaml(path)}"]
+    if manifest.fmt == "parquet" and manifest.options.get("images"):
+        # Every column's type, as the Parquet file's own metadata has them: the card says the
+        # images are datasets.Image (the JSON text columns are strings).
+        lines += ["dataset_info:", "  features:"]
+        for name, kind in columns_for(manifest.kind, manifest.shape, images=True):
+            lines.append(f"  - name: {name}")
+            lines.append("    list: image" if kind == "images" else f"    dtype: {_DTYPES[kind]}")
     total = sum(manifest.rows.values())
     lines += [
         "tags:",
@@ -180,7 +190,7 @@ def _images_note(m: Manifest, images: bool) -> str:
     if m.fmt == "parquet":
         return (
             " `images` holds each image's bytes and name, a list of `datasets.Image` "
-            "(the file's schema says so)."
+            "(the file's schema and this card's `dataset_info` say so)."
         )
     return (
         f" `images` names the image files each row shows, in order, one per "
