@@ -246,7 +246,7 @@ def _content(m: Message, media: Media, images: list[BlobPart] | None) -> str | l
         if run:
             entries.append(_text_entry(media.mode, TEXT_JOIN.join(run)))
             run = []
-        entries.append(_medium(p, m.role, media, images))  # type: ignore[arg-type]
+        entries.append(_medium(p, m.role, media, images))
     if run:
         entries.append(_text_entry(media.mode, TEXT_JOIN.join(run)))
     return entries
@@ -341,17 +341,14 @@ def trainer_messages(
                 names[c["id"]] = c["function"]["name"]
             out.append(msg)
         elif m.role == "tool":
-            out.extend(_tool_messages(m, names, media, images))
+            out.extend(_tool_messages(m, names, media))
         else:
             raise RowSkip("unknown_role", repr(m.role))
     return out
 
 
 def _tool_messages(
-    m: Message,
-    names: dict[str, str],
-    media: Media = _NO_MEDIA,
-    images: list[BlobPart] | None = None,
+    m: Message, names: dict[str, str], media: Media = _NO_MEDIA
 ) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     vision = media.mode == "images"
