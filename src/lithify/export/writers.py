@@ -100,11 +100,14 @@ class _Blobs:
         self.folder = folder
         self.scratch = Path(tempfile.mkdtemp(prefix=".images-", suffix=".tmp", dir=folder))
         self.named: set[str] = set()  # names the written rows refer to (names, not bytes)
+        self.written: set[str] = set()  # names in the scratch folder (rows repeat their context)
 
     def put(self, row: Row) -> None:
         for blob in row.media or ():
-            path = self.scratch / file_name(blob)
-            if not path.exists():
+            name = file_name(blob)
+            if name not in self.written:
+                self.written.add(name)
+                path = self.scratch / name
                 tmp = path.with_suffix(".part")
                 tmp.write_bytes(blob_bytes(blob))
                 os.replace(tmp, path)
