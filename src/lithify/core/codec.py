@@ -344,8 +344,18 @@ class _Runs:
                 gone = self._items.pop(first)
                 self._size -= len(gone[0]) + len(gone[2])
 
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+            self._size = 0
+
 
 _runs = _Runs(48 << 20)
+
+
+def forget_runs() -> None:
+    """Empty this process's memory of the runs it cut (a benchmark's run starts cold)."""
+    _runs.clear()
 
 
 def blob_refs(stored: bytes | memoryview) -> list[bytes]:
