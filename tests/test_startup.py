@@ -7,8 +7,10 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Annotated
 
 import orjson
+import typer
 
 from tests.conftest import CORPUS
 
@@ -87,8 +89,52 @@ def test_convert_imports_only_what_converting_needs(tmp_path: Path) -> None:
         "lithify.cli.engine",
         "lithify.cli.exits",
         "lithify.cli.options",
+        "lithify.cli.values",
     }
     for stage in ("lithify.store", "lithify.export", "lithify.derive", "lithify.ui"):
         assert {m for m in loaded if m == stage or m.startswith(stage + ".")} == set(), stage
-    # --json prints no table: rich is not needed at all.
-    assert "rich" not in _top(loaded)
+    # --json prints no table: rich is not needed at all; and its text and path values are read
+    # without typer's pydantic coercion (cli/values.py).
+    assert _top(loaded) & {"rich", "pydantic"} == set()
+
+
+def test_plain_values_read_as_typer_reads_them(tmp_path: Path) -> None:
+    """Text, flag and path values read without pydantic give what typer's own coercion gives,
+    its path checks included; other values still go through typer."""
+    from lithify.cli.values import plain_values
+
+    seen: dict[str, object] = {}
+
+    def cmd(
+        name: str = "x",
+        paths: list[Path] | None = None,
+        flag: bool = False,
+        count: int = 1,
+        must: Annotated[Path | None, typer.Option(exists=True, dir_okay=False)] = None,
+    ) -> None:
+        seen.update(name=name, paths=paths, flag=flag, count=count, must=must)
+
+    def run(command: object, args: list[str]) -> object:
+        seen.clear()
+        try:
+            command.main(args, standalone_mode=False)  # type: ignore[attr-defined]
+        except typer.BadParameter as e:
+            return e.format_message()
+        return dict(seen)
+
+    ok = ["--name", "n", "--paths", "a", "--paths", str(tmp_path), "--flag", "--count", "3"]
+    runs = [ok, ["--must", str(tmp_path / "nope")], ["--must", str(tmp_path)], ["--count", "many"]]
+    results = []
+    for plain in (False, True):
+        app = typer.Typer()
+        app.command()(cmd)
+        command = typer.main.get_command(app)
+        if plain:
+            plain_values(command)
+        results.append([run(command, args) for args in runs])
+    assert results[0] == results[1]
+    assert results[1][0] == {
+        "name": "n", "paths": [Path("a"), tmp_path], "flag": True, "count": 3, "must": None,
+    }  # fmt: skip
+    assert "does not exist" in str(results[1][1]) and "is a directory" in str(results[1][2])
+    assert "valid integer" in str(results[1][3])  # still typer's (pydantic's) own check

@@ -9,10 +9,11 @@ from collections.abc import Iterator, Mapping, MutableMapping
 from typing import Annotated, Any
 
 import typer
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup
 from typer.models import CommandInfo
 
 from lithify import __version__
+from lithify.cli.values import plain_value, plain_values
 
 # name: (module, attribute), in the order `lithify --help` lists them (typer lists a group such as
 # `token` after the commands).
@@ -58,16 +59,26 @@ class _Commands(MutableMapping[str, Any]):
 
 
 def _command(name: str, target: Any) -> Any:
-    """The click command typer would have made of ``target`` registered eagerly as ``name``."""
+    """The click command typer would have made of ``target`` registered eagerly as ``name``,
+    its text and path values read without pydantic (values.py)."""
     if isinstance(target, typer.Typer):
-        group = typer.main.get_group(target)
-        group.name = name
-        return group
-    return typer.main.get_command_from_info(
-        CommandInfo(name=name, callback=target),
-        pretty_exceptions_short=app.pretty_exceptions_short,
-        rich_markup_mode=app.rich_markup_mode,
-    )
+        command = typer.main.get_group(target)
+        command.name = name
+    else:
+        command = typer.main.get_command_from_info(
+            CommandInfo(name=name, callback=target, cls=_Command),
+            pretty_exceptions_short=app.pretty_exceptions_short,
+            rich_markup_mode=app.rich_markup_mode,
+        )
+    plain_values(command)
+    return command
+
+
+class _Command(TyperCommand):
+    def get_help_option(self, ctx: Any) -> Any:
+        option = super().get_help_option(ctx)  # made on first use: plain_values never saw it
+        plain_value(option)
+        return option
 
 
 class _LazyGroup(TyperGroup):
@@ -76,6 +87,11 @@ class _LazyGroup(TyperGroup):
         self.commands = _Commands()
         for name, command in (commands or {}).items():
             self.commands[name] = command
+
+    def get_help_option(self, ctx: Any) -> Any:
+        option = super().get_help_option(ctx)
+        plain_value(option)
+        return option
 
 
 app = typer.Typer(
