@@ -192,12 +192,15 @@ def test_native_rows_carry_images_and_documents_nemo_gym_accepts(consumers: Cons
     assert {"input_text", "input_image", "input_file"} <= set(content)
     skipped = consumers.summaries["nemo-gym-native"]["skipped"]
     assert skipped.get("server_tool_unsupported", 0) >= 1  # the web search session
-    assert skipped.get("media_unsupported", 0) >= 1  # the computer-use screenshot
+    # The computer-use screenshot: a user message after the tool's output, NeMo Gym validates it.
+    assert "media_unsupported" not in skipped
+    assert consumers.summaries["nemo-gym-native"]["changes"].get("tool_media_as_user", 0) >= 1
 
 
 def test_nemo_gym_has_no_item_for_server_tools_or_a_tools_media(nemo_gym_report: dict) -> None:
-    """Why lithify skips rows with them: NeMo Gym 0.4.0 refuses computer_call,
-    computer_call_output, web_search_call and a function_call_output that is not a string."""
+    """Why lithify skips rows with server tools, and moves a tool's media into a user message:
+    NeMo Gym 0.4.0 refuses computer_call, computer_call_output, web_search_call and a
+    function_call_output that is not a string."""
     checks = nemo_gym_report["files"]["control/no-item"]
     assert len(checks) == len(NO_ITEM_ROWS)
     for item, check in zip(NO_ITEM_ROWS, checks, strict=True):

@@ -65,27 +65,33 @@ def test_trl_vision_rows_name_image_files_written_once_beside_them(tmp_path: Pat
     out = tmp_path / "out"
     s = run_export(media_sessions(), out, kind="sft", profile="trl", images=True)
     rows = _by_call(_rows(out))
-    # Written: both vision turns, the session that shows the red image again, the computer
-    # turn before the screenshot; each other medium skipped by its reason.
-    assert sorted(rows) == ["again", "computer-a", "vision-a", "vision-b"]
+    # Written: both vision turns, the session that shows the red image again, both computer
+    # turns; each other medium skipped by its reason.
+    assert sorted(rows) == ["again", "computer-a", "computer-b", "vision-a", "vision-b"]
     assert s.skipped == {
         "media_reference": 2,  # an image at a URL, an uploaded file id
-        # A PDF (TRL vision rows take images); the screenshot a tool returned (TRL gives no
-        # tool message an image: tests/consumers/test_media.py).
-        "media_unsupported": 2,
+        "media_unsupported": 1,  # a PDF (TRL vision rows take images)
         "server_tool_unsupported": 1,
     }
-    red, blue = (f"images/{_sha(b)}.png" for b in (RED, BLUE))
+    red, blue, screen = (f"images/{_sha(b)}.png" for b in (RED, BLUE, SCREEN))
+    # The screenshot a tool returned follows its result as a user message (TRL gives no tool
+    # message an image: tests/consumers/test_media.py), counted as the profile's change.
+    assert rows["computer-b"]["images"] == [screen]
+    assert rows["computer-b"]["messages"][2:4] == [
+        {"role": "tool", "name": "computer", "tool_call_id": "cu1",
+         "content": [{"type": "text", "text": "done"}]},
+        {"role": "user", "content": [{"type": "image"}]},
+    ]  # fmt: skip
+    assert s.changes == {"tool_media_as_user": 1}
     assert rows["vision-a"]["images"] == [red]
     assert rows["vision-b"]["images"] == [red, blue]  # in the order the conversation shows them
     assert rows["again"]["images"] == [red]
     assert rows["computer-a"]["images"] == []
-    # The files: named by their SHA-256, each once, the bytes the facts hold; the screenshot
-    # of the skipped row is not among them.
+    # The files: named by their SHA-256, each once, the bytes the facts hold.
     assert sorted(p.name for p in (out / "images").iterdir()) == sorted(
-        n.removeprefix("images/") for n in {red, blue}
+        n.removeprefix("images/") for n in {red, blue, screen}
     )
-    for path, data in ((red, RED), (blue, BLUE)):
+    for path, data in ((red, RED), (blue, BLUE), (screen, SCREEN)):
         assert (out / path).read_bytes() == data
     # Every content a list of entries; one {"type": "image"} per image, in order.
     msgs = rows["vision-b"]["messages"]
@@ -163,12 +169,18 @@ def test_openai_rows_carry_images_as_data_urls_or_their_url(tmp_path: Path) -> N
     out = tmp_path / "out"
     s = run_export(media_sessions(), out, kind="sft", profile="openai")
     rows = _by_call(_rows(out))
-    assert sorted(rows) == ["again", "computer-a", "uri", "vision-a", "vision-b"]
+    assert sorted(rows) == ["again", "computer-a", "computer-b", "uri", "vision-a", "vision-b"]
     assert s.skipped == {
         "media_reference": 1,  # the file id
-        "media_unsupported": 2,  # the PDF; the screenshot a tool returned
+        "media_unsupported": 1,  # the PDF
         "server_tool_unsupported": 1,
     }
+    screen_url = "data:image/png;base64," + base64.b64encode(SCREEN).decode()
+    assert rows["computer-b"]["messages"][2:4] == [
+        {"role": "tool", "tool_call_id": "cu1", "content": "done"},
+        {"role": "user", "content": [{"type": "image_url", "image_url": {"url": screen_url}}]},
+    ]
+    assert s.changes == {"tool_media_as_user": 1}
     user_msg = rows["vision-a"]["messages"][1]
     red_url = "data:image/png;base64," + base64.b64encode(RED).decode()
     assert user_msg == {
@@ -195,7 +207,8 @@ def test_blobs_over_the_inline_limit_are_never_inlined(tmp_path: Path) -> None:
         media_sessions(), out, kind="sft", profile="openai", max_inline_bytes=len(RED) - 1
     )
     assert "vision-a" not in _by_call(_rows(out))
-    assert s.skipped["media_too_large"] == 3  # vision-a, vision-b, again: RED is too large
+    # vision-a, vision-b, again: RED is too large; computer-b: its screenshot is larger still
+    assert s.skipped["media_too_large"] == 4
     assert base64.b64encode(RED) not in (out / "train.jsonl").read_bytes()
     gym = tmp_path / "gym"
     s = run_export(
@@ -213,14 +226,21 @@ def test_nemo_gym_rows_carry_input_image_and_input_file(tmp_path: Path) -> None:
     out = tmp_path / "out"
     s = run_export(media_sessions(), out, kind="nemo-gym", profile="nemo-gym")
     rows = {r["metadata"]["session_id"]: r for r in _rows(out)}
-    assert sorted(rows) == ["s-again", "s-pdf", "s-uri", "s-vision"]
-    # NeMo Gym 0.4.0 has no item for a computer call's screenshot or a server tool
-    # (tests/consumers/test_nemo_gym.py shows its validator refusing them).
-    assert s.skipped == {
-        "media_reference": 1,
-        "media_unsupported": 1,
-        "server_tool_unsupported": 1,
-    }
+    assert sorted(rows) == ["s-again", "s-computer", "s-pdf", "s-uri", "s-vision"]
+    # NeMo Gym 0.4.0 has no item for a server tool (tests/consumers/test_nemo_gym.py shows its
+    # validator refusing them); a computer call's screenshot follows its output as user input.
+    assert s.skipped == {"media_reference": 1, "server_tool_unsupported": 1}
+    assert s.changes == {"tool_media_as_user": 1}
+    computer = rows["s-computer"]["recorded_output"]
+    assert [i["type"] for i in computer] == [
+        "function_call", "function_call_output", "message", "message"
+    ]  # fmt: skip
+    assert computer[2] == {
+        "type": "message",
+        "role": "user",
+        "content": [{"type": "input_image", "detail": "auto",
+                     "image_url": "data:image/png;base64," + base64.b64encode(SCREEN).decode()}],
+    }  # fmt: skip
     first = rows["s-vision"]["responses_create_params"]["input"][1]
     assert first == {
         "type": "message",
@@ -380,7 +400,7 @@ def test_the_manifest_hashes_the_image_files_and_a_replay_checks_them(tmp_path: 
     cli_export("sft", "--profile", "trl", "--images", "--facts", str(facts_file), "-o", str(out))
     manifest = msgspec.json.decode((out / "manifest.json").read_bytes())
     images = {k: v for k, v in manifest["files"].items() if k.startswith("images/")}
-    assert len(images) == 2
+    assert len(images) == 3  # red, blue and the screenshot
     for name, entry in images.items():
         data = (out / name).read_bytes()
         assert entry["sha256"] == _sha(data) and entry["bytes"] == len(data)

@@ -23,6 +23,8 @@ SUPPORTED: dict[str, tuple[str, ...]] = {
 # What a profile changed in a row because its target has no place for it: counted, never silent.
 PROFILE_CHANGES: dict[str, str] = {
     "reasoning_dropped": "assistant reasoning left out: the profile's format has no reasoning field",
+    "tool_media_as_user": "media a tool returned (a computer-use screenshot) put in a user "
+    "message right after the tool's result: the format's tool messages hold text only",
 }
 
 

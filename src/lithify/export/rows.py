@@ -29,11 +29,13 @@ from lithify.export.profiles import Profile
 from lithify.export.trainer import (
     EXCLUDE_FEEDBACK,
     LOSSY_DEGRADATIONS,
+    TOOL_MEDIA_AS_USER,
     RowSkip,
     check_id,
     check_value,
     flat_tools,
     response_items,
+    tool_media_moved,
     trainer_messages,
     trainer_tools,
 )
@@ -380,14 +382,22 @@ class RowBuilder:
         messages: Sequence[Message],
         names: dict[str, str],
         images: list[BlobPart] | None = None,
-    ) -> tuple[list[dict[str, Any]], int]:
-        """Profile-shaped trainer messages, and how many lost their reasoning to the profile
-        (TRL vision rows: the images they show are appended to ``images``)."""
+    ) -> tuple[list[dict[str, Any]], frozenset[str]]:
+        """Profile-shaped trainer messages, and what the profile changed in them
+        (``PROFILE_CHANGES``; TRL vision rows: the images they show are appended to
+        ``images``)."""
         out = trainer_messages(messages, names, self.media, images)
-        dropped = 0
-        if self.profile.reasoning_key is None:
-            dropped = sum(1 for m in out if "thinking" in m)
-        return self.profile.messages(out), dropped
+        changes: set[str] = set()
+        if self.profile.reasoning_key is None and any("thinking" in m for m in out):
+            changes.add("reasoning_dropped")
+        if tool_media_moved(messages, self.media):
+            changes.add(TOOL_MEDIA_AS_USER)
+        return self.profile.messages(out), frozenset(changes)
+
+    def _changed(self, changes: Iterable[str]) -> None:
+        """Count a written row's profile changes, each once."""
+        for change in changes:
+            self.counts.changes[change] += 1
 
     def _metadata(
         self,
@@ -504,7 +514,7 @@ class RowBuilder:
         context = _Messages(
             "messages" if self.shape == "messages" else "prompt", hashing=self._compares
         )
-        dropped = 0
+        changes: frozenset[str] = frozenset()
         failure: RowSkip | None = None
         ids: list[str] = []
         split_key = segment.session_id or segment.segment_id
@@ -519,7 +529,7 @@ class RowBuilder:
                     shown: list[BlobPart] = []
                     msgs, d = self._messages(turn.new_messages, names, shown)
                     context.extend(self._weighted(msgs, 0), self.validator, shown)
-                    dropped += d
+                    changes |= d
                 except RowSkip as e:
                     failure = e
             output = _output(turn)
@@ -529,7 +539,7 @@ class RowBuilder:
             if failure is None and output is not None:
                 try:
                     target, d = self._messages([output], names, target_images)
-                    dropped += d
+                    changes |= d
                 except RowSkip as e:
                     failure = e
             done: _Messages | None = None
@@ -544,7 +554,7 @@ class RowBuilder:
             else:
                 done = _Messages("messages" if self.shape == "messages" else "completion")
                 done.extend(self._weighted(target, 1), self.validator, target_images)
-                row = self._sft_row(segment, k, call, context, done, list(ids), split, dropped)
+                row = self._sft_row(segment, k, call, context, done, list(ids), split, changes)
                 if row is not None:
                     yield row
             if (
@@ -573,7 +583,7 @@ class RowBuilder:
         target: _Messages,
         ids: list[str],
         split: str,
-        dropped: int,
+        changes: frozenset[str],
     ) -> Row | None:
         try:
             tools, tools_json, tools_valid, tools_digest = self._tools(call)
@@ -620,8 +630,7 @@ class RowBuilder:
         self.validator.check_rest(data, ids, context.valid and target.valid and tools_valid)
         self.counts.rows[split] += 1
         row = Row(data, encoded, split, context.digest(tools_digest), ids, spans, shown)
-        if dropped:
-            self.counts.changes["reasoning_dropped"] += 1
+        self._changed(changes)
         return row
 
     # -- NeMo Gym / RL, canonical ------------------------------------------------------------
@@ -677,13 +686,16 @@ class RowBuilder:
             ids, segment.session_id, segment.segment_id, first.call.model, split, **extra
         )
         data = {"responses_create_params": params, "recorded_output": recorded, "metadata": meta}
-        return self._finish(data, params, split, ids)
+        row = self._finish(data, params, split, ids)
+        if tool_media_moved([*first.new_messages, *rest], self.media):
+            self._changed([TOOL_MEDIA_AS_USER])
+        return row
 
     # -- RL, trainer messages ----------------------------------------------------------------
     def _rl_trainer(self, segment: Segment, reward: float | None) -> Row:
         first = segment.turns[0]
         names: dict[str, str] = {}
-        prompt, dropped = self._messages(first.new_messages, names)
+        prompt, changes = self._messages(first.new_messages, names)
         rest = _after_input(segment)
         if not any(m.role == "assistant" for m in rest):
             raise RowSkip("no_output")
@@ -700,8 +712,7 @@ class RowBuilder:
             "metadata": meta,
         }
         row = self._finish(data, [prompt, tools], split, ids)
-        if dropped or d:
-            self.counts.changes["reasoning_dropped"] += 1
+        self._changed(changes | d)
         return row
 
     # -- DPO ---------------------------------------------------------------------------------

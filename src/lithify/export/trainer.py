@@ -77,6 +77,7 @@ LOSSY_DEGRADATIONS = frozenset(
         "truncated_stream",
         "orphan_tool_response",
         "unsupported_tool",
+        "malformed_media",
     }
 )
 
@@ -341,16 +342,36 @@ def trainer_messages(
                 names[c["id"]] = c["function"]["name"]
             out.append(msg)
         elif m.role == "tool":
-            out.extend(_tool_messages(m, names, media))
+            out.extend(_tool_messages(m, names, media, images))
         else:
             raise RowSkip("unknown_role", repr(m.role))
     return out
 
 
+# Media modes whose user messages take the media a tool returned (TOOL_MEDIA_AS_USER).
+_TOOL_MEDIA_MODES = frozenset({"images", "openai", "responses"})
+TOOL_MEDIA_AS_USER = "tool_media_as_user"
+
+
+def tool_media_moved(messages: Iterable[Message], media: Media) -> bool:
+    """Whether ``trainer_messages`` moves media a tool returned into a user message here."""
+    return media.mode in _TOOL_MEDIA_MODES and any(
+        m.role == "tool" and any(isinstance(p, MEDIA_TYPES) for p in m.parts) for m in messages
+    )
+
+
 def _tool_messages(
-    m: Message, names: dict[str, str], media: Media = _NO_MEDIA
+    m: Message,
+    names: dict[str, str],
+    media: Media = _NO_MEDIA,
+    images: list[BlobPart] | None = None,
 ) -> list[dict[str, Any]]:
+    """A tool message's results as trainer tool messages; the media the tool returned with them
+    (a computer-use screenshot) follow as a user message where the format takes media in user
+    messages (no format has a place for them in a tool message: OpenAI and NeMo Gym tool
+    outputs are strings, and TRL's vision SFT gives images to no tool message)."""
     out: list[dict[str, Any]] = []
+    returned: list[dict[str, Any]] = []
     vision = media.mode == "images"
     for p in m.parts:
         if isinstance(p, ToolCallResponsePart):
@@ -369,14 +390,15 @@ def _tool_messages(
         elif isinstance(p, ReasoningPart):
             raise RowSkip("reasoning_outside_assistant", "reasoning in a tool message")
         elif isinstance(p, MEDIA_TYPES) and out:
-            # What the tool returned with its result (a computer-use screenshot). No target has
-            # a place for it: OpenAI and NeMo Gym tool outputs are strings, and TRL's vision SFT
-            # (prepare_multimodal_messages) gives images to no tool message.
-            raise RowSkip("media_unsupported", f"a {p.modality} returned by a tool")
+            if media.mode not in _TOOL_MEDIA_MODES:
+                raise RowSkip("media_unsupported", f"a {p.modality} returned by a tool")
+            returned.append(_medium(p, "user", media, images))
         else:
             raise RowSkip("misplaced_part", f"a {type(p).__name__} in a tool message")
     if not out:
         raise RowSkip("empty_tool_message")
+    if returned:
+        out.append({"role": "user", "content": returned})
     return out
 
 
@@ -414,7 +436,8 @@ def response_items(
     one assistant message. ``seed`` makes reasoning ids unique and stable (the segment id and
     where the piece starts); ``calls`` tracks tool-call ids across pieces of a conversation.
     Media in system, developer and user messages become ``input_image`` / ``input_file``
-    content (``media``); NeMo Gym 0.4.0 has no item for a server tool or a tool's media.
+    content (``media``), and so do the media a tool returned, in a user message after its
+    output; NeMo Gym 0.4.0 has no item for a server tool.
     """
     names: dict[str, str] = {} if calls is None else calls
     items: list[dict[str, Any]] = []
@@ -454,7 +477,10 @@ def response_items(
                     _assistant(Message(m.role, run), media)  # raises the reason
                     raise RowSkip("misplaced_part", f"a {kind.__name__} in an assistant message")
         elif m.role == "tool":
-            for t in _tool_messages(m, names):
+            for t in _tool_messages(m, names, media):
+                if t["role"] == "user":  # the media the tool returned (TOOL_MEDIA_AS_USER)
+                    items.append({"type": "message", "role": "user", "content": t["content"]})
+                    continue
                 check_id(t["tool_call_id"])
                 items.append(
                     {
