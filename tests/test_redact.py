@@ -483,3 +483,14 @@ def test_a_password_in_a_url_makes_bytes_suspect_and_the_fact_redacted() -> None
     )
     assert "hunter2" not in orjson.dumps(fact.raw).decode()
     assert fact.degradations == {"redacted_credential_field": 1}
+
+
+@pytest.mark.parametrize("size", [100, (1 << 20) + 1])  # folded by a byte table / by numpy
+def test_the_screen_finds_a_needle_in_any_case_at_any_size(size: int) -> None:
+    from lithify.translate.redact import CLEAN, ESCAPED, SUSPECT, screen
+
+    filler = b'{"t": "' + b"x" * size + b'", "h": "'
+    assert screen(filler + b'plain"}') == CLEAN
+    assert screen(filler + b'BeArEr abcdefghij"}') == SUSPECT  # case folded
+    assert screen(memoryview(filler + b'sK-proj-abc"}')) == SUSPECT
+    assert screen(bytearray(filler + b'\\u0042earer x"}')) == ESCAPED  # an escape may spell one
