@@ -1,16 +1,23 @@
 """Benchmark: `lithify serve` under load, on loopback, into SQLite and PostgreSQL.
 
     .venv/bin/python bench/serve.py                      # both backends, ≈1 minute
-    .venv/bin/python bench/serve.py --backend sqlite --seconds 20 --clients 8
+    .venv/bin/python bench/serve.py --backend sqlite --seconds 20 --clients 4,16 \
+        --encoding protobuf,json --rounds 3 --before ../old/src    # before/after, interleaved
     .venv/bin/python bench/serve.py --backend sqlite --transport both --rounds 5   # HTTP vs gRPC
 
 Starts a real `lithify serve` process on a fresh store, then N concurrent OTLP/HTTP exporters
 (threads with keep-alive connections, as the SDK's exporters use) each send batches of 512
 realistic GenAI spans (bench/convert.py's generator, ≈5 KB of content a span; every batch gets
-fresh trace/span/response ids so nothing deduplicates) for a fixed time. Prints spans/s stored,
-p50/p99 request latency, and losses: spans acknowledged (HTTP 200) but not in the store — must be
-0. The ceiling is the same spans converted without the server: one process, and one process per
-core.
+fresh trace/span/response ids so nothing deduplicates) for a fixed time, waiting the
+Retry-After of a 429/503 before the next. Prints spans/s stored, the CPU the server's processes
+spent per stored span, p50/p99 request latency, the server's peak resident memory, requests per
+commit, the answers, and losses: spans acknowledged (HTTP 200) but not in the store — must be 0.
+The ceiling is the same spans converted without the server: one process, and one per core.
+
+``--clients`` and ``--encoding`` take lists; every combination runs ``--rounds`` times, each on
+a fresh server and store. ``--before SRC`` runs each also from another checkout's ``src`` (a
+``git worktree`` of the commit before a change), back to back, the order swapped every round,
+and prints medians and the after/before ratios.
 
 ``--transport grpc`` sends the same bodies as OTLP/gRPC ``TraceService/Export`` calls (one
 channel per exporter, as the SDK's exporter keeps); ``both`` alternates HTTP and gRPC runs, each
@@ -34,7 +41,9 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import orjson
 import psycopg
@@ -46,39 +55,72 @@ from lithify.store import open_store
 from lithify.translate import translate_protobuf
 
 ROOT = Path(__file__).resolve().parents[1]
-args_rate_cap = 9000  # spans/s the pre-built bodies are sized for
 LITHIFY = Path(sys.executable).with_name("lithify")
 
 
 class Batches:
-    """Fresh copies of a few template requests: new ids per batch, so every span is a new fact."""
+    """Fresh copies of a few template requests: new trace, span and response ids per batch, so
+    every span is a new fact. Each template is encoded once with marker ids; a batch is a copy of
+    its bytes with the batch number written over the markers (fixed width in both encodings), so
+    any number of batches costs the exporters a copy and 1,536 small writes each (≈1 µs a span),
+    not a protobuf or JSON encoding."""
 
     def __init__(self, templates: list[bytes], encoding: str) -> None:
-        self.templates = [ExportTraceServiceRequest.FromString(t) for t in templates]
         self.encoding = encoding
         self.counter = 0
         self.lock = threading.Lock()
         self.run = uuid.uuid4().bytes[:6]
+        # (body, [(trace id, span id, response id) offsets of the batch number], spans)
+        self.templates: list[tuple[bytes, list[tuple[int, int, int]], int]] = []
+        for t, raw in enumerate(templates):
+            marker = 0xA5_5A_00_00_00 + t  # never a batch number
+            req = ExportTraceServiceRequest.FromString(raw)
+            n = self._stamp(req, marker)
+            body = req.SerializeToString() if encoding == "protobuf" else _to_json(req)
+            spots = []
+            for i in range(1, n + 1):
+                trace, span, resp = self._ids(marker, i)
+                if encoding == "json":
+                    trace, span = trace.hex().encode(), span.hex().encode()
+                at = [body.find(x) for x in (trace, span, resp)]
+                assert all(a >= 0 for a in at) and body.count(trace) == 1, "marker not unique"
+                skip = 12 if encoding == "json" else 6  # the run prefix of the trace id
+                spots.append((at[0] + skip, at[1], at[2] + len(b"chatcmpl-") + 13))
+            self.templates.append((body, spots, n))
 
-    def next(self) -> tuple[bytes, int]:
-        with self.lock:
-            k = self.counter
-            self.counter += 1
-        req = ExportTraceServiceRequest()
-        req.CopyFrom(self.templates[k % len(self.templates)])
+    def _ids(self, k: int, n: int) -> tuple[bytes, bytes, bytes]:
+        trace = self.run + k.to_bytes(6, "big") + n.to_bytes(4, "big")
+        span = k.to_bytes(5, "big") + n.to_bytes(3, "big")
+        return trace, span, f"chatcmpl-{self.run.hex()}-{k:013d}-{n:05d}".encode()
+
+    def _stamp(self, req: ExportTraceServiceRequest, k: int) -> int:
         n = 0
         for rs in req.resource_spans:
             for ss in rs.scope_spans:
                 for s in ss.spans:
                     n += 1
-                    s.trace_id = self.run + k.to_bytes(6, "big") + n.to_bytes(4, "big")
-                    s.span_id = k.to_bytes(5, "big") + n.to_bytes(3, "big")
+                    s.trace_id, s.span_id, resp = self._ids(k, n)
                     for kv in s.attributes:
                         if kv.key == "gen_ai.response.id":
-                            kv.value.string_value = f"chatcmpl-{self.run.hex()}-{k}-{n}"
-        if self.encoding == "protobuf":
-            return req.SerializeToString(), n
-        return _to_json(req), n
+                            kv.value.string_value = resp.decode()
+        return n
+
+    def next(self) -> tuple[bytes, int]:
+        with self.lock:
+            k = self.counter
+            self.counter += 1
+        body, spots, n = self.templates[k % len(self.templates)]
+        out = bytearray(body)
+        k6, k5 = k.to_bytes(6, "big"), k.to_bytes(5, "big")
+        if self.encoding == "json":
+            k6, k5 = k6.hex().encode(), k5.hex().encode()
+        kd = f"{k:013d}".encode()
+        w6, w5 = len(k6), len(k5)
+        for t, s, r in spots:
+            out[t : t + w6] = k6
+            out[s : s + w5] = k5
+            out[r : r + 13] = kd
+        return bytes(out), n
 
 
 def _to_json(req: ExportTraceServiceRequest) -> bytes:
@@ -130,15 +172,17 @@ def _free_port() -> int:
 
 
 def start_server(
-    store: str, workers: int | None, extra: list[str], grpc_on: bool = False
+    store: str, workers: int | None, extra: list[str], grpc_on: bool = False, src: str | None = None
 ) -> tuple[subprocess.Popen[bytes], int, int | None, Path]:
-    """The server, its HTTP port and its gRPC port (None: off)."""
+    """The server, its HTTP port and its gRPC port (None: off); ``src``: another checkout's
+    ``src`` to run it from (PYTHONPATH, inherited by its workers)."""
     log = Path(tempfile.mkstemp(prefix="lithify-serve-", suffix=".log")[1])
     grpc_flag = ["--grpc-port", str(_free_port())] if grpc_on else ["--no-grpc"]
     cmd = [str(LITHIFY), "serve", "--store", store, "--port", "0", *grpc_flag, *extra]
     if workers is not None:
         cmd += ["--workers", str(workers)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log.open("wb"))
+    env = {**os.environ, "PYTHONPATH": src} if src else None
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log.open("wb"), env=env)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         for line in log.read_text().splitlines():
@@ -198,12 +242,9 @@ class _HttpClient:
 def load(
     port: int, batches: Batches, clients: int, seconds: float, grpc_port: int | None = None
 ) -> dict[str, object]:
-    """Send for ``seconds`` (or until the pre-built bodies run out): bodies are built before
-    the clock starts, so the clients spend no CPU the server could use. Over gRPC when
+    """Send for ``seconds``; each exporter makes its next body (a patched copy, ``Batches``)
+    and sends it, and after a 429/503 waits the Retry-After it was given. Over gRPC when
     ``grpc_port`` is given."""
-    expected = int(args_rate_cap * seconds / 512) + clients
-    bodies = [batches.next() for _ in range(expected)]
-    bodies.reverse()
     latencies: list[float] = []
     acked = 0
     statuses: dict[int, int] = {}
@@ -214,10 +255,7 @@ def load(
         nonlocal acked
         conn = _GrpcClient(grpc_port) if grpc_port else _HttpClient(port, ctype)
         while time.monotonic() < stop:
-            with lock:
-                if not bodies:
-                    break
-                body, n = bodies.pop()
+            body, n = batches.next()
             t0 = time.perf_counter()
             status, retry_after = conn.post(body)
             dt = time.perf_counter() - t0
@@ -250,20 +288,64 @@ def load(
     }
 
 
+class Memory:
+    """Samples the resident memory of the server's processes (receiver and workers) every
+    0.1 s while the load runs: the largest of the receiver's, of any worker's, and of the sum."""
+
+    def __init__(self, pids: list[int]) -> None:
+        self.pids = pids
+        self.receiver = self.worker = self.total = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.1):
+            rss = [_rss(p) for p in self.pids]
+            self.receiver = max(self.receiver, rss[0])
+            self.worker = max(self.worker, *rss[1:], 0)
+            self.total = max(self.total, sum(rss))
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def _rss(pid: int) -> int:
+    with contextlib.suppress(OSError):
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
 def run_backend(
-    name: str, store: str, args: argparse.Namespace, templates: list[bytes], transport: str = "http"
+    name: str,
+    store: str,
+    args: argparse.Namespace,
+    templates: list[bytes],
+    transport: str = "http",
+    *,
+    clients: int | None = None,
+    encoding: str | None = None,
+    src: str | None = None,
 ) -> dict[str, object]:
-    extra = ["--max-inflight", str(max(16, args.clients * 2))]
-    proc, port, grpc_port, log = start_server(store, args.workers, extra, transport == "grpc")
+    clients = clients or args.clients[0]
+    encoding = encoding or args.encoding[0]
+    extra = ["--max-inflight", str(args.max_inflight)] if args.max_inflight else []
+    proc, port, grpc_port, log = start_server(store, args.workers, extra, transport == "grpc", src)
     try:
-        batches = Batches(templates, args.encoding)
+        batches = Batches(templates, encoding)
         # Warm-up: a few requests, not counted.
         load(port, batches, 2, 2.0, grpc_port)
         with open_store(store) as s:
             before = s.count()
         pids = [proc.pid, *_children(proc.pid)]
+        idle = [_rss(p) for p in pids]
         cpu0, h0 = _cpu(pids), _health(port)
-        result = load(port, batches, args.clients, args.seconds, grpc_port)
+        mem = Memory(pids)
+        result = load(port, batches, clients, args.seconds, grpc_port)
+        mem.stop()
         cpu1, h1 = _cpu(pids), _health(port)
         with open_store(store) as s:
             after = s.count()
@@ -272,6 +354,10 @@ def run_backend(
         result["per_commit"] = (int(h1["batches_committed"]) - int(h0["batches_committed"])) / max(
             1, commits
         )
+        result.update(
+            rss_receiver=mem.receiver, rss_worker=mem.worker, rss_total=mem.total,
+            rss_idle=sum(idle), growth=mem.total - sum(idle),
+        )  # fmt: skip
     finally:
         proc.terminate()
         proc.wait(timeout=60)
@@ -282,6 +368,8 @@ def run_backend(
     else:
         print(f"{name}: LOSSES, server log kept at {log}", file=sys.stderr)
     result.update(backend=f"{name} ({transport})", stored=stored, lost=lost)
+    result["rate"] = stored / float(result["elapsed"])  # type: ignore[arg-type]
+    result["cpu_us"] = float(result["cpu_s"]) / max(1, stored) * 1e6  # type: ignore[arg-type]
     return result
 
 
@@ -331,43 +419,29 @@ def _convert_for(templates: list[bytes], seconds: float) -> float:
     return n / (time.perf_counter() - t0)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    ap.add_argument("--backend", choices=["sqlite", "postgres", "both"], default="both")
-    ap.add_argument("--clients", type=int, default=4, help="concurrent exporters")
-    ap.add_argument("--seconds", type=float, default=20.0, help="load time per backend")
-    ap.add_argument("--workers", type=int, default=None, help="lithify serve --workers")
-    ap.add_argument("--encoding", choices=["protobuf", "json"], default="protobuf")
-    ap.add_argument("--postgres", help="a PostgreSQL URL (default: scripts/postgres)")
-    ap.add_argument("--transport", choices=["http", "grpc", "both"], default="http")
-    ap.add_argument("--rounds", type=int, default=1, help="with --transport both: HTTP/gRPC pairs")
-    args = ap.parse_args()
-    _, templates = make_requests(4, 512)
-    if args.transport == "grpc" and args.encoding != "protobuf":
-        sys.exit("OTLP/gRPC is protobuf only")
-    if args.transport == "both":
-        compare(args, templates)
-        return
+def _ints(text: str) -> list[int]:
+    return [int(x) for x in text.split(",")]
 
-    rows = []
-    tmp = Path(
-        tempfile.mkdtemp(prefix="lithify-bench-serve-", dir=os.environ.get("LITHIFY_BENCH_TMP"))
-    )
-    if args.backend in ("sqlite", "both"):
+
+def _words(text: str) -> list[str]:
+    return text.split(",")
+
+
+@contextlib.contextmanager
+def fresh_store(backend: str, args: argparse.Namespace) -> Iterator[str]:
+    """A store URL no run has used: a new SQLite file, or a new PostgreSQL schema."""
+    if backend == "sqlite":
+        tmp = Path(
+            tempfile.mkdtemp(prefix="lithify-bench-serve-", dir=os.environ.get("LITHIFY_BENCH_TMP"))
+        )
         try:
-            rows.append(
-                run_backend(
-                    "sqlite", f"sqlite://{tmp / 'facts.db'}", args, templates, args.transport
-                )
-            )
+            yield f"sqlite://{tmp / 'facts.db'}"
         finally:
             shutil.rmtree(tmp, ignore_errors=True)  # the store (hundreds of MB) and its WAL
-    if args.backend in ("postgres", "both"):
-        url = (
-            args.postgres
-            or subprocess.run(
+        return
+    if args.postgres is None:
+        args.postgres = (
+            subprocess.run(
                 ["bash", str(ROOT / "scripts" / "postgres"), "start"],
                 check=True,
                 capture_output=True,
@@ -376,52 +450,141 @@ def main() -> None:
             .stdout.strip()
             .splitlines()[-1]
         )
-        schema = "bench_" + uuid.uuid4().hex[:12]
+    url = args.postgres
+    schema = "bench_" + uuid.uuid4().hex[:12]
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")  # type: ignore[arg-type]
+    try:
+        sep = "&" if "?" in url else "?"
+        yield f"{url}{sep}options=-csearch_path%3D{schema}"
+    finally:
         with psycopg.connect(url, autocommit=True) as conn:
-            conn.execute(f"CREATE SCHEMA {schema}")  # type: ignore[arg-type]
-        try:
-            sep = "&" if "?" in url else "?"
-            rows.append(
-                run_backend(
-                    "postgres",
-                    f"{url}{sep}options=-csearch_path%3D{schema}",
-                    args,
-                    templates,
-                    args.transport,
-                )
-            )
-        finally:
-            with psycopg.connect(url, autocommit=True) as conn:
-                conn.execute(f"DROP SCHEMA {schema} CASCADE")  # type: ignore[arg-type]
-    one = ceiling(templates, 5.0, 1)
+            conn.execute(f"DROP SCHEMA {schema} CASCADE")  # type: ignore[arg-type]
+
+
+def _mib(n: object) -> str:
+    return f"{int(n) / 2**20:,.0f}"  # type: ignore[call-overload]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--backend", choices=["sqlite", "postgres", "both"], default="both")
+    ap.add_argument("--clients", type=_ints, default=[4], help="concurrent exporters, e.g. 4,16")
+    ap.add_argument("--seconds", type=float, default=20.0, help="load time per run")
+    ap.add_argument("--workers", type=int, default=None, help="lithify serve --workers")
+    ap.add_argument("--max-inflight", type=int, default=None, help="lithify serve --max-inflight")
+    ap.add_argument(
+        "--encoding", type=_words, default=["protobuf"], help="protobuf, json or protobuf,json"
+    )
+    ap.add_argument("--postgres", help="a PostgreSQL URL (default: scripts/postgres)")
+    ap.add_argument("--transport", choices=["http", "grpc", "both"], default="http")
+    ap.add_argument("--rounds", type=int, default=1, help="rounds of every run (medians)")
+    ap.add_argument(
+        "--before", metavar="SRC", help="also run the server from another checkout's src, "
+        "interleaved with this one's (the order swapped every round): medians and ratios",
+    )  # fmt: skip
+    ap.add_argument("--no-ceiling", action="store_true", help="skip the conversion-only ceiling")
+    args = ap.parse_args()
+    _, templates = make_requests(4, 512)
+    if args.transport == "grpc" and args.encoding != ["protobuf"]:
+        sys.exit("OTLP/gRPC is protobuf only")
+    if args.transport == "both":
+        compare(args, templates)
+        return
+
+    backends = ["sqlite", "postgres"] if args.backend == "both" else [args.backend]
+    sides = ["before", "after"] if args.before else ["after"]
     cores = os.cpu_count() or 1
-    many = ceiling(templates, 5.0, cores) if cores > 1 else one
+    print(
+        f"lithify serve: 512 spans a request, {args.seconds:g} s a run, loopback, {cores} cores, "
+        f"workers={args.workers if args.workers is not None else cores}, "
+        f"max-inflight={args.max_inflight or 'default'}, {args.rounds} round(s), "
+        f"load {os.getloadavg()[0]:.1f}",
+        flush=True,
+    )
+    runs: dict[tuple[str, int, str, str], list[dict[str, object]]] = {}
+    for r in range(args.rounds):
+        for backend in backends:
+            for clients in args.clients:
+                for encoding in args.encoding:
+                    order = sides if r % 2 == 0 else sides[::-1]
+                    for side in order:
+                        with fresh_store(backend, args) as url:
+                            row = run_backend(
+                                backend, url, args, templates, args.transport,
+                                clients=clients, encoding=encoding,
+                                src=args.before if side == "before" else None,
+                            )  # fmt: skip
+                        row["load"] = os.getloadavg()[0]
+                        runs.setdefault((backend, clients, encoding, side), []).append(row)
+                        print(
+                            f"round {r + 1} {backend} {clients:>2} exporters {encoding:<8} "
+                            f"{side:<6}{float(row['rate']):>9,.0f} spans/s"  # type: ignore[arg-type]
+                            f"{float(row['cpu_us']):>6.0f} cpu µs/span"  # type: ignore[arg-type]
+                            f"  p50 {float(row['p50']) * 1000:.0f} ms"  # type: ignore[arg-type]
+                            f"  rss {_mib(row['rss_total'])} MiB  lost {row['lost']}"
+                            f"  load {float(row['load']):.1f}  {row['statuses']}",  # type: ignore[arg-type]
+                            flush=True,
+                        )
+    report(runs, args)
+    if not args.no_ceiling:
+        one = ceiling(templates, 5.0, 1)
+        many = ceiling(templates, 5.0, cores) if cores > 1 else one
+        print(
+            f"convert only (protobuf): 1 process {one:,.0f} spans/s, {_convert_cpu[0]:.0f} cpu "
+            f"µs/span; {cores} processes {many:,.0f} spans/s"
+        )
+    print(
+        "cpu µs/span: CPU time of the server's processes (receiver and workers) per stored span; "
+        f"{cores} dedicated cores store at most {cores}e6 / it spans/s. rss: the largest sum of "
+        "their resident memory while loaded; growth: that less their idle sum before the load."
+    )
+    if any(int(row["lost"]) for rows in runs.values() for row in rows):  # type: ignore[call-overload]
+        sys.exit("LOSSES: acknowledged spans missing from the store")
+
+
+def report(runs: dict[tuple[str, int, str, str], list[dict[str, object]]], args: Any) -> None:
+    """Medians per configuration, and with --before the after/before ratios (the median of the
+    rounds' ratios: each pair ran back to back, so a machine shared with other work weighs on
+    both alike)."""
+
+    def med(rows: list[dict[str, object]], key: str) -> float:
+        return statistics.median(float(r[key]) for r in rows)  # type: ignore[arg-type]
 
     print(
-        f"lithify serve: {args.clients} concurrent exporters, 512 spans a request ({args.encoding}), "
-        f"{args.seconds:g} s, loopback, {cores} cores, workers={args.workers if args.workers is not None else cores}"
+        f"{'backend':<10}{'exporters':>10} {'encoding':<9}{'side':<7}{'spans/s':>9}"
+        f"{'cpu µs/span':>12}{'p50 ms':>8}{'p99 ms':>8}{'rss MiB':>9}{'growth':>8}"
+        f"{'req/commit':>11}{'lost':>6}  statuses (all rounds)"
     )
-    print(
-        f"{'backend':<28}{'spans/s':>10}{'p50 ms':>9}{'p99 ms':>9}{'acked':>9}{'stored':>9}"
-        f"{'lost':>6}{'cpu µs/span':>13}{'req/commit':>12}  statuses"
-    )
-    for r in rows:
-        stored = int(r["stored"])  # type: ignore[call-overload]
+    for (backend, clients, encoding, side), rows in runs.items():
+        statuses: dict[int, int] = {}
+        for r in rows:
+            for k, v in r["statuses"].items():  # type: ignore[attr-defined]
+                statuses[k] = statuses.get(k, 0) + v
         print(
-            f"{r['backend']:<28}{stored / float(r['elapsed']):>10,.0f}"  # type: ignore[arg-type]
-            f"{float(r['p50']) * 1000:>9.0f}{float(r['p99']) * 1000:>9.0f}"  # type: ignore[arg-type]
-            f"{r['acked']:>9}{stored:>9}{r['lost']:>6}"
-            f"{float(r['cpu_s']) / max(1, stored) * 1e6:>13.0f}{float(r['per_commit']):>12.1f}"  # type: ignore[arg-type]
-            f"  {r['statuses']}"
+            f"{backend:<10}{clients:>10} {encoding:<9}{side:<7}{med(rows, 'rate'):>9,.0f}"
+            f"{med(rows, 'cpu_us'):>12.0f}{med(rows, 'p50') * 1000:>8.0f}"
+            f"{med(rows, 'p99') * 1000:>8.0f}{_mib(max(int(r['rss_total']) for r in rows)):>9}"  # type: ignore[call-overload]
+            f"{_mib(max(int(r['growth']) for r in rows)):>8}"  # type: ignore[call-overload]
+            f"{med(rows, 'per_commit'):>11.1f}{sum(int(r['lost']) for r in rows):>6}"  # type: ignore[call-overload]
+            f"  {statuses}"
         )
-    print(f"{'convert only, 1 process':<28}{one:>10,.0f}{'':>53}{_convert_cpu[0]:>13.0f}")
-    print(f"{f'convert only, {cores} processes':<28}{many:>10,.0f}")
-    print(
-        "cpu µs/span: CPU time of the server's processes (receiver and workers) per stored span, "
-        f"and of conversion alone; {cores} dedicated cores store at most {cores}e6 / it spans/s."
-    )
-    if any(int(r["lost"]) for r in rows):  # type: ignore[call-overload]
-        sys.exit("LOSSES: acknowledged spans missing from the store")
+    if not args.before:
+        return
+    print("after / before (median of the per-round ratios):")
+    for (backend, clients, encoding, side), after in runs.items():
+        if side != "after":
+            continue
+        before = runs[backend, clients, encoding, "before"]
+        rate = [float(a["rate"]) / float(b["rate"]) for a, b in zip(after, before, strict=True)]  # type: ignore[arg-type]
+        cpu = [float(a["cpu_us"]) / float(b["cpu_us"]) for a, b in zip(after, before, strict=True)]  # type: ignore[arg-type]
+        print(
+            f"{backend:<10}{clients:>10} {encoding:<9} spans/s {statistics.median(rate):.2f} "
+            f"({', '.join(f'{x:.2f}' for x in rate)}); cpu µs/span {statistics.median(cpu):.2f} "
+            f"({', '.join(f'{x:.2f}' for x in cpu)})"
+        )
 
 
 def compare(args: argparse.Namespace, templates: list[bytes]) -> None:
