@@ -244,8 +244,11 @@ _SPLICED = 3  # tag of a stored body: msgpack [skeleton, [[offset, sha256], ...]
 # URL head; the run must then end where the string does and re-encode to itself. A header byte
 # met inside other bytes can at worst cut a run that is not a whole string: still exact, being a
 # byte cut that the join puts back.
-_DATA_HEAD = re.compile(rb"data:[\x20-\x2b\x2d-\x7e]{0,200}?;base64,")
-_B64_HEAD = re.compile(rb"[A-Za-z0-9+/]{16}")
+# One anchored match per header: a text string fails it at its first space or punctuation.
+_CANDIDATE = re.compile(
+    rb"(?:\xda(..)|\xdb(....))(data:[\x20-\x2b\x2d-\x7e]{0,200}?;base64,)?[A-Za-z0-9+/]{16}",
+    re.DOTALL,
+)
 _blob_refs = msgspec.msgpack.Decoder(tuple[bytes, list[tuple[int, bytes]]])
 
 
@@ -255,47 +258,45 @@ def split_blobs(body: bytes, min_len: int = BLOB_MIN) -> tuple[bytes, dict[bytes
     if len(body) < min_len:  # the common fact: nothing to look for
         return body, {}
     blobs: dict[bytes, bytes] = {}
-    refs: list[tuple[int, bytes]] = []
-    pieces: list[memoryview] = []
-    view = memoryview(body)
+    cuts: list[tuple[int, int, bytes]] = []  # (start, end, sha256) of each run to cut
     total = len(body)
-    prev = cut = 0
-    next16, next32 = body.find(b"\xda"), body.find(b"\xdb")
-    while next16 >= 0 or next32 >= 0:
-        if next32 < 0 or 0 <= next16 < next32:
-            head, width = next16, 2
-        else:
-            head, width = next32, 4
-        start = head + 1 + width
-        end = start + int.from_bytes(view[head + 1 : start], "big")
-        if end - start >= min_len and end <= total:
-            data_head = _DATA_HEAD.match(body, start)
-            if data_head is not None:
-                start = data_head.end()
-            sha = _blob(body, view, start, end, min_len, blobs)
-            if sha is not None:
-                pieces.append(view[prev:start])
-                cut += start - prev
-                refs.append((cut, sha))
-                prev = end
-        # the next headers after this one (or after the run cut out)
-        after = prev if prev > head else head + 1
-        if next16 >= 0 and next16 < after:
-            next16 = body.find(b"\xda", after)
-        if next32 >= 0 and next32 < after:
-            next32 = body.find(b"\xdb", after)
-    if not refs:
+    for marker, width in ((b"\xda", 2), (b"\xdb", 4)):  # str16 headers, then str32 ones
+        head = body.find(marker)
+        while head >= 0:
+            after = head + 1
+            m = _CANDIDATE.match(body, head)
+            if m is not None:
+                end = head + 1 + width + int.from_bytes(m.group(1) or m.group(2), "big")
+                start = m.end() - 16  # the base64 run, after a data URL's head
+                sha = _blob(body, start, end, min_len, blobs) if end <= total else None
+                if sha is not None:
+                    cuts.append((start, end, sha))
+                    after = end
+            head = body.find(marker, after)
+    if not cuts:
         return body, {}
+    cuts.sort()
+    view = memoryview(body)
+    pieces: list[memoryview] = []
+    refs: list[tuple[int, bytes]] = []
+    prev = cut = 0
+    for start, end, sha in cuts:
+        if start < prev:
+            continue  # overlaps a run cut already: only where the bytes are no msgpack string
+        pieces.append(view[prev:start])
+        cut += start - prev
+        refs.append((cut, sha))
+        prev = end
     pieces.append(view[prev:])
     return bytes((_SPLICED,)) + _encoder.encode((b"".join(pieces), refs)), blobs
 
 
 def _blob(
-    body: bytes, view: memoryview, start: int, end: int, min_len: int, blobs: dict[bytes, bytes]
+    body: bytes, start: int, end: int, min_len: int, blobs: dict[bytes, bytes]
 ) -> bytes | None:
     """The SHA-256 of the bytes the run ``body[start:end]`` spells, kept in ``blobs``, when it
     is long canonical base64; else None."""
-    if end - start < min_len or _B64_HEAD.match(body, start) is None:
+    if end - start < min_len:
         return None
     key = (end - start, body[start : start + 64], body[end - 64 : end])
     known = _runs.get(key)
