@@ -42,6 +42,7 @@ PROFILES = ("canonical", "trl", "openai", "axolotl", "nemo-gym")
 
 
 def summary_table(summary: ExportSummary) -> Table:
+    import msgspec
     from rich.table import Table
 
     from lithify.derive import SPLIT_REASONS
@@ -75,6 +76,15 @@ def summary_table(summary: ExportSummary) -> Table:
         t.add_row(f"flag: {flag}", str(n), FLAGS.get(flag, ""))
     for reason, n in summary.feedback_dropped.items():
         t.add_row(f"feedback not joined: {reason}", str(n), FEEDBACK_DROP_REASONS.get(reason, ""))
+    tokens = summary.tokens
+    if not isinstance(tokens, msgspec.UnsetType):
+        budget = f", at most {tokens.max_tokens}" if tokens.max_tokens is not None else ""
+        t.add_row("tokens: rows counted", str(tokens.rows), f"{tokens.tokenizer}{budget}")
+        for name in ("min", "median", "p95", "max"):
+            value = getattr(tokens, name)
+            t.add_row(f"tokens: {name}", "-" if value is None else str(value), "")
+        if tokens.cut:
+            t.add_row("tokens: rows cut to fit", str(tokens.cut), "--fit split")
     return t
 
 
@@ -152,6 +162,25 @@ def export_cmd(
             help="Write rows carrying this quality flag, dropped by default (repeatable)."
         ),
     ] = None,
+    tokenizer: Annotated[
+        str | None,
+        typer.Option(
+            help="Count each row's tokens with this Hugging Face tokenizer: a folder, or a name "
+            "in the local cache (never downloaded; needs lithify[tokens]; docs/export.md, Token "
+            "budgets)."
+        ),
+    ] = None,
+    max_tokens: Annotated[
+        int | None,
+        typer.Option(help="--tokenizer: the most tokens a row may have (see --fit)."),
+    ] = None,
+    fit: Annotated[
+        str,
+        typer.Option(
+            help="A row over --max-tokens: drop (counted as over_token_budget) or split (SFT "
+            "rows: cut at a turn boundary, keeping the system message and the latest turns)."
+        ),
+    ] = "drop",
     session: SessionOpt = None,
     model: ModelOpt = None,
     source: Annotated[
@@ -220,6 +249,9 @@ def export_cmd(
         keep_flags=tuple(keep_flag or ()),
         images=images,
         **({} if max_inline_bytes is None else {"max_inline_bytes": max_inline_bytes}),
+        tokenizer=_tokenizer_ref(tokenizer),
+        max_tokens=max_tokens,
+        fit=fit,
     )
     try:
         make_builder(options)  # reject bad options before reading anything
@@ -234,6 +266,9 @@ def export_cmd(
     if check_engine(engine):
         if options.images:
             err.print("[red]--images is written by the local engine only: drop --engine ray[/]")
+            raise typer.Exit(Exit.USAGE)
+        if options.tokenizer is not None:
+            err.print("[red]--tokenizer is counted by the local engine only: drop --engine ray[/]")
             raise typer.Exit(Exit.USAGE)
         if not facts_files:
             err.print("[red]--engine ray reads fact files: give --facts FILE or DIR[/]")
@@ -264,10 +299,25 @@ def export_cmd(
 def _run(
     selection: Selection, target: Path, options: ExportOptions, show: bool, origin: Provenance
 ) -> ExportSummary:
-    from lithify.export import export
+    from rich.markup import escape
 
-    with _bar(show, selection.total) as tick:
-        return export(selection, target, options, progress=tick, provenance=origin)
+    from lithify.export import export
+    from lithify.export.tokens import TokenizerError
+
+    try:
+        with _bar(show, selection.total) as tick:
+            return export(selection, target, options, progress=tick, provenance=origin)
+    except TokenizerError as e:  # the extra missing, a tokenizer not in the local cache
+        err.print(f"[red]{escape(str(e))}[/]")
+        raise typer.Exit(Exit.USAGE) from None
+
+
+def _tokenizer_ref(value: str | None) -> str | None:
+    """A ``--tokenizer`` folder as an absolute path (the manifest's options replay from
+    anywhere); a name of the local cache as given."""
+    if value is None or not Path(value).exists():
+        return value
+    return str(Path(value).absolute())
 
 
 def fact_paths(paths: list[Path]) -> list[Path]:

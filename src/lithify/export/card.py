@@ -12,6 +12,7 @@ import shlex
 import unicodedata
 from typing import TYPE_CHECKING
 
+import msgspec
 import orjson
 
 from lithify.derive import SPLIT_REASONS
@@ -164,6 +165,7 @@ def render(manifest: Manifest) -> str:
         ("model", "facts"), [(_code(k) if k else "(none)", n) for k, n in m.models.items()]
     )
     lines += _flags(m)
+    lines += _tokens(m)
     lines += _degradations(m)
     lines += _left_out(m)
     lines += _provenance(m)
@@ -215,6 +217,42 @@ def _flags(m: Manifest) -> list[str]:
         for k, n in m.flags.items()
     ]
     return lines + _table(("flag", "rows", "rows are", "meaning"), rows)
+
+
+def _tokens(m: Manifest) -> list[str]:
+    t = m.tokens
+    if isinstance(t, msgspec.UnsetType):
+        return []
+    lines = [
+        "## Token budget",
+        "",
+        f"Every row's `metadata.tokens` is its length in tokens of the tokenizer {_code(t.tokenizer)} "
+        f"(SHA-256 `{t.sha256}` of its vocabulary, rules and chat template): its chat template "
+        "applied to the row's messages with the row's tools, as the trainer tokenizes them "
+        "(prompt and completion together; for a preference pair, the longer of prompt + "
+        "chosen and prompt + rejected). Of the rows written:",
+        "",
+    ]
+    stats = [(name, getattr(t, name)) for name in ("min", "median", "p95", "max")]
+    lines += _table(
+        ("statistic", "tokens"),
+        [("rows", t.rows), *[(k, "-" if v is None else v) for k, v in stats]],
+    )
+    if t.max_tokens is None:
+        lines.append("No budget was set: no row was left out for its length.")
+    elif t.fit == "split":
+        lines.append(
+            f"Rows over {t.max_tokens} tokens were cut at a turn boundary to fit ({t.cut} rows: "
+            "the system message, then the latest turns; `metadata.context_cut` says how many "
+            "messages of the context were left out); rows no cut brings within the budget are "
+            "not in the files (`skipped: over_token_budget` below)."
+        )
+    else:
+        lines.append(
+            f"Rows over {t.max_tokens} tokens are not in the files "
+            "(`skipped: over_token_budget` below)."
+        )
+    return [*lines, ""]
 
 
 def _degradations(m: Manifest) -> list[str]:

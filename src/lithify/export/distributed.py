@@ -428,6 +428,9 @@ def export_ray(
             "TRL vision rows (--images) are written by the local engine only: "
             "run this export without --engine ray"
         )
+    if options.tokenizer is not None:
+        # Counted by the local export's token stage only (export.tokens).
+        raise ValueError("--tokenizer is counted by the local engine only: drop --engine ray")
     import ray
     from ray.data.expressions import col
 

@@ -30,6 +30,7 @@ import orjson
 from lithify.derive.sessions import DeriveStats
 from lithify.export.media import DEFAULT_MAX_INLINE, IMAGES_DIR
 from lithify.export.rows import EXPORTER
+from lithify.export.tokens import TokenStats
 from lithify.export.writers import _Background
 from lithify.model import Feedback, InferenceCall, encode
 from lithify.store import FactFilter, display_url
@@ -99,6 +100,12 @@ def cli_provenance(
         cmd.append("--images")
     if options.max_inline_bytes != DEFAULT_MAX_INLINE:
         cmd += ["--max-inline-bytes", str(options.max_inline_bytes)]
+    if options.tokenizer is not None:
+        cmd += ["--tokenizer", options.tokenizer]
+    if options.max_tokens is not None:
+        cmd += ["--max-tokens", str(options.max_tokens)]
+    if options.fit != "drop":
+        cmd += ["--fit", options.fit]
     for flag in options.drop_flags:
         cmd += ["--drop-flag", flag]
     for flag in options.keep_flags:
@@ -155,6 +162,8 @@ class Manifest(msgspec.Struct, kw_only=True):
     filtered: int
     changes: dict[str, int]
     flags: dict[str, int]  # FLAGS → rows built carrying it (written or left out)
+    # --tokenizer: the tokenizer (and its SHA-256), the budget, the counts of the rows written
+    tokens: TokenStats | msgspec.UnsetType = msgspec.UNSET
     files: dict[str, OutputFile]  # file name in the folder → its bytes' hash
 
 
@@ -310,6 +319,7 @@ def publish(
         filtered=summary.filtered,
         changes=dict(summary.changes),
         flags=dict(summary.flags),
+        tokens=summary.tokens,
         files=dict(sorted(files.items())),
     )
     card = render(manifest).encode()

@@ -18,6 +18,7 @@ from lithify.export.profiles import ProfileError, resolve
 from lithify.export.rows import Row, RowBuilder
 from lithify.export.source import Selection
 from lithify.export.summary import ExportSummary
+from lithify.export.tokens import TokenBudget, check_options, load_tokenizer
 from lithify.export.where import Condition, parse
 from lithify.export.writers import FORMATS, SplitWriter, columns_for
 from lithify.model import InferenceCall
@@ -39,6 +40,9 @@ class ExportOptions:
     keep_flags: tuple[str, ...] = ()
     images: bool = False  # TRL vision SFT rows (export.media)
     max_inline_bytes: int = DEFAULT_MAX_INLINE  # the largest blob a row may carry inline
+    tokenizer: str | None = None  # count rows' tokens with it (export.tokens): folder or name
+    max_tokens: int | None = None  # the token budget of a row
+    fit: str = "drop"  # a row over it: drop, or split (SFT: cut at a turn boundary)
 
 
 def make_builder(options: ExportOptions) -> RowBuilder:
@@ -62,7 +66,7 @@ def make_builder(options: ExportOptions) -> RowBuilder:
     conditions: list[Condition] = [parse(w) for w in options.where]
     try:
         dropped_flags(options.drop_flags, options.keep_flags)
-        return RowBuilder(
+        builder = RowBuilder(
             options.kind,
             profile,
             shape=options.shape,
@@ -74,6 +78,31 @@ def make_builder(options: ExportOptions) -> RowBuilder:
         )
     except ValueError as e:
         raise ProfileError(str(e)) from None
+    check_options(
+        options.kind,
+        builder.shape,
+        images=options.images,
+        tokenizer=options.tokenizer,
+        max_tokens=options.max_tokens,
+        fit=options.fit,
+    )
+    return builder
+
+
+def token_budget(options: ExportOptions, builder: RowBuilder) -> TokenBudget | None:
+    """The token stage of an export with ``--tokenizer`` (its tokenizer loaded once, here);
+    raises ``TokenizerError`` when it cannot be had."""
+    if options.tokenizer is None:
+        return None
+    return TokenBudget(
+        load_tokenizer(options.tokenizer),
+        options.tokenizer,
+        builder.shape,
+        max_tokens=options.max_tokens,
+        fit=options.fit,
+        validator=builder.validator,
+        compares=0 < options.eval_fraction < 1,
+    )
 
 
 _TICK = 256  # facts per progress report: a report per fact would cost more than the fact
@@ -108,6 +137,7 @@ def export(
     (nothing is written then), and what reading the facts raises.
     """
     builder = make_builder(options)
+    budget = token_budget(options, builder)  # before anything is read or written
     index = FeedbackIndex(selection.feedback, selection.aliases)
     stats = DeriveStats(duplicates=selection.dropped)  # derivation counts the rest
     digests = FactDigests()
@@ -119,11 +149,13 @@ def export(
     columns = columns_for(options.kind, builder.shape, images=options.images)
     writer = SplitWriter(out, options.fmt, columns, before_commit=lambda: unpublish(out))
     with writer:
-        for row in flagger.apply(derive_rows(facts, index, builder, stats)):
+        for row in _counted(flagger.apply(derive_rows(facts, index, builder, stats)), budget):
             writer.write(row)
-        for row in flagger.apply(builder.pairs()):
+        for row in _counted(flagger.apply(builder.pairs()), budget):
             writer.write(row)
     summary = note_flags(summarize(options, builder, stats, writer, index.dropped()), flagger)
+    if budget is not None:
+        summary = note_tokens(summary, budget, writer.left_out)
     origin = provenance if provenance is not None else Provenance()
     publish(
         out,
@@ -133,6 +165,19 @@ def export(
         feedback=selection.feedback,
         origin=origin,
     )
+    return summary
+
+
+def _counted(rows: Iterable[Row], budget: TokenBudget | None) -> Iterable[Row]:
+    return rows if budget is None else budget.apply(rows)
+
+
+def note_tokens(summary: ExportSummary, budget: TokenBudget, left_out: set[bytes]) -> ExportSummary:
+    """``summary`` with the token counts of the rows written and the rows over the budget."""
+    summary.tokens = budget.finish(left_out)
+    skipped = {**summary.skipped, "over_token_budget": budget.over}
+    skipped["chat_template_error"] = budget.failed
+    summary.skipped = {k: n for k, n in sorted(skipped.items()) if n}
     return summary
 
 

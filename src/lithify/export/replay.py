@@ -25,6 +25,7 @@ from lithify.export.media import IMAGES_DIR
 from lithify.export.pipeline import ExportOptions, export
 from lithify.export.rows import EXPORTER
 from lithify.export.source import Selection
+from lithify.export.tokens import TokenizerError
 from lithify.store import FactFilter
 
 
@@ -128,7 +129,10 @@ def replay(manifest_path: Path, select: Callable[[Manifest], Selection]) -> Repl
     options = options_of(manifest)
     scratch = Path(tempfile.mkdtemp(prefix=".replay-", dir=folder.parent))
     try:
-        export(select(manifest), scratch, options, provenance=p)
+        try:
+            export(select(manifest), scratch, options, provenance=p)
+        except TokenizerError as e:  # its --tokenizer is no longer here (or lacks the extra)
+            raise ReplayError(str(e)) from None
         checks = []
         for name in [*manifest.files, MANIFEST]:
             recorded = manifest.files[name].sha256 if name in manifest.files else None

@@ -213,6 +213,14 @@ class _Messages:
 _NO_DIGEST = bytes(16)
 
 
+def prompt_digest(messages: Sequence[dict[str, Any]], tools: list[dict[str, Any]]) -> bytes:
+    """What ``_Messages.digest`` gives for ``messages`` with ``tools``, from the lists alone
+    (a row made again, e.g. cut to a token budget, is compared as the others are)."""
+    body = b",".join(orjson.dumps(m) for m in messages)
+    tools_digest = hashlib.sha256(orjson.dumps(tools)).digest()
+    return hashlib.sha256(hashlib.sha256(body).digest() + tools_digest).digest()[:16]
+
+
 @lru_cache(maxsize=64)
 def _key(name: str, first: bool) -> bytes:
     """``{"name":`` or ``,"name":``: what precedes a value in a row's JSON."""

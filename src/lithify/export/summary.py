@@ -7,6 +7,7 @@ import msgspec
 
 from lithify.derive.sessions import DeriveStats
 from lithify.export.rows import EXPORTER
+from lithify.export.tokens import TokenStats
 
 
 class ExportSummary(msgspec.Struct, kw_only=True):
@@ -29,3 +30,5 @@ class ExportSummary(msgspec.Struct, kw_only=True):
     changes: dict[str, int]  # PROFILE_CHANGES → rows
     flags: dict[str, int] = msgspec.field(default_factory=dict)  # FLAGS → rows built with it
     feedback_dropped: dict[str, int]  # FEEDBACK_DROP_REASONS → feedback facts
+    # --tokenizer: the token counts of the rows written (absent, not null, without it)
+    tokens: TokenStats | msgspec.UnsetType = msgspec.UNSET

@@ -63,6 +63,10 @@ SKIP_REASONS: dict[str, str] = {
     "media_too_large": "a blob over --max-inline-bytes that the format would have to inline",
     "server_tool_unsupported": "a tool the provider ran itself (web search, code execution, "
     "computer use…): the format has no item for it",
+    "over_token_budget": "a row longer than --max-tokens in the --tokenizer's tokens (with "
+    "--fit split, an SFT row no cut at a turn boundary brings within it)",
+    "chat_template_error": "the --tokenizer's chat template fails on the row (e.g. Llama 3.1's "
+    "on two tool calls in one message): the trainer could not render it either",
 }
 
 # Degradations that change what the model saw or said; rows built on such calls are skipped

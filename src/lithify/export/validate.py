@@ -210,6 +210,10 @@ METADATA = {
         "chosen_score": {"type": "number"},
         "rejected_score": {"type": "number"},
         "flags": {"type": "array", "items": {"enum": list(FLAGS)}, "uniqueItems": True},
+        # --tokenizer: the row's length in the model's tokens, and on a row cut to fit
+        # --max-tokens, how many messages of its context were left out (export.tokens).
+        "tokens": {"type": "integer", "minimum": 0},
+        "context_cut": {"type": "integer", "minimum": 1},
     },
 }
 

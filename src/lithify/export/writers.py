@@ -428,6 +428,7 @@ class SplitWriter:
         self.paths = {s: self.folder / f"{s}.{fmt}" for s in ("train", "eval")}
         self.written = {"train": 0, "eval": 0}
         self.eval_prompt_in_train = 0
+        self.left_out: set[bytes] = set()  # the prompt digests of those eval rows
         self._temps: list[Path] = []
         # Called once the files are complete, right before they replace earlier ones.
         self.before_commit = before_commit
@@ -490,6 +491,7 @@ class SplitWriter:
             if exc_type is not None:
                 return
             conflicts = self._conflicts()
+            self.left_out = conflicts
             evals = _Output(self.folder, self.paths["eval"], self.fmt, self.columns, self.blobs)
             for prompt, encoded in self._spooled():
                 if prompt in conflicts:
