@@ -16,6 +16,11 @@ same facts (``iter_facts(order="session")``, decoded, nothing derived: the basel
 `lithify export sft` to JSONL and to Parquet, validation on as always. Every figure is the median
 of the rounds of this run; ratios are against the baseline of this run. A second, smaller store
 (``--small``) shows peak RSS does not grow with the number of calls.
+
+``--tokenizer PATH_OR_NAME`` adds `lithify export sft --tokenizer …` to JSONL (every row counted,
+docs/export.md, Token budgets) beside the plain export, and prints the ratio of their rows/s;
+``--tokenizer built`` trains a small BPE tokenizer here on the bench's words, with the Qwen3
+chat template of tests/export/chat_templates, and saves it in bench/out/ (nothing downloaded).
 """
 
 from __future__ import annotations
@@ -236,12 +241,47 @@ def _run(argv: list[str]) -> tuple[float, float, float, bytes]:
     return secs, usage.ru_utime + usage.ru_stime, peak.parse_mb(stderr), out
 
 
-def _steps(db: Path, out_dir: Path) -> Iterator[tuple[str, list[str]]]:
+def built_tokenizer(vocab: int = 2000) -> Path:
+    """A BPE tokenizer trained on the bench's words with TRL's Qwen3 chat template (the copy in
+    tests/export/chat_templates), saved in bench/out/: a model folder `--tokenizer` loads."""
+    from tokenizers import Tokenizer, decoders, models, trainers
+    from tokenizers.pre_tokenizers import ByteLevel
+    from transformers import PreTrainedTokenizerFast
+
+    folder = OUT / f"tokenizer-qwen3-bpe-{vocab}"
+    if (folder / "tokenizer.json").exists():
+        return folder
+    root = Path(__file__).resolve().parent.parent
+    template = (root / "tests/export/chat_templates/qwen3.jinja").read_text(encoding="utf-8")
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    specials = ["<|im_start|>", "<|im_end|>", "<|endoftext|>"]
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab,
+        special_tokens=specials,
+        initial_alphabet=ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator([template, " ".join(WORDS)] * 50, trainer)
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>"
+    )
+    fast.chat_template = template
+    fast.save_pretrained(folder)
+    return folder
+
+
+def _steps(db: Path, out_dir: Path, tokenizer: str | None) -> Iterator[tuple[str, list[str]]]:
     url = f"sqlite:///{db}"
     yield "store read (baseline)", peak.python(READ, url)
     for fmt in ("jsonl", "parquet"):
         argv = ["export", "sft", "-s", url, "-o", str(out_dir / fmt), "--format", fmt]
         yield f"export sft → {fmt}", peak.lithify(*argv, "--no-progress", "--json")
+    if tokenizer is not None:
+        argv = ["export", "sft", "-s", url, "-o", str(out_dir / "tokens"), "--profile", "trl"]
+        argv += ["--tokenizer", tokenizer, "--no-progress", "--json"]
+        yield "export sft → jsonl, tokens", peak.lithify(*argv)
 
 
 class Step(NamedTuple):
@@ -254,7 +294,7 @@ class Step(NamedTuple):
     size: int  # bytes written
 
 
-def bench(db: Path, rounds: int) -> list[Step]:
+def bench(db: Path, rounds: int, tokenizer: str | None = None) -> list[Step]:
     """Each step ``rounds`` times, rounds interleaved so that load drifts hit all alike."""
     wall: dict[str, list[float]] = {}
     cpu: dict[str, list[float]] = {}
@@ -262,7 +302,7 @@ def bench(db: Path, rounds: int) -> list[Step]:
     counts: dict[str, tuple[int, int, int]] = {}
     with tempfile.TemporaryDirectory(dir=OUT, prefix="export-run-") as tmp:
         for _ in range(rounds):
-            for name, argv in _steps(db, Path(tmp)):
+            for name, argv in _steps(db, Path(tmp), tokenizer):
                 secs, used, peak, out = _run(argv)
                 wall.setdefault(name, []).append(secs)
                 cpu.setdefault(name, []).append(used)
@@ -307,18 +347,33 @@ def main() -> None:
         "--small", type=int, default=100_000, help="facts in the second store (0: none)"
     )
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument(
+        "--tokenizer",
+        help="also export with --tokenizer (a folder, a cached name, or 'built': see above)",
+    )
     args = ap.parse_args()
+    tokenizer = args.tokenizer
+    if tokenizer == "built":
+        tokenizer = str(built_tokenizer())
     sizes = [args.calls] + ([args.small] if args.small and args.small != args.calls else [])
     runs: dict[int, list[Step]] = {}
     for calls in sorted(sizes):
         db, note = store_for(calls)
         print(note, flush=True)
-        runs[calls] = bench(db, args.rounds)
+        runs[calls] = bench(db, args.rounds, tokenizer)
         title = (
             f"{calls:,} calls in {calls // CALLS_PER_SESSION:,} sessions, "
             f"median of {args.rounds} rounds"
         )
         _print(title, runs[calls])
+        if tokenizer is not None:
+            by = {st.name: st for st in runs[calls]}
+            plain, counted = by["export sft → jsonl"], by["export sft → jsonl, tokens"]
+            print(
+                f"--tokenizer: {counted.rows / counted.secs:,.0f} rows/s against "
+                f"{plain.rows / plain.secs:,.0f} without "
+                f"({plain.secs / counted.secs * counted.rows / plain.rows:.2f}×)"
+            )
         print(flush=True)
     if len(runs) == 2:
         small, big = sorted(runs)

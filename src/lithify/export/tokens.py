@@ -61,6 +61,10 @@ class TokenizerError(ProfileError):
     cache, no chat template; or token options that do not fit the export (a usage error)."""
 
 
+# Rows counted together: their texts go to the tokenizer in one call (in parallel, in Rust).
+_BATCH = 64
+
+
 class TemplateFailed(Exception):
     """The chat template raised on a row (``chat_template_error``)."""
 
@@ -167,21 +171,46 @@ class TokenCounter:
         self.sequences = _SEQUENCES[shape]
         self.tools = _TOOLS.get(shape, "tools")
 
-    def tokens(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> int:
-        try:
-            out = self.tokenizer.apply_chat_template(
-                messages, tools=tools, tokenize=True, return_dict=True
-            )
-        except Exception as e:  # a template's raise_exception, or what its code trips on
-            raise TemplateFailed(f"{type(e).__name__}: {e}") from None
-        return len(out["input_ids"])
+    def texts(self, data: dict[str, Any]) -> list[str]:
+        """The text of each of the row's sequences, as the chat template renders it. Raises
+        ``TemplateFailed``."""
+        tools = _get(data, self.tools)
+        out = []
+        for seq in self.sequences:
+            messages = [m for path in seq for m in _get(data, path)]
+            try:
+                text = self.tokenizer.apply_chat_template(messages, tools=tools, tokenize=False)
+            except Exception as e:  # a template's raise_exception, or what its code trips on
+                raise TemplateFailed(f"{type(e).__name__}: {e}") from None
+            out.append(text)
+        return out
+
+    def lengths(self, texts: list[str]) -> list[int]:
+        """Tokens in each text, tokenized as ``apply_chat_template(tokenize=True)`` tokenizes
+        what it renders (no special tokens added: the template wrote its own). One call for
+        many texts: a fast tokenizer encodes them in parallel."""
+        if not texts:
+            return []
+        ids = self.tokenizer(texts, add_special_tokens=False)["input_ids"]
+        return [len(i) for i in ids]
 
     def count(self, data: dict[str, Any]) -> int:
-        tools = _get(data, self.tools)
-        return max(
-            self.tokens([m for path in seq for m in _get(data, path)], tools)
-            for seq in self.sequences
-        )
+        return max(self.lengths(self.texts(data)))
+
+    def count_many(self, rows: list[Row]) -> list[int | None]:
+        """Each row's count (None: its template fails on it), the texts encoded together."""
+        texts: list[str] = []
+        spans: list[tuple[int, int] | None] = []
+        for row in rows:
+            try:
+                found = self.texts(row.data)
+            except TemplateFailed:
+                spans.append(None)
+                continue
+            spans.append((len(texts), len(texts) + len(found)))
+            texts += found
+        lengths = self.lengths(texts)
+        return [None if sp is None else max(lengths[sp[0] : sp[1]]) for sp in spans]
 
 
 def percentile(counts: Counter[int], percent: int) -> int | None:
@@ -235,10 +264,17 @@ class TokenBudget:
         self._start: tuple[str, int] = ("", 0)  # (segment id, messages cut) of the last cut row
 
     def apply(self, rows: Iterable[Row]) -> Iterator[Row]:
+        batch: list[Row] = []
         for row in rows:
-            try:
-                n = self.counter.count(row.data)
-            except TemplateFailed:
+            batch.append(row)
+            if len(batch) == _BATCH:
+                yield from self._batch(batch)
+                batch = []
+        yield from self._batch(batch)
+
+    def _batch(self, rows: list[Row]) -> Iterator[Row]:
+        for row, n in zip(rows, self.counter.count_many(rows), strict=True):
+            if n is None:
                 self.failed += 1
                 continue
             cut = 0
