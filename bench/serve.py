@@ -343,10 +343,12 @@ def run_backend(
         pids = [proc.pid, *_children(proc.pid)]
         idle = [_rss(p) for p in pids]
         cpu0, h0 = _cpu(pids), _health(port)
+        split0 = _cpu_split(pids)
         mem = Memory(pids)
         result = load(port, batches, clients, args.seconds, grpc_port)
         mem.stop()
         cpu1, h1 = _cpu(pids), _health(port)
+        split1 = _cpu_split(pids)
         with open_store(store) as s:
             after = s.count()
         result["cpu_s"] = cpu1 - cpu0
@@ -368,6 +370,8 @@ def run_backend(
     else:
         print(f"{name}: LOSSES, server log kept at {log}", file=sys.stderr)
     result.update(backend=f"{name} ({transport})", stored=stored, lost=lost)
+    for k in split0:
+        result[f"cpu_{k}_us"] = (split1[k] - split0[k]) / max(1, stored) * 1e6
     result["rate"] = stored / float(result["elapsed"])  # type: ignore[arg-type]
     result["cpu_us"] = float(result["cpu_s"]) / max(1, stored) * 1e6  # type: ignore[arg-type]
     return result
@@ -386,6 +390,93 @@ def _cpu(pids: list[int]) -> float:
             fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
             total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     return total
+
+
+def _cpu_split(pids: list[int]) -> dict[str, float]:
+    """CPU seconds so far of the writer thread (SQL and commits), the rest of the receiver
+    process (HTTP, the event loop, moving bytes to and from workers), and the workers."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out = {"writer": 0.0, "receiver": 0.0, "workers": 0.0}
+    for i, pid in enumerate(pids):
+        for task in Path(f"/proc/{pid}/task").glob("*") if i == 0 else [Path(f"/proc/{pid}")]:
+            with contextlib.suppress(OSError):
+                fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+                cpu = (int(fields[11]) + int(fields[12])) / tick
+                if i:
+                    out["workers"] += cpu
+                elif (task / "comm").read_text().strip() == "lithify-writer":
+                    out["writer"] += cpu
+                else:
+                    out["receiver"] += cpu
+    return out
+
+
+def stages(templates: list[bytes], rounds: int) -> None:
+    """CPU per span of each stage of a request's path, run one after the other in this process
+    on the benchmark's bodies (thread CPU time; the medians over the batches): what the workers
+    do, stage by stage, then the writer's insert and commit on a fresh SQLite store."""
+    import gzip
+    import pickle
+
+    from lithify.core import codec
+    from lithify.ingest.processing import inflate, process
+    from lithify.store import Prepared
+    from lithify.store._rows import fact_row
+    from lithify.store.sqlite import pack_body
+    from lithify.translate.otlp import decode_spans
+    from lithify.translate.redact import screen
+    from lithify.translate.telemetry import translate_spans
+
+    for encoding in ("protobuf", "json"):
+        batches = Batches(templates, encoding)
+        times: dict[str, list[float]] = {}
+
+        def timed(name: str, fn: Any, *a: Any, _times: dict[str, list[float]] = times) -> Any:
+            c = time.thread_time()
+            out = fn(*a)
+            _times.setdefault(name, []).append((time.thread_time() - c) / 512 * 1e6)
+            return out
+
+        with fresh_store("sqlite", argparse.Namespace()) as url, open_store(url) as store:
+            run = store._run  # type: ignore[attr-defined]
+
+            def split_commit(fn: Any, *, write: bool, run: Any = run, store: Any = store) -> Any:
+                # The store's own transaction, its COMMIT timed apart (WAL write and fsync).
+                conn = store._conn  # type: ignore[attr-defined]
+                if not write:
+                    return run(fn, write=write)
+                with store._lock:  # type: ignore[attr-defined]
+                    conn.execute("BEGIN IMMEDIATE")
+                    result = timed("writer: insert (SQL)", fn, conn.cursor())
+                    timed("writer: commit (WAL, fsync)", conn.execute, "COMMIT")
+                    return result
+
+            store._run = split_commit  # type: ignore[attr-defined]
+            prep = store.preparer()
+            for _ in range(max(8, rounds * 8)):
+                body, _n = batches.next()
+                gz = gzip.compress(body, 6)
+                timed("body to a worker (pickle)", pickle.dumps, body)
+                timed("decompress (gzip, if sent)", inflate, gz, "gzip", 1 << 27)
+                timed("screen (credentials)", screen, body)
+                dec = timed("decode (screen included)", decode_spans, body, encoding, 81920)
+                facts = timed("translate", lambda d=dec: list(translate_spans(d.units)))
+                rows = timed("rows: columns + encode", lambda f=facts: [fact_row(x, "") for x in f])
+                timed("  of which encode (codec)", lambda f=facts: [codec.encode(x) for x in f])
+                timed(
+                    "blobs (split_blobs)",
+                    lambda r=rows: [codec.split_blobs(x[-1], codec.BLOB_MIN) for x in r],
+                )
+                timed("compress (LZ4)", lambda r=rows: [pack_body(x[-1]) for x in r])
+                out = timed("worker: process() whole", process, "traces", encoding, body, "",
+                            1 << 27, prep)  # fmt: skip
+                wire = timed("rows to the receiver (pickle)", pickle.dumps, out)
+                back = timed("  and unpickle", pickle.loads, wire)
+                rows_in: Prepared = back.rows
+                timed("writer: insert_prepared whole", store.insert_prepared, [rows_in])
+        print(f"stages, {encoding} (cpu µs/span, median of {len(times['translate'])} batches):")
+        for name, values in times.items():
+            print(f"  {name:<34}{statistics.median(values[2:]):>7.1f}")
 
 
 def _health(port: int) -> dict[str, object]:
@@ -486,8 +577,12 @@ def main() -> None:
         "interleaved with this one's (the order swapped every round): medians and ratios",
     )  # fmt: skip
     ap.add_argument("--no-ceiling", action="store_true", help="skip the conversion-only ceiling")
+    ap.add_argument("--stages", action="store_true", help="only the CPU of each stage, in-process")
     args = ap.parse_args()
     _, templates = make_requests(4, 512)
+    if args.stages:
+        stages(templates, args.rounds)
+        return
     if args.transport == "grpc" and args.encoding != ["protobuf"]:
         sys.exit("OTLP/gRPC is protobuf only")
     if args.transport == "both":
@@ -570,6 +665,11 @@ def report(runs: dict[tuple[str, int, str, str], list[dict[str, object]]], args:
             f"{_mib(max(int(r['growth']) for r in rows)):>8}"  # type: ignore[call-overload]
             f"{med(rows, 'per_commit'):>11.1f}{sum(int(r['lost']) for r in rows):>6}"  # type: ignore[call-overload]
             f"  {statuses}"
+        )
+        print(
+            f"{'':<36}cpu µs/span: receiver {med(rows, 'cpu_receiver_us'):.0f} (HTTP, loop, "
+            f"moving bytes), writer {med(rows, 'cpu_writer_us'):.0f} (SQL, commits), "
+            f"workers {med(rows, 'cpu_workers_us'):.0f}"
         )
     if not args.before:
         return

@@ -194,6 +194,26 @@ def process(
             f"{failures[0].reason}: {failures[0].detail} — a defect in lithify met these "
             f"{unit}; please report it with the request"
         )
+    try:
+        rows = preparer(facts, feedback)
+    except (ValueError, TypeError):
+        rows = _prepare_each(facts, feedback, preparer, out)  # to find the ones that cannot
+    out.facts, out.feedback = len(rows.facts), len(rows.feedback)
+    out.rows = rows if rows.facts or rows.feedback else None
+    out.skipped = dict(skipped)
+    for reason, template in _WARN.items():
+        if skipped.get(reason):
+            out.warnings.append(template.format(n=skipped[reason], unit=unit))
+    return out
+
+
+def _prepare_each(
+    facts: list[InferenceCall],
+    feedback: list[Feedback],
+    preparer: Callable[..., Prepared],
+    out: Processed,
+) -> Prepared:
+    """The rows of the items that can be stored, the others rejected one by one."""
     rows = Prepared([], [])
     for fact in facts:
         try:
@@ -207,13 +227,7 @@ def process(
         except (ValueError, TypeError) as e:
             out.rejected += 1
             out.errors.append(f"feedback could not be stored: {e}")
-    out.facts, out.feedback = len(rows.facts), len(rows.feedback)
-    out.rows = rows if rows.facts or rows.feedback else None
-    out.skipped = dict(skipped)
-    for reason, template in _WARN.items():
-        if skipped.get(reason):
-            out.warnings.append(template.format(n=skipped[reason], unit=unit))
-    return out
+    return rows
 
 
 def _process_feedback(data: bytes) -> Processed:
