@@ -449,38 +449,25 @@ def test_text_exports_are_unchanged_by_media_support(tmp_path: Path) -> None:
     )
 
 
-@pytest.mark.xdist_group("ray")  # one cluster at a time, as tests/scale starts them
-def test_the_ray_engine_makes_the_same_bytes_for_media_rows(tmp_path: Path) -> None:
+@pytest.mark.xdist_group("ray")  # the process's one cluster (tests/scale/cluster.py)
+def test_the_ray_engine_makes_the_same_bytes_for_media_rows(
+    tmp_path: Path, ray_joined: tuple[str, dict[str, str]]
+) -> None:
     """OpenAI and NeMo Gym rows carry their media inline (data URLs): the Ray engine makes them
     byte for byte as the local engine does (docs/scale.md), on a real two-node cluster."""
-    import os
-
-    from lithify.cli.engine import ray_session
     from lithify.export import export, from_files
     from lithify.store import FactFilter
-    from tests.scale.cluster import ray_cluster
 
     facts = tmp_path / "facts.jsonl"
     facts.write_bytes(b"".join(encode(f) + b"\n" for f in media_sessions()))
-    with ray_cluster() as (address, auth):
-        saved = {k: os.environ.get(k) for k in auth}
-        os.environ.update(auth)
-        try:
-            with ray_session(address):
-                for kind, profile in (("sft", "openai"), ("nemo-gym", "nemo-gym")):
-                    options = ExportOptions(kind=kind, profile=profile, eval_fraction=0.5)
-                    local = export(from_files([facts], FactFilter()), tmp_path / kind, options)
-                    out = tmp_path / f"ray-{kind}"
-                    export_ray([facts], out, options, partitions=3)
-                    assert local.rows["train"] + local.rows["eval"] > 0
-                    for name in ("train.jsonl", "eval.jsonl"):
-                        assert (out / name).read_bytes() == (tmp_path / kind / name).read_bytes()
-        finally:
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
+    for kind, profile in (("sft", "openai"), ("nemo-gym", "nemo-gym")):
+        options = ExportOptions(kind=kind, profile=profile, eval_fraction=0.5)
+        local = export(from_files([facts], FactFilter()), tmp_path / kind, options)
+        out = tmp_path / f"ray-{kind}"
+        export_ray([facts], out, options, partitions=3)
+        assert local.rows["train"] + local.rows["eval"] > 0
+        for name in ("train.jsonl", "eval.jsonl"):
+            assert (out / name).read_bytes() == (tmp_path / kind / name).read_bytes()
 
 
 _USER_PART = st.sampled_from(

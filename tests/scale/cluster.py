@@ -14,6 +14,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
+import pytest
+
 RAY = Path(__file__).resolve().parents[2] / ".venv" / "bin" / "ray"
 
 
@@ -115,3 +117,24 @@ def ray_cluster() -> Iterator[tuple[str, dict[str, str]]]:
                 _stop(proc)
             left = [pid for proc in nodes for pid in session_pids(proc.pid)]
             assert not left, f"Ray processes outlived their cluster: {left}"
+
+
+@pytest.fixture(scope="session")
+def ray_joined() -> Iterator[tuple[str, dict[str, str]]]:
+    """A cluster this test process has joined (``ray_session``), one for the whole process:
+    Ray keeps a process's first authentication token, so a second cluster with another token
+    could not be joined from it. Tests that use it run in the ``ray`` xdist group."""
+    from lithify.cli.engine import ray_session
+
+    with ray_cluster() as (address, auth):
+        saved = {k: os.environ.get(k) for k in auth}
+        os.environ.update(auth)
+        try:
+            with ray_session(address):
+                yield address, auth
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v

@@ -11,14 +11,12 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import msgspec
 import orjson
 import pytest
 
-from lithify.cli.engine import ray_session
 from lithify.core.factfile import InputError
 from lithify.export import ExportOptions, ExportSummary, export, from_files
 from lithify.export.distributed import ShardedExport, export_ray
@@ -26,7 +24,6 @@ from lithify.ingest.convert import convert, open_output
 from lithify.ingest.distributed import convert_ray
 from lithify.store import FactFilter
 from tests.conftest import CORPUS
-from tests.scale.cluster import ray_cluster
 from tests.scale.facts import generated, one_big_session, write_files
 
 pytestmark = pytest.mark.xdist_group("ray")  # one cluster, in one test process
@@ -34,20 +31,9 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "src" / "lithify" / "examples"
 LITHIFY = Path(sys.executable).with_name("lithify")
 
 
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[tuple[str, dict[str, str]]]:
-    with ray_cluster() as (address, auth):
-        saved = {k: os.environ.get(k) for k in auth}
-        os.environ.update(auth)
-        try:
-            with ray_session(address):
-                yield address, auth
-        finally:
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
+@pytest.fixture
+def cluster(ray_joined: tuple[str, dict[str, str]]) -> tuple[str, dict[str, str]]:
+    return ray_joined
 
 
 def _local(paths: list[Path], out: Path, options: ExportOptions) -> ExportSummary:
