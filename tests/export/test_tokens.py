@@ -561,3 +561,13 @@ def test_percentile_is_the_nearest_rank(values: list[int], percent: int) -> None
     # The smallest value that at least percent% of the values do not exceed.
     want = next(v for v in ordered if sum(x <= v for x in values) * 100 >= percent * len(values))
     assert got == want
+
+
+def test_the_new_skip_reasons_are_documented() -> None:
+    from lithify.export import SKIP_REASONS
+
+    doc = (Path(__file__).parents[2] / "docs" / "export.md").read_text()
+    for reason in ("over_token_budget", "chat_template_error"):
+        assert reason in SKIP_REASONS
+        assert f"| `{reason}` |" in doc
+    assert "## Token budgets" in doc
