@@ -260,6 +260,8 @@ def _check_split(
 ) -> None:
     """What --fit split promises, row by row against the uncut export."""
     by_target = {(r["metadata"]["segment_id"], r["metadata"]["turn"]): r for r in full}
+    targets = [(r["metadata"]["segment_id"], r["metadata"]["turn"]) for r in cut]
+    assert len(set(targets)) == len(targets)  # one row per target, as before the cut
     assert len(cut) + over == len(full)  # every target is a row, or counted
     for row in cut:
         meta = row["metadata"]
@@ -499,10 +501,7 @@ def test_rows_that_cannot_be_counted_are_usage_errors(
     assert said in " ".join(res.output.split())
 
 
-def test_a_name_not_in_the_local_cache_is_a_usage_error(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("HF_HOME", str(tmp_path / "empty-cache"))
+def test_a_name_not_in_the_local_cache_is_a_usage_error(tmp_path: Path) -> None:
     facts = _facts_file(tmp_path)
     out = tmp_path / "o"
     res = runner.invoke(
@@ -571,3 +570,31 @@ def test_the_new_skip_reasons_are_documented() -> None:
         assert reason in SKIP_REASONS
         assert f"| `{reason}` |" in doc
     assert "## Token budgets" in doc
+
+
+def test_a_name_in_the_local_cache_is_loaded_from_it(qwen3: Path, tmp_path: Path) -> None:
+    # The cache's own layout (models--OWNER--NAME/snapshots/REVISION, refs/main naming it), in a
+    # fresh process: huggingface_hub reads where its cache is when it is imported.
+    import os
+    import shutil
+    import subprocess
+
+    repo = tmp_path / "hub" / "models--local--tiny-qwen3"
+    shutil.copytree(qwen3, repo / "snapshots" / ("0" * 40))
+    # A model repo has its config: AutoTokenizer reads it for a name (not for a folder).
+    (repo / "snapshots" / ("0" * 40) / "config.json").write_text('{"model_type": "qwen3"}')
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("0" * 40)
+    facts = _facts_file(tmp_path)
+    env = {**os.environ, "HF_HUB_CACHE": str(tmp_path / "hub"), "HF_HUB_OFFLINE": "1"}
+    args = [str(Path(sys.executable).parent / "lithify"), "export", "sft", "--profile", "trl"]
+    args += ["--facts", str(facts), "-o", str(tmp_path / "o"), "--json"]
+    by_name = subprocess.run(
+        [*args, "--tokenizer", "local/tiny-qwen3"], env=env, capture_output=True, check=True
+    )
+    by_folder = run_export(
+        [], tmp_path / "unused", kind="sft", profile="trl", tokenizer=str(qwen3)
+    ).tokens
+    tokens = orjson.loads(by_name.stdout)["tokens"]
+    assert tokens["tokenizer"] == "local/tiny-qwen3"
+    assert by_folder is not None and tokens["sha256"] == by_folder.sha256  # the same tokenizer
