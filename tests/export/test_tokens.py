@@ -598,3 +598,43 @@ def test_a_name_in_the_local_cache_is_loaded_from_it(qwen3: Path, tmp_path: Path
     tokens = orjson.loads(by_name.stdout)["tokens"]
     assert tokens["tokenizer"] == "local/tiny-qwen3"
     assert by_folder is not None and tokens["sha256"] == by_folder.sha256  # the same tokenizer
+
+
+def test_the_counts_are_trls_own(tmp_path: Path) -> None:
+    # The trainers themselves, in the TRL consumer venv (docs/consumers.md): SFTTrainer's and
+    # DPOTrainer's prepared sequences are as long as metadata.tokens says, row by row, with the
+    # Qwen3 and Llama 3.1 templates (Llama's tool preamble for an empty tools list included).
+    import os
+    import subprocess
+
+    from tests.consumers.pipeline import _missing, consumer_python
+
+    missing = _missing("trl")
+    if missing is not None:
+        if os.environ.get("CI"):
+            pytest.fail(missing)
+        pytest.skip(missing)
+    facts, fb = facts_and_feedback()
+    facts += agent_session("long", 6, users=frozenset({3}))
+    facts.append(fact("bare", [user("Hi?")], [assistant(text("Hello."))], session="b", tools=[]))
+    specs, want = [], []
+    for template in ("qwen3", "llama3_1"):
+        folder = build_tokenizer(template, tmp_path / template)
+        for kind, shape in (("sft", None), ("sft", "prompt-completion"), ("dpo", None)):
+            out = tmp_path / f"{template}-{kind}-{shape}"
+            run_export(facts, out, fb, kind=kind, profile="trl", shape=shape, tokenizer=str(folder))
+            rows = read_rows(out / "train.jsonl")
+            assert rows
+            specs.append({"tokenizer": str(folder), "path": str(out / "train.jsonl"), "kind": kind})
+            want.append([r["metadata"]["tokens"] for r in rows])
+    spec = tmp_path / "spec.json"
+    spec.write_bytes(orjson.dumps(specs))
+    script = Path(__file__).with_name("trl_lengths.py")
+    report = tmp_path / "report.json"
+    subprocess.run(
+        [str(consumer_python("trl")), str(script), str(spec), str(report)],
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
+    assert orjson.loads(report.read_bytes()) == want
