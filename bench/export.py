@@ -244,6 +244,7 @@ def _run(argv: list[str]) -> tuple[float, float, float, bytes]:
 def built_tokenizer(vocab: int = 2000) -> Path:
     """A BPE tokenizer trained on the bench's words with TRL's Qwen3 chat template (the copy in
     tests/export/chat_templates), saved in bench/out/: a model folder `--tokenizer` loads."""
+    os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")  # "PyTorch was not found"
     from tokenizers import Tokenizer, decoders, models, trainers
     from tokenizers.pre_tokenizers import ByteLevel
     from transformers import PreTrainedTokenizerFast
