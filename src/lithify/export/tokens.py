@@ -307,7 +307,7 @@ class TokenBudget:
         message, or the completion), and of the messages between, the longest tail that starts
         at a turn boundary (a user or assistant message: a tool result never loses its call)
         and still holds something to answer (a user or tool message). Within a segment a row
-        never starts earlier than the row before it did: rows extend one another, so the
+        is cut no earlier than the segment's last cut row was: rows extend one another, so the
         search resumes where the last one stopped, and a segment costs a count per boundary.
         """
         data = row.data
