@@ -233,8 +233,8 @@ _SHELL = _shell_type()
 # out of a fact's codec bytes (a bare base64 string, or the payload of a ``data:…;base64,`` URL),
 # leaving a reference to the SHA-256 of its decoded bytes; ``join_blobs`` splices the base64 back.
 # The cut is of bytes, not values: the skeleton plus the re-encoded runs are the codec bytes
-# again, byte for byte, and only a run that re-encodes to itself (canonical, padded, standard
-# base64 on one line) is cut — any other spelling stays whole in the skeleton.
+# again, byte for byte, and only a run that re-encodes to itself (canonical padded base64 on one
+# line, in the standard or the URL-safe alphabet) is cut: any other spelling stays whole.
 
 BLOB_MIN = 1024  # base64 runs at least this long are kept as blobs (768 decoded bytes)
 _SPLICED = 3  # tag of a stored body: msgpack [skeleton, [[offset, sha256], ...]]
@@ -246,10 +246,16 @@ _SPLICED = 3  # tag of a stored body: msgpack [skeleton, [[offset, sha256], ...]
 # byte cut that the join puts back.
 # One anchored match per header: a text string fails it at its first space or punctuation.
 _CANDIDATE = re.compile(
-    rb"(?:\xda(..)|\xdb(....))(data:[\x20-\x2b\x2d-\x7e]{0,200}?;base64,)?[A-Za-z0-9+/]{16}",
+    rb"(?:\xda(..)|\xdb(....))(data:[\x20-\x2b\x2d-\x7e]{0,200}?;base64,)?[A-Za-z0-9+/_-]{16}",
     re.DOTALL,
 )
-_blob_refs = msgspec.msgpack.Decoder(tuple[bytes, list[tuple[int, bytes]]])
+# Each reference: (offset in the skeleton, SHA-256, alphabet: 0 standard, 1 URL-safe).
+Ref = tuple[int, bytes, int]
+_blob_refs = msgspec.msgpack.Decoder(tuple[bytes, list[Ref]])
+# The URL-safe alphabet (RFC 4648 §5; pydantic's and so google-genai's JSON bytes) spells `+/`
+# as `-_`: such runs are decoded and re-spelled through these tables.
+_FROM_URLSAFE = bytes.maketrans(b"-_", b"+/")
+_TO_URLSAFE = bytes.maketrans(b"+/", b"-_")
 
 
 def split_blobs(body: bytes, min_len: int = BLOB_MIN) -> tuple[bytes, dict[bytes, bytes]]:
@@ -258,7 +264,7 @@ def split_blobs(body: bytes, min_len: int = BLOB_MIN) -> tuple[bytes, dict[bytes
     if len(body) < min_len:  # the common fact: nothing to look for
         return body, {}
     blobs: dict[bytes, bytes] = {}
-    cuts: list[tuple[int, int, bytes]] = []  # (start, end, sha256) of each run to cut
+    cuts: list[tuple[int, int, bytes, int]] = []  # (start, end, sha256, alphabet) of each run
     total = len(body)
     for marker, width in ((b"\xda", 2), (b"\xdb", 4)):  # str16 headers, then str32 ones
         head = body.find(marker)
@@ -268,9 +274,9 @@ def split_blobs(body: bytes, min_len: int = BLOB_MIN) -> tuple[bytes, dict[bytes
             if m is not None:
                 end = head + 1 + width + int.from_bytes(m.group(1) or m.group(2), "big")
                 start = m.end() - 16  # the base64 run, after a data URL's head
-                sha = _blob(body, start, end, min_len, blobs) if end <= total else None
-                if sha is not None:
-                    cuts.append((start, end, sha))
+                found = _blob(body, start, end, min_len, blobs) if end <= total else None
+                if found is not None:
+                    cuts.append((start, end, *found))
                     after = end
             head = body.find(marker, after)
     if not cuts:
@@ -278,14 +284,14 @@ def split_blobs(body: bytes, min_len: int = BLOB_MIN) -> tuple[bytes, dict[bytes
     cuts.sort()
     view = memoryview(body)
     pieces: list[memoryview] = []
-    refs: list[tuple[int, bytes]] = []
+    refs: list[Ref] = []
     prev = cut = 0
-    for start, end, sha in cuts:
+    for start, end, sha, alphabet in cuts:
         if start < prev:
             continue  # overlaps a run cut already: only where the bytes are no msgpack string
         pieces.append(view[prev:start])
         cut += start - prev
-        refs.append((cut, sha))
+        refs.append((cut, sha, alphabet))
         prev = end
     pieces.append(view[prev:])
     return bytes((_SPLICED,)) + _encoder.encode((b"".join(pieces), refs)), blobs
@@ -293,9 +299,9 @@ def split_blobs(body: bytes, min_len: int = BLOB_MIN) -> tuple[bytes, dict[bytes
 
 def _blob(
     body: bytes, start: int, end: int, min_len: int, blobs: dict[bytes, bytes]
-) -> bytes | None:
-    """The SHA-256 of the bytes the run ``body[start:end]`` spells, kept in ``blobs``, when it
-    is long canonical base64; else None."""
+) -> tuple[bytes, int] | None:
+    """The SHA-256 of the bytes the run ``body[start:end]`` spells (kept in ``blobs``) and its
+    alphabet, when it is long canonical base64; else None."""
     if end - start < min_len:
         return None
     key = (end - start, body[start : start + 64], body[end - 64 : end])
@@ -303,17 +309,22 @@ def _blob(
     run = body[start:end]
     if known is not None and known[0] == run:  # one memcmp for a decode, encode and hash
         blobs[known[1]] = known[2]
-        return known[1]
+        return known[1], known[3]
+    alphabet, standard = 0, run
+    if b"-" in run or b"_" in run:
+        if b"+" in run or b"/" in run:
+            return None  # two alphabets: no base64 re-spells it
+        alphabet, standard = 1, run.translate(_FROM_URLSAFE)
     try:
-        data = binascii.a2b_base64(run, strict_mode=True)
+        data = binascii.a2b_base64(standard, strict_mode=True)
     except binascii.Error:
         return None
-    if binascii.b2a_base64(data, newline=False) != run:
+    if binascii.b2a_base64(data, newline=False) != standard:
         return None  # not its canonical spelling: kept whole
     sha = hashlib.sha256(data).digest()
     blobs[sha] = data
-    _runs.put(key, (run, sha, data))
-    return sha
+    _runs.put(key, (run, sha, data, alphabet))
+    return sha, alphabet
 
 
 class _Runs:
@@ -324,13 +335,13 @@ class _Runs:
     def __init__(self, limit: int) -> None:
         self._limit = limit
         self._size = 0
-        self._items: dict[tuple[int, bytes, bytes], tuple[bytes, bytes, bytes]] = {}
+        self._items: dict[tuple[int, bytes, bytes], tuple[bytes, bytes, bytes, int]] = {}
         self._lock = threading.Lock()
 
-    def get(self, key: tuple[int, bytes, bytes]) -> tuple[bytes, bytes, bytes] | None:
+    def get(self, key: tuple[int, bytes, bytes]) -> tuple[bytes, bytes, bytes, int] | None:
         return self._items.get(key)
 
-    def put(self, key: tuple[int, bytes, bytes], value: tuple[bytes, bytes, bytes]) -> None:
+    def put(self, key: tuple[int, bytes, bytes], value: tuple[bytes, bytes, bytes, int]) -> None:
         size = len(value[0]) + len(value[2])
         if size > self._limit:
             return
@@ -365,11 +376,12 @@ def blob_refs(stored: bytes | memoryview) -> list[bytes]:
     if not view or view[0] != _SPLICED:
         return []
     _, refs = spliced(view)
-    return list(dict.fromkeys(sha for _, sha in refs))
+    return list(dict.fromkeys(sha for _, sha, _ in refs))
 
 
-def spliced(view: memoryview) -> tuple[bytes, list[tuple[int, bytes]]]:
-    """The skeleton and the (offset, SHA-256) references of a body ``split_blobs`` cut."""
+def spliced(view: memoryview) -> tuple[bytes, list[Ref]]:
+    """The skeleton and the (offset, SHA-256, alphabet) references of a body ``split_blobs``
+    cut."""
     try:
         return _blob_refs.decode(view[1:])
     except (msgspec.DecodeError, msgspec.ValidationError) as e:
@@ -412,31 +424,39 @@ def join_blobs(
     if not view or view[0] != _SPLICED:
         return stored
     skeleton, refs = spliced(view)
-    encoded: dict[bytes, bytes] = {}
+    standard: dict[bytes, bytes] = {}  # the standard base64 of each blob referred to
     missing: list[bytes] = []
-    for _, sha in refs:
-        if sha in encoded:
+    for _, sha, _ in refs:
+        if sha in standard:
             continue
         hit = cache.get(sha) if cache is not None else None
         if hit is None:
             missing.append(sha)
-            encoded[sha] = b""
+            standard[sha] = b""
         else:
-            encoded[sha] = hit
+            standard[sha] = hit
     if missing:
         found = fetch(missing)
         for sha in missing:
             data = found.get(sha)
             if data is None:
                 raise CorruptFact(f"blob {sha.hex()} is missing from the store")
-            encoded[sha] = binascii.b2a_base64(data, newline=False)
+            standard[sha] = binascii.b2a_base64(data, newline=False)
             if cache is not None:
-                cache.put(sha, encoded[sha])
+                cache.put(sha, standard[sha])
+    urlsafe: dict[bytes, bytes] = {}
     out = bytearray()
     prev = 0
-    for at, sha in refs:
+    for at, sha, alphabet in refs:
         out += skeleton[prev:at]
-        out += encoded[sha]
+        if alphabet == 0:
+            out += standard[sha]
+        elif alphabet == 1:
+            if sha not in urlsafe:
+                urlsafe[sha] = standard[sha].translate(_TO_URLSAFE)
+            out += urlsafe[sha]
+        else:
+            raise CorruptFact(f"unknown base64 alphabet {alphabet}")
         prev = at
     out += skeleton[prev:]
     return bytes(out)
