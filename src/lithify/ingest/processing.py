@@ -230,6 +230,60 @@ def _prepare_each(
     return rows
 
 
+# Bodies at least this large go to a worker in a memory file rather than through the pool's
+# pipe; below it the file's system calls cost more than the pipe.
+SHARE_FROM = 64 * 1024
+
+
+def share(body: bytes) -> int | None:
+    """A memory file (memfd, close-on-exec) holding ``body``, for ``process_shared`` in a worker;
+    None where there are none (not Linux) or it cannot be made. The caller closes it."""
+    create = getattr(os, "memfd_create", None)
+    if create is None:
+        return None
+    try:
+        fd: int = create("lithify-body", os.MFD_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        view = memoryview(body)
+        while view:
+            view = view[os.write(fd, view) :]
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def process_shared(
+    owner: int,
+    fd: int,
+    file_id: tuple[int, int],
+    signal: str,
+    kind: str,
+    content_encoding: str,
+    limit: int,
+    preparer: Callable[..., Prepared] = prepare,
+) -> Processed | None:
+    """``process`` of a body the receiver (process ``owner``) left in a memory file (``share``)
+    instead of sending it through the pool's pipe, where it is pickled, and read back 64 KiB at a
+    time: measured, that cost a worker 12 µs of CPU a span, against 4 this way. None when the
+    file cannot be read here (no /proc, another user): the receiver then sends the bytes.
+    ``file_id`` (inode, size) makes sure the descriptor still names that file: a request whose
+    caller went away has its file closed, and the number may be another file's by now."""
+    try:
+        with open(f"/proc/{owner}/fd/{fd}", "rb", buffering=0) as f:
+            st = os.fstat(f.fileno())
+            if (st.st_ino, st.st_size) != file_id:
+                return None
+            body = f.readall()
+    except OSError:
+        return None
+    if len(body) != file_id[1]:
+        return None
+    return process(signal, kind, body, content_encoding, limit, preparer)
+
+
 def _process_feedback(data: bytes) -> Processed:
     """A feedback document, or a JSON list of them (docs/serve.md)."""
     try:

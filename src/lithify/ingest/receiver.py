@@ -53,10 +53,13 @@ from lithify.ingest.processing import (
     DEFAULT_MAX_BODY,
     JSON,
     PROTOBUF,
+    SHARE_FROM,
     Processed,
     _warm,
     _worker_init,
     process,
+    process_shared,
+    share,
 )
 from lithify.ingest.tokens import TokenCache
 from lithify.ingest.writer import GroupWriter
@@ -201,6 +204,8 @@ class Receiver:
         self._token_lock = asyncio.Lock()
         self._pool_lock = threading.Lock()
         self.grpc_port: int | None = None  # bound by ingest/grpc.py, when gRPC is on
+        # Bodies go to worker processes in memory files until a worker cannot read one.
+        self.share_bodies = config.workers > 0
 
     # -- lifetime --------------------------------------------------------------------------
     def _new_pool(self) -> concurrent.futures.Executor:
@@ -376,9 +381,7 @@ class Receiver:
         """Process a body in the pool, commit its rows, count them: the answer may be sent only
         once this returns ``Taken`` (its facts are committed). The caller holds an inflight slot."""
         try:
-            preparer = self.store.preparer() if self.store is not None else prepare
-            out = await self.run(process, signal, kind, body, encoding, self.config.max_body_size,
-                                 preparer)  # fmt: skip
+            out = await self._process(signal, kind, body, encoding)
         except BrokenProcessPool:
             return Refused(
                 503, "a translation worker died; retry", self.config.overload_retry_after
@@ -424,7 +427,26 @@ class Receiver:
         return Taken(out, facts, feedback)
 
     # -- request handling ----------------------------------------------------------------
-    async def run(self, fn: Callable[..., Processed], *args: Any) -> Processed:
+    async def _process(self, signal: str, kind: str, body: bytes, encoding: str) -> Processed:
+        """``process`` in the pool; a large body handed to a worker process in a memory file."""
+        preparer = self.store.preparer() if self.store is not None else prepare
+        limit = self.config.max_body_size
+        fd = share(body) if self.share_bodies and len(body) >= SHARE_FROM else None
+        if fd is not None:
+            try:
+                file_id = (os.fstat(fd).st_ino, len(body))
+                out = await self.run(
+                    process_shared, os.getpid(), fd, file_id, signal, kind, encoding, limit,
+                    preparer,
+                )  # fmt: skip
+            finally:
+                os.close(fd)
+            if out is not None:
+                return out
+            self.share_bodies = False  # the workers cannot read it: bytes from now on
+        return await self.run(process, signal, kind, body, encoding, limit, preparer)
+
+    async def run(self, fn: Callable[..., Processed | None], *args: Any) -> Any:
         loop = asyncio.get_running_loop()
         pool = self.pool
         assert pool is not None
