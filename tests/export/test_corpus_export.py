@@ -66,7 +66,13 @@ CASES = [
     )
 ]
 
-NEMO_GYM = jsonschema_rs.validator_for(_rust_patterns(schema("nemo-gym-responses-create-params")))
+# The params schema refers to inference-message v2 for its media and server-tool parts.
+NEMO_GYM = jsonschema_rs.validator_for(
+    _rust_patterns(schema("nemo-gym-responses-create-params")),
+    registry=jsonschema_rs.Registry(
+        [(schema("inference-message")["$id"], schema("inference-message"))]
+    ),
+)
 NATIVE = jsonschema_rs.validator_for(native_schema())
 ITEM = jsonschema_rs.validator_for({"$defs": native_schema()["$defs"], "$ref": "#/$defs/InputItem"})
 

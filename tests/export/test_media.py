@@ -274,8 +274,12 @@ def test_canonical_segment_rows_carry_media_parts_after_the_first_input(tmp_path
     out = tmp_path / "out"
     s = run_export(media_sessions(), out, kind="nemo-gym")
     rows = {r["metadata"]["session_id"]: r for r in _rows(out)}
-    # The seed params schema has no media part: segments starting with one are skipped.
-    assert s.skipped == {"media_unsupported": 5}
+    # Every session is a row: media and server tools anywhere, the starting input too
+    # (nemo-gym-responses-create-params.v3.json), each row validated against it.
+    assert s.skipped == {}
+    assert sorted(rows) == sorted({f.session_id for f in media_sessions()})
+    start = rows["s-vision"]["responses_create_params"]["input"][-1]["parts"]
+    assert [p["type"] for p in start] == ["text", "blob"] and start[1]["sha256"] == _sha(RED)
     (turn,) = rows["s-computer"]["turns"][1]["messages"]
     assert turn["parts"][1]["type"] == "blob" and turn["parts"][1]["sha256"] == _sha(SCREEN)
     output = rows["s-search"]["turns"][0]["output"]

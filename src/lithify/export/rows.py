@@ -46,8 +46,6 @@ from lithify.model import (
     Feedback,
     InferenceCall,
     Message,
-    ServerToolCallPart,
-    ServerToolCallResponsePart,
     ToolCallPart,
     ToolCallResponsePart,
     ToolDefinition,
@@ -647,14 +645,6 @@ class RowBuilder:
         every = [m for t in segment.turns for m in t.new_messages]
         outputs = [o for t in segment.turns if (o := _output(t)) is not None]
         _check_canonical(every + outputs, self.media.max_inline)
-        for m in first.new_messages:
-            for p in m.parts:
-                # The seed params schema (nemo-gym-responses-create-params.v2) holds the four
-                # v1 part types only; later turns are inference-message v2 and carry them.
-                if isinstance(p, MEDIA_TYPES):
-                    raise RowSkip("media_unsupported", "a medium in a segment's starting input")
-                if isinstance(p, ServerToolCallPart | ServerToolCallResponsePart):
-                    raise RowSkip("server_tool_unsupported", "in a segment's starting input")
         tools = trainer_tools(first.call.tools)
         params = {"input": [_canonical_row(m, omit_null_finish=True) for m in first.new_messages]}
         turns = []

@@ -12,7 +12,8 @@ import orjson
 SCHEMAS = {
     "inference-message": "inference-message.v2.json",
     "inference-message-v1": "inference-message.v1.json",
-    "nemo-gym-responses-create-params": "nemo-gym-responses-create-params.v2.json",
+    "nemo-gym-responses-create-params": "nemo-gym-responses-create-params.v3.json",
+    "nemo-gym-responses-create-params-v2": "nemo-gym-responses-create-params.v2.json",
     "trainer-text-message": "trainer-text-message.v1.json",
     "trainer-assistant-message": "trainer-assistant-message.v1.json",
     "trainer-assistant-tool-call-message": "trainer-assistant-tool-call-message.v1.json",
