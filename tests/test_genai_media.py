@@ -550,3 +550,20 @@ def test_a_non_base64_data_url_holds_its_bytes_percent_encoded() -> None:
     content, deg = both_paths({genai.INPUT: _dumps([{"role": "user", "parts": parts}])})
     assert content.input_messages[0].parts == [blob(b"a b", "text/plain", "document")]
     assert deg == {}
+
+
+@given(st.binary(min_size=1, max_size=300), st.booleans(), st.booleans())
+def test_blob_part_reads_either_alphabet_with_or_without_padding(
+    data: bytes, urlsafe: bool, pad: bool
+) -> None:
+    import base64 as b64
+
+    from lithify.translate._common import Degradations, blob_part
+
+    text = (b64.urlsafe_b64encode if urlsafe else b64.b64encode)(data).decode()
+    deg = Degradations()
+    part = blob_part(text if pad else text.rstrip("="), "image/png", deg)
+    assert part is not None and not deg
+    assert b64.b64decode(part.content) == data and part.content == b64.b64encode(data).decode()
+    mixed = Degradations()
+    assert blob_part("ab+c-d__", None, mixed) is None and mixed == {"malformed_media": 1}

@@ -167,12 +167,17 @@ def modality_of(mime_type: str | None, default: str = "document") -> str:
 def blob_part(
     data: str | bytes, mime_type: str | None, deg: Degradations, modality: str | None = None
 ) -> BlobPart | None:
-    """Inline media as a canonical ``blob`` part: ``data`` is base64 text (any padding or line
-    breaks) or the bytes themselves. Base64 that does not decode is counted
+    """Inline media as a canonical ``blob`` part: ``data`` is base64 text (standard or URL-safe
+    alphabet, with or without padding and line breaks) or the bytes themselves. Base64 that does not decode is counted
     (``malformed_media``) and gives no part; the original stays on raw."""
     if isinstance(data, str):
+        text = "".join(data.split())
+        text += "=" * (-len(text) % 4)  # some producers leave the padding out
         try:
-            raw = base64.b64decode("".join(data.split()), validate=True)
+            # Standard or URL-safe alphabet (Gemini's SDKs write either), never a mix of both.
+            urlsafe = ("-" in text or "_" in text) and not ("+" in text or "/" in text)
+            alt = b"-_" if urlsafe else None
+            raw = base64.b64decode(text, altchars=alt, validate=True)
         except (binascii.Error, ValueError):
             deg.add("malformed_media")
             return None
