@@ -241,7 +241,7 @@ def test_image_url_forms() -> None:
         {"type": "image_url", "image_url": {"url": url, "detail": "auto"}},
         {"type": "image_url", "image_url": url},  # Mistral: the URL as a plain string
         {"type": "image_url", "image_url": {"url": "data:image/svg+xml,%3Csvg%2F%3E"}},
-        {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAA"}},  # bad base64
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAAA"}},  # bad base64
         {"type": "image_url", "image_url": {}},
     )
     assert parts == [
