@@ -13,11 +13,12 @@ from typer.testing import CliRunner
 
 from lithify.cli import app
 from lithify.export import ExportOptions, ProfileError, make_builder
-from lithify.export.flags import DEFAULT_DROP, FLAGS, _scan
+from lithify.export.flags import DEFAULT_DROP, FLAGS, _scan, call_flags
 from lithify.export.profiles import resolve
 from lithify.export.rows import shape_for
 from lithify.export.validate import RowValidator
 from lithify.model import InferenceCall, Message, ToolCallResponsePart, encode
+from lithify.store import open_store
 from tests.export.helpers import (
     assistant,
     call,
@@ -157,6 +158,7 @@ def test_a_row_carries_exactly_the_flags_of_its_calls(
     rows = read_rows(folder / "k" / "train.jsonl")
     assert [r["metadata"]["flags"] for r in rows] == [want]
     assert kept.flags == dict.fromkeys(want, 1)
+    assert [found for _, found in call_flags(facts)] == [want]  # what lithify stats --flags counts
     _valid(rows, kind)
     default = run_export(facts, folder / "d", fb, kind=kind)
     assert default.rows["train"] == (0 if set(want) & DEFAULT_DROP else 1)
@@ -215,6 +217,27 @@ def test_tools_a_capture_lacks_are_recovered_from_its_session(
     # Without a call that defines it, the tool stays undefined and the row is dropped.
     alone = run_export([bare], tmp_path / "alone", fb, kind=kind, profile=profile)
     assert alone.flags.get("undefined_tool_call") == 1 and alone.skipped.get("flagged") == 1
+    # The calls alone, as lithify stats --flags counts them.
+    assert [f for _, f in call_flags([bare, second])] == [["tools_recovered"], []]
+    assert [f for _, f in call_flags([bare])] == [["undefined_tool_call"]]
+
+
+def test_stats_counts_the_flags_of_stored_calls(sqlite_store_url: str) -> None:
+    first, second = tool_session()
+    bare = fact(first.inference_call_id, first.input_messages, first.output_messages,
+                session="s-1", second=1, tools=[])  # fmt: skip
+    alone = fact("c9", first.input_messages, first.output_messages, session="s-9", tools=[])
+    with open_store(sqlite_store_url) as store:
+        store.insert_facts([bare, second, alone, *_one("length")])
+    res = runner.invoke(app, ["stats", "--store", sqlite_store_url, "--flags", "--json"])
+    assert res.exit_code == 0, res.output
+    assert orjson.loads(res.stdout)["flags"] == {
+        "tools_recovered": 1, "truncated_target": 1, "undefined_tool_call": 1
+    }  # fmt: skip
+    shown = runner.invoke(app, ["stats", "--store", sqlite_store_url, "--flags"])
+    assert shown.exit_code == 0 and "undefined_tool_call" in shown.output
+    plain = runner.invoke(app, ["stats", "--store", sqlite_store_url, "--json"])
+    assert "flags" not in orjson.loads(plain.stdout)  # read only when asked: it reads every call
 
 
 _PARTS = st.lists(

@@ -172,21 +172,41 @@ def stats_cmd(
     since: SinceOpt = None,
     until: UntilOpt = None,
     as_json: Annotated[bool, json_flag("Print the stats as JSON.")] = False,
+    flags: Annotated[
+        bool,
+        typer.Option(
+            "--flags",
+            help="Also count the quality flags an SFT row of each call would carry (reads every "
+            "selected call; docs/export.md, Quality flags).",
+            envvar="LITHIFY_STATS_FLAGS",
+        ),
+    ] = False,
 ) -> None:
     """Counts of stored facts by model, provider, source, session and degradation reason, with tokens."""
+    import dataclasses
+    from collections import Counter
+
     import orjson
     from rich.console import Console
     from rich.table import Table
 
     from lithify.model import DEGRADATION_REASONS, to_builtins
 
+    selected = fact_filter(session, model, source, provider, since, until, None)
+    flagged: Counter[str] = Counter()
     with opened_store(store_url) as store:
-        st = store.stats(fact_filter(session, model, source, provider, since, until, None))
+        st = store.stats(selected)
         url = store.url
+        if flags:
+            from lithify.export.flags import call_flags
+
+            calls = store.iter_facts(dataclasses.replace(selected, order="session"))
+            for _, found in call_flags(calls):
+                flagged.update(found)
+    counted = {"flags": dict(sorted(flagged.items()))} if flags else {}
     if as_json:
-        typer.echo(
-            orjson.dumps({"store": url, **to_builtins(st)}, option=orjson.OPT_INDENT_2).decode()
-        )
+        doc = {"store": url, **to_builtins(st), **counted}
+        typer.echo(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode())
         return
     out = Console()
     out.print(
@@ -223,3 +243,13 @@ def stats_cmd(
         for d in st.degradations:
             t.add_row(d.reason, str(d.facts), str(d.count), DEGRADATION_REASONS.get(d.reason, ""))
         out.print(t)
+    if flags:
+        from lithify.export.flags import DEFAULT_DROP, FLAGS
+
+        t = Table(title="quality flags (calls)", show_header=True, header_style="bold")
+        for col in ("flag", "calls", "export", "meaning"):
+            t.add_column(col)
+        for name, n in sorted(flagged.items()):
+            what = "dropped" if name in DEFAULT_DROP else "kept"
+            t.add_row(name, str(n), what, FLAGS[name])
+        out.print(t if flagged else "no call carries a quality flag")

@@ -280,3 +280,41 @@ def note_flags(summary: ExportSummary, flagger: Flagger) -> ExportSummary:
         skipped = {**summary.skipped, "flagged": flagger.dropped}
         summary.skipped = dict(sorted(skipped.items()))
     return summary
+
+
+def call_flags(facts: Iterable[InferenceCall]) -> Iterator[tuple[InferenceCall, list[str]]]:
+    """Each call with the flags an SFT row targeting it would carry: judged against the call's
+    own tools, with a missing one recovered (``tools_recovered``) where another call of its
+    session defines it, as the export does. ``facts`` come grouped by session (the store's
+    ``order="session"``); a session's calls are held until the next session begins."""
+    session: object = object()
+    held: list[tuple[InferenceCall, _Call]] = []
+    defined: set[str] = set()
+    scan: _Scan | None = None
+
+    def judged() -> Iterator[tuple[InferenceCall, list[str]]]:
+        for f, c in held:
+            found = set()
+            missing = c.used - {t.name for t in f.tools}
+            if missing:
+                found.add("tools_recovered" if missing <= defined else "undefined_tool_call")
+            if "length" in c.finishes:
+                found.add("truncated_target")
+            if "content_filter" in c.finishes:
+                found.add("content_filter")
+            if c.empty:
+                found.add("empty_target")
+            if c.orphan:
+                found.add("orphan_tool_result")
+            if c.degraded:
+                found.add("degraded_source")
+            yield f, sorted(found)
+
+    for f in facts:
+        if f.session_id != session or f.session_id is None:
+            yield from judged()
+            held, defined, session = [], set(), f.session_id
+        scan = _scan(f.input_messages, scan if f.session_id is not None else None)
+        held.append((f, _call(f, scan)))
+        defined.update(t.name for t in f.tools)
+    yield from judged()
