@@ -13,7 +13,6 @@ import orjson
 
 from lithify.core import codec
 from lithify.model import (
-    InferenceCall,
     Message,
     ReasoningPart,
     ServerToolCallPart,
@@ -109,10 +108,8 @@ def message_text(messages: Iterable[Message]) -> Iterable[str]:
             # media parts have no text to search: their bytes are not words
 
 
-def _has_text(fact: InferenceCall, needle: str) -> bool:
-    return any(
-        needle in t.casefold() for t in message_text([*fact.input_messages, *fact.output_messages])
-    )
+def _has_text(messages: Iterable[Message], needle: str) -> bool:
+    return any(needle in t.casefold() for t in message_text(messages))
 
 
 class SessionQueries(CaptureIndex):
@@ -319,11 +316,26 @@ class SessionQueries(CaptureIndex):
         if not ids:
             return set()
         found: set[str] = set()
+        current: str | None = None
+        # A session's calls replay its conversation, and a read grouped by session shares the
+        # replayed messages between them (codec.FactReader): each message object is searched
+        # once per session, so a session costs its text once, not once per call. The dict
+        # holds the objects so that their ids stay theirs.
+        searched: dict[int, Message] = {}
         for fact in self.iter_facts(  # type: ignore[attr-defined]
             FactFilter(session_id=[codec.uncol(i) or "" for i in ids], order="session")
         ):
             sid = codec.col(fact.session_id)
-            if sid not in found and _has_text(fact, needle):
+            if sid != current:
+                current, searched = sid, {}
+            if sid in found:
+                continue
+            new: list[Message] = []
+            for m in (*fact.input_messages, *fact.output_messages):
+                if id(m) not in searched:
+                    searched[id(m)] = m
+                    new.append(m)
+            if _has_text(new, needle):
                 found.add(sid)  # type: ignore[arg-type]
         return found
 
