@@ -29,6 +29,8 @@ from lithify.model import (
     InferenceCall,
     Message,
     ReasoningPart,
+    ServerToolCallPart,
+    ServerToolCallResponsePart,
     Source,
     TextPart,
     ToolCallPart,
@@ -120,6 +122,21 @@ def test_each_value_json_cannot_carry_reads_back_wherever_it_is(key: str) -> Non
         raw=v,
     )
     assert same(decode_line(encode_line(fact)), fact)
+    # The parts beyond v1 whose values are any JSON: a server tool's call and result, a
+    # built-in tool's definition.
+    server = _fact(
+        output_messages=[
+            Message(
+                "assistant",
+                [
+                    ServerToolCallPart("s", "web_search", {"type": "web_search_call", key: v}),
+                    ServerToolCallResponsePart("s", {"type": "web_search_result", key: [v]}),
+                ],
+            )
+        ],
+        tools=[ToolDefinition("web_search", None, {}, builtin={"type": "web_search", key: v})],
+    )
+    assert same(decode_line(encode_line(server)), server)
 
 
 def test_plain_facts_are_plain_json_and_others_say_they_are_escaped() -> None:

@@ -26,7 +26,14 @@ from typing import IO, Any
 
 import msgspec
 
-from lithify.model import Feedback, InferenceCall, ToolCallPart, ToolCallResponsePart
+from lithify.model import (
+    Feedback,
+    InferenceCall,
+    ServerToolCallPart,
+    ServerToolCallResponsePart,
+    ToolCallPart,
+    ToolCallResponsePart,
+)
 
 MARK = "lithify:esc:"
 ESCAPED = "lithify:escaped"
@@ -92,7 +99,14 @@ def _non_finite(obj: Fact) -> bool:
                     roots.append(p.arguments)
                 elif t is ToolCallResponsePart:
                     roots.append(p.result)
-    roots += [tool.parameters for tool in obj.tools]
+                elif t is ServerToolCallPart:
+                    roots.append(p.server_tool_call)
+                elif t is ServerToolCallResponsePart:
+                    roots.append(p.server_tool_call_response)
+    for tool in obj.tools:
+        roots.append(tool.parameters)
+        if tool.builtin is not None:
+            roots.append(tool.builtin)
     return _bad(roots)
 
 
