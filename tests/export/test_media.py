@@ -537,3 +537,19 @@ def test_a_server_tool_call_alone_is_no_empty_target(tmp_path: Path) -> None:
     out = tmp_path / "out"
     s = run_export([f], out, kind="nemo-gym")
     assert s.rows == {"train": 1, "eval": 0} and "empty_target" not in s.flags
+
+
+def test_a_non_finite_number_in_a_server_tool_skips_the_canonical_row(tmp_path: Path) -> None:
+    """JSON has no NaN (orjson would write null): the row is skipped by its reason, not bent."""
+    import math
+
+    from lithify.model import ServerToolCallPart, ServerToolCallResponsePart
+
+    searched = Message("assistant", [
+        ServerToolCallPart("ws", "web_search", {"type": "web_search_call", "score": math.nan}),
+        ServerToolCallResponsePart("ws", {"type": "web_search_result"}),
+        text("Found it."),
+    ])  # fmt: skip
+    facts = [fact("nan", [user("Search.")], [searched], session="s-nan")]
+    s = run_export(facts, tmp_path / "out", kind="nemo-gym")
+    assert s.skipped == {"unrepresentable_value": 1} and s.rows["train"] == 0

@@ -46,6 +46,8 @@ from lithify.model import (
     Feedback,
     InferenceCall,
     Message,
+    ServerToolCallPart,
+    ServerToolCallResponsePart,
     ToolCallPart,
     ToolCallResponsePart,
     ToolDefinition,
@@ -301,6 +303,14 @@ def _check_canonical(messages: Sequence[Message], max_inline: int) -> None:
             elif isinstance(p, ToolCallResponsePart):
                 check_id(p.id)
                 check_value(p.result)
+            elif isinstance(p, ServerToolCallPart | ServerToolCallResponsePart):
+                if p.id is not None:
+                    check_id(p.id)
+                check_value(
+                    p.server_tool_call
+                    if isinstance(p, ServerToolCallPart)
+                    else p.server_tool_call_response
+                )
 
 
 def _after_input(segment: Segment) -> list[Message]:
