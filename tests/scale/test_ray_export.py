@@ -45,11 +45,15 @@ def _same(local: ExportSummary, local_out: Path, done: ShardedExport, out: Path)
     hold the local rows (and the eval rows the eval prompt rule left out)."""
     for name in (Path(p).name for p in local.files.values()):
         assert (out / name).read_bytes() == (local_out / name).read_bytes(), name
+    # Published as the local export is: the digests of the facts read, the card, the manifest.
+    for name in ("facts.sha256", "README.md", "manifest.json"):
+        assert (out / name).read_bytes() == (local_out / name).read_bytes(), name
     mine = msgspec.structs.replace(done.summary, output="", files={})
     assert mine == msgspec.structs.replace(local, output="", files={})
     shard_rows = sorted(
         line
         for f in done.manifest["files"]
+        if f["file"].endswith(".jsonl")
         for line in (done.shards / f["file"]).read_bytes().splitlines()
     )
     merged = sorted(
@@ -173,6 +177,15 @@ def test_cli_joins_the_cluster(cluster: tuple[str, dict[str, str]], tmp_path: Pa
         assert (tmp_path / "ray" / name).read_bytes() == (tmp_path / "local" / name).read_bytes()
     manifest = orjson.loads((tmp_path / "ray" / "shards" / "manifest.json").read_bytes())
     assert manifest["rows"]["train"] == b["rows"]["train"]
+    # The export's own manifest, card and digests: the local run's, and a replay of the Ray
+    # export's manifest (run locally) makes the same bytes.
+    for name in ("manifest.json", "README.md", "facts.sha256"):
+        assert (tmp_path / "ray" / name).read_bytes() == (tmp_path / "local" / name).read_bytes()
+    replay = subprocess.run(
+        [LITHIFY, "export", "--replay", str(tmp_path / "ray" / "manifest.json"), "--json"],
+        capture_output=True,
+    )
+    assert replay.returncode == 0, replay.stdout.decode()[-2000:] + replay.stderr.decode()[-2000:]
 
 
 def test_without_ray_the_command_names_the_extra(tmp_path: Path) -> None:

@@ -273,8 +273,9 @@ def export_cmd(
         if not facts_files:
             err.print("[red]--engine ray reads fact files: give --facts FILE or DIR[/]")
             raise typer.Exit(Exit.USAGE)
+        origin = cli_provenance(options, facts=facts_files, filters=filters)
         summary = _run_ray(
-            facts_files, target, options, filters, show, ray_address, partitions, merge
+            facts_files, target, options, filters, show, ray_address, partitions, merge, origin
         )
         if as_json:
             typer.echo(json_text(summary))
@@ -341,6 +342,7 @@ def _run_ray(
     address: str | None,
     partitions: int | None,
     merge: bool,
+    origin: Provenance,
 ) -> ExportSummary:
     """The export on Ray (``export.distributed``), with the local run's bar and exit codes."""
     from rich.markup import escape
@@ -351,8 +353,9 @@ def _run_ray(
     try:
         with export_failures("write", target), ray_session(address) as _, _bar(show, None) as tick:
             done = export_ray(
-                paths, target, options, filters, partitions=partitions, merge=merge, progress=tick
-            )
+                paths, target, options, filters, partitions=partitions, merge=merge,
+                progress=tick, provenance=origin,
+            )  # fmt: skip
             return done.summary
     except RayMissing as e:
         err.print(f"[red]{escape(str(e))}[/]")

@@ -41,6 +41,14 @@ from lithify.core.factfile import InputError, read_facts
 from lithify.derive.feedback import FeedbackIndex
 from lithify.derive.sessions import DeriveStats, call_order_key, resolve_facts, session_order_key
 from lithify.export.flags import Flagger, dropped_flags, note_flags
+from lithify.export.manifest import (
+    FactCounts,
+    FactDigests,
+    Provenance,
+    call_line,
+    publish,
+    unpublish,
+)
 from lithify.export.pipeline import ExportOptions, derive_rows, make_builder, summarize
 from lithify.export.rows import Row
 from lithify.export.source import matcher
@@ -76,6 +84,7 @@ class ShardedExport:
 # A fact travels as its lossless codec bytes with the keys the shuffle and the identity rule
 # need; every record of one stage has the same columns.
 _CALL, _FEEDBACK, _ERROR = "call", "feedback", "error"
+_ROW, _FACT = "row", "fact"  # what the session step hands back: rows, and fact digest lines
 _calls = Decoder(InferenceCall)
 _feedback = Decoder(Feedback)
 
@@ -185,6 +194,12 @@ def _derive_group(batch: Any, job: _Job) -> Iterator[Any]:
 
     facts = sorted((_calls.decode(b) for b in batch["body"].to_pylist()), key=session_order_key)
     order = batch["order"][0].as_py()
+    # The group's lines of facts.sha256, in the local export's order (this group's place, then
+    # each call's): shards carry them beside the rows, and the driver joins them in order.
+    counts = FactCounts()
+    for f in facts:
+        counts.note(f)
+    yield _lines(order, [call_line(f) for f in facts])
     options = job.options
     builder = make_builder(options)
     flagger = Flagger(options.kind, dropped_flags(options.drop_flags, options.keep_flags))
@@ -216,8 +231,27 @@ def _derive_group(batch: Any, job: _Job) -> Iterator[Any]:
     flags = (flagger.flagged, flagger.dropped)
     met = index.take_met()
     peak = (os.getpid(), _private_rss())  # with the session's facts still held
-    done = pickle.dumps((stats, tally, flags, met, len(facts), candidates, sizes, peak))
+    done = pickle.dumps((stats, tally, flags, met, len(facts), candidates, sizes, peak, counts))
     yield _record("tally", order, done)
+
+
+def _lines(order: str, lines: list[bytes]) -> Any:
+    """The ``facts.sha256`` lines of a group's calls, as records ordered after its rows'."""
+    import pyarrow as pa
+
+    n = len(lines)
+    return pa.Table.from_arrays(
+        [
+            pa.array([_FACT] * n, pa.string()),
+            pa.array([order] * n, pa.string()),
+            pa.array(range(n), pa.int64()),
+            pa.array([""] * n, pa.string()),
+            pa.array([b""] * n, pa.binary()),
+            pa.array(lines, pa.binary()),
+            pa.array([b""] * n, pa.binary()),
+        ],
+        schema=_rows_schema(),
+    )
 
 
 def _record(kind: str, order: str, tally: bytes) -> Any:
@@ -248,7 +282,7 @@ def _table(order: str, seq: int, rows: list[Row]) -> Any:
     n = len(rows)
     return pa.Table.from_arrays(
         [
-            pa.array(["row"] * n, pa.string()),
+            pa.array([_ROW] * n, pa.string()),
             pa.array([order] * n, pa.string()),
             pa.array(range(seq, seq + n), pa.int64()),
             pa.array([r.split for r in rows], pa.string()),
@@ -285,22 +319,27 @@ def _with_shard(batch: Any, cuts: list[tuple[str, int]]) -> Any:
 
 def _write_shard(batch: Any, folder: str) -> Any:
     """One shard: its rows in export order (``order``, ``seq``) as ``part-N.train.jsonl``,
-    ``part-N.eval.jsonl`` and ``part-N.prompts`` (each row's prompt digest, train rows then
-    eval rows), written whole or not at all, so a task Ray runs again writes the same files."""
+    ``part-N.eval.jsonl``, ``part-N.prompts`` (each row's prompt digest, train rows then eval
+    rows) and ``part-N.facts`` (its calls' lines of ``facts.sha256``), written whole or not at
+    all, so a task Ray runs again writes the same files."""
     import pyarrow as pa
+    import pyarrow.compute as pc
 
     ordered = batch.sort_by([("order", "ascending"), ("seq", "ascending")])
+    is_row = pc.equal(ordered["kind"], _ROW)
+    kept = ordered.filter(is_row)
     rows = zip(
-        ordered["split"].to_pylist(),
-        ordered["prompt"].to_pylist(),
-        ordered["encoded"].to_pylist(),
+        kept["split"].to_pylist(), kept["prompt"].to_pylist(), kept["encoded"].to_pylist(),
         strict=True,
-    )
-    shard = _shard_files(rows, Path(folder), batch["shard"][0].as_py())
+    )  # fmt: skip
+    facts = ordered.filter(pc.invert(is_row))["encoded"].to_pylist()
+    shard = _shard_files(rows, Path(folder), batch["shard"][0].as_py(), facts)
     return pa.Table.from_pylist([shard])
 
 
-def _shard_files(rows: Iterable[tuple[str, bytes, bytes]], folder: Path, n: int) -> dict[str, Any]:
+def _shard_files(
+    rows: Iterable[tuple[str, bytes, bytes]], folder: Path, n: int, facts: Sequence[bytes] = ()
+) -> dict[str, Any]:
     lines: dict[str, list[bytes]] = {"train": [], "eval": []}
     prompts: dict[str, list[bytes]] = {"train": [], "eval": []}
     for split, prompt, encoded in rows:
@@ -310,13 +349,19 @@ def _shard_files(rows: Iterable[tuple[str, bytes, bytes]], folder: Path, n: int)
         "train.jsonl": b"".join(lines["train"]),
         "eval.jsonl": b"".join(lines["eval"]),
         "prompts": b"".join(prompts["train"] + prompts["eval"]),
+        "facts": b"".join(facts),  # the calls' lines of facts.sha256, in export order
     }
     for suffix, data in parts.items():
         target = folder / f"part-{n:05d}.{suffix}"
         tmp = folder / f".{target.name}.{os.getpid()}.tmp"
         tmp.write_bytes(data)
         os.replace(tmp, target)
-    return {"shard": n, "train": len(prompts["train"]), "eval": len(prompts["eval"])}
+    return {
+        "shard": n,
+        "train": len(prompts["train"]),
+        "eval": len(prompts["eval"]),
+        "calls": len(facts),
+    }
 
 
 def _sha256(path: Path) -> str:
@@ -337,6 +382,8 @@ def _publish_shards(staging: Path, final: Path, shards: list[dict[str, Any]]) ->
             path = staging / f"part-{s['shard']:05d}.{suffix}"
             rows = s[suffix.split(".")[0]]
             files.append({"file": path.name, "rows": rows, "sha256": _sha256(path)})
+        path = staging / f"part-{s['shard']:05d}.facts"
+        files.append({"file": path.name, "calls": s["calls"], "sha256": _sha256(path)})
     manifest = {
         "format": "lithify-shards/1",
         "shards": [s["shard"] for s in ordered],
@@ -411,13 +458,16 @@ def export_ray(
     shard_bytes: int = 64 << 20,
     merge: bool = True,
     progress: Callable[[int], None] | None = None,
+    provenance: Provenance | None = None,
 ) -> ShardedExport:
     """``export.pipeline.export`` of ``from_files(paths, filters)`` on the Ray this process is
     connected to (``cli.engine.ray_session``): same rows, same files, same summary; the rows are also left
     as sorted shards in ``OUT/shards`` with their manifest. ``partitions``: how many the
     session shuffle makes (when None, one per 32 MiB of facts); ``shard_bytes``: about how much of
     the rows' JSON a shard holds; ``merge=False`` writes the shards only
-    (and the DPO pairs, as the last shard); ``progress`` is told of facts derived.
+    (and the DPO pairs, as the last shard); ``progress`` is told of facts derived. A merged
+    export is published as the local one is (``facts.sha256``, the card, ``manifest.json`` last,
+    ``provenance`` in it), byte for byte the local export's.
 
     Raises ``InputError`` for a fact file that cannot be read, ``RowInvalid`` for a row that
     fails its schema (nothing is written then)."""
@@ -488,10 +538,12 @@ def export_ray(
     candidates: list[InferenceCall] = []
     sizes: list[tuple[tuple[str, int], int]] = []
     peaks: dict[int, int] = {}
+    digests = FactDigests()
     for r in derived.filter(expr=col("kind") == "tally").iter_rows():
-        part, tally, (flagged, flag_dropped), met, n, named, batches, (pid, rss) = pickle.loads(
-            r["tally"]
+        part, tally, (flagged, flag_dropped), met, n, named, batches, (pid, rss), counts = (
+            pickle.loads(r["tally"])
         )
+        digests.merge(counts)
         peaks[pid] = max(peaks.get(pid, 0), rss)
         sizes += (((r["order"], seq), size) for seq, size in batches)
         _add(stats, part)
@@ -509,7 +561,7 @@ def export_ray(
     if staging.exists():
         shutil.rmtree(staging)
     staging.mkdir(parents=True)
-    rows = derived.filter(expr=col("kind") == "row")
+    rows = derived.filter(expr=col("kind").is_in([_ROW, _FACT]))
     cuts = _cuts(sizes, shard_bytes)
     shards = (
         rows.map_batches(_with_shard, fn_kwargs={"cuts": cuts}, batch_format="pyarrow")
@@ -523,11 +575,23 @@ def export_ray(
     manifest = _publish_shards(staging, out / SHARDS, shards)
 
     writer = SplitWriter(
-        out, options.fmt, columns_for(options.kind, builder.shape, images=options.images)
+        out,
+        options.fmt,
+        columns_for(options.kind, builder.shape, images=options.images),
+        before_commit=lambda: unpublish(out),
     )
     if merge:
         with writer:
             for row in _merged(out / SHARDS, manifest, options.fmt != "jsonl"):
                 writer.write(row)
     summary = note_flags(summarize(options, builder, stats, writer, index.dropped()), flagger)
+    if merge:
+        for n in manifest["shards"]:
+            with open(out / SHARDS / f"part-{n:05d}.facts", "rb") as fh:
+                for line in fh:
+                    digests.add(line)
+        origin = provenance if provenance is not None else Provenance()
+        publish(
+            out, summary=summary, options=options, digests=digests, feedback=feedback, origin=origin
+        )
     return ShardedExport(summary, out / SHARDS, manifest, peaks)

@@ -176,25 +176,52 @@ def _line(kind: str, ident: str, data: bytes) -> bytes:
     )
 
 
+def call_line(fact: InferenceCall) -> bytes:
+    """A call's line of ``facts.sha256``: the SHA-256 of its JSON and its id."""
+    return _line("call", fact.inference_call_id, encode(fact))
+
+
 def _name(line: bytes) -> bytes:
     """What a line of ``facts.sha256`` names (after the 64 hex digits and two spaces)."""
     return line[66:]
 
 
-class FactDigests:
-    """The facts an export reads, digested as they pass (``watch``), with what the manifest
-    counts of them. Their lines wait in a spooled temporary file: memory stays flat."""
+class FactCounts:
+    """What a manifest counts of the facts an export reads: by source, model, degradation."""
 
     def __init__(self) -> None:
-        self.spool = tempfile.SpooledTemporaryFile(max_size=_SPOOL)  # noqa: SIM115
-        self.hash = hashlib.sha256()
-        self.count = 0
         self.sources: Counter[str] = Counter()
         self.models: Counter[str] = Counter()
         self.degradations: Counter[str] = Counter()
 
+    def note(self, fact: InferenceCall) -> None:
+        self.sources[fact.source.name] += 1
+        self.models[fact.model or ""] += 1
+        for name in fact.degradations:
+            self.degradations[name] += 1
+
+    def merge(self, other: FactCounts) -> None:
+        """Add ``other``'s counts (a distributed export's, task by task)."""
+        self.sources.update(other.sources)
+        self.models.update(other.models)
+        self.degradations.update(other.degradations)
+
+
+class FactDigests(FactCounts):
+    """The facts an export reads, digested as they pass (``watch``), with what the manifest
+    counts of them. Their lines wait in a spooled temporary file: memory stays flat."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.spool = tempfile.SpooledTemporaryFile(max_size=_SPOOL)  # noqa: SIM115
+        self.hash = hashlib.sha256()
+        self.count = 0
+
     def _digest(self, item: tuple[str, bytes]) -> None:
-        line = _line("call", *item)
+        self.add(_line("call", *item))
+
+    def add(self, line: bytes) -> None:
+        """One call's line (``call_line``), in the export's order."""
         self.spool.write(line)
         self.hash.update(line)
         self.count += 1
@@ -206,10 +233,7 @@ class FactDigests:
         try:
             for f in facts:
                 background.put((f.inference_call_id, encode(f)))
-                self.sources[f.source.name] += 1
-                self.models[f.model or ""] += 1
-                for name in f.degradations:
-                    self.degradations[name] += 1
+                self.note(f)
                 yield f
         except GeneratorExit:  # the export failed: nothing will be published
             background.abandon()
