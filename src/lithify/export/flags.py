@@ -15,8 +15,6 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import orjson
-
 from lithify.export.trainer import flat_tools, trainer_tools
 from lithify.model import (
     BlobPart,
@@ -254,23 +252,7 @@ class Flagger:
             if self.drop.intersection(found):
                 self.dropped += 1
                 continue
-            yield _with_flags(row, found)
-
-
-def _with_flags(row: Row, flags: list[str]) -> Row:
-    """``row`` with ``metadata.flags``, its JSON as encoding the whole row would give."""
-    meta = row.data["metadata"]
-    meta["flags"] = flags
-    span = row.spans.get("metadata") if row.spans else None
-    if span is None:
-        row.encoded = orjson.dumps(row.data)
-        return row
-    start, end = span
-    encoded = orjson.dumps(meta)
-    row.encoded = row.encoded[:start] + encoded + row.encoded[end:]
-    assert row.spans is not None
-    row.spans = {**row.spans, "metadata": (start, start + len(encoded))}
-    return row
+            yield row.set_metadata(flags=found)
 
 
 def note_flags(summary: ExportSummary, flagger: Flagger) -> ExportSummary:

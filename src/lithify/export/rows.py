@@ -113,6 +113,22 @@ class Row:
     # the writer puts their bytes beside JSONL rows or into the Parquet column.
     media: list[BlobPart] | None = None
 
+    def set_metadata(self, **fields: Any) -> Row:
+        """This row with ``fields`` set in its ``metadata``, its JSON as encoding the whole
+        row would give (only the metadata is encoded again, where its place is known)."""
+        meta = self.data["metadata"]
+        meta.update(fields)
+        span = self.spans.get("metadata") if self.spans else None
+        if span is None:
+            self.encoded = orjson.dumps(self.data)
+            return self
+        start, end = span
+        encoded = orjson.dumps(meta)
+        self.encoded = self.encoded[:start] + encoded + self.encoded[end:]
+        assert self.spans is not None
+        self.spans = {**self.spans, "metadata": (start, start + len(encoded))}
+        return self
+
 
 _PIECE_HEAD = len(b'{"m":[')
 

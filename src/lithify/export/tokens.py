@@ -284,7 +284,7 @@ class TokenBudget:
                     self.over += 1
                     continue
                 row, n, cut = found
-            row = _with_tokens(row, n, cut)
+            row = row.set_metadata(tokens=n, **({"context_cut": cut} if cut else {}))
             if cut:
                 # Cut rows are new rows: validated whole, with their count.
                 self.validator.check(row.data, row.source_ids)
@@ -364,22 +364,3 @@ class TokenBudget:
             max=max(self.counts) if self.counts else None,
             cut=self.cut,
         )
-
-
-def _with_tokens(row: Row, n: int, cut: int) -> Row:
-    """``row`` with ``metadata.tokens`` (and ``metadata.context_cut`` when cut), its JSON as
-    encoding the whole row would give."""
-    meta = row.data["metadata"]
-    meta["tokens"] = n
-    if cut:
-        meta["context_cut"] = cut
-    span = row.spans.get("metadata") if row.spans else None
-    if span is None:
-        row.encoded = orjson.dumps(row.data)
-        return row
-    start, end = span
-    encoded = orjson.dumps(meta)
-    row.encoded = row.encoded[:start] + encoded + row.encoded[end:]
-    assert row.spans is not None
-    row.spans = {**row.spans, "metadata": (start, start + len(encoded))}
-    return row
