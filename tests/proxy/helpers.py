@@ -105,7 +105,9 @@ def stored_facts(store: str) -> list[InferenceCall]:
         return list(s.iter_facts())
 
 
-def wait_facts(store: str, n: int, timeout: float = 20) -> list[InferenceCall]:
+def wait_facts(store: str, n: int, timeout: float = 60) -> list[InferenceCall]:
+    """The facts the proxy's recorder has stored once there are ``n``; it writes behind the
+    answer, and a loaded machine (a Ray cluster starting in the next test process) slows it."""
     deadline = time.monotonic() + timeout
     while True:
         facts = stored_facts(store)
