@@ -69,13 +69,14 @@ def _env() -> Environment:
     env.filters["pretty"] = _pretty
     env.filters["q"] = lambda s: quote(str(s), safe="")
     env.filters["urlencode_filter"] = lambda d: urlencode(
-        {k: v for k, v in d.items() if k not in ("kind", "profile", "format")}
+        {k: v for k, v in d.items() if k not in views.EXPORT_KEYS}
     )
     env.filters["clip"] = lambda s: s if len(s) <= CLIP else s[:CLIP]
     env.filters["num"] = lambda n: "" if n is None else f"{n:,}"
     env.filters["bytes"] = _human_bytes
     env.globals["CLIP"] = CLIP
     env.globals["chart"] = views.chart
+    env.globals["EXPORT_KEYS"] = views.EXPORT_KEYS
     env.globals["DEGRADATION_REASONS"] = views.DEGRADATION_REASONS
     env.globals["version"] = __version__
     return env
