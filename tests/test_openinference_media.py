@@ -12,7 +12,16 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lithify.model import BlobPart, FilePart, InferenceCall, Message, TextPart, UriPart
+from lithify.model import (
+    BlobPart,
+    FilePart,
+    InferenceCall,
+    Message,
+    ReasoningPart,
+    TextPart,
+    ToolCallPart,
+    UriPart,
+)
 from lithify.translate.telemetry import translate_attributes
 from tests.helpers import assert_valid_messages
 
@@ -177,3 +186,28 @@ def test_random_image_data_urls_round_trip(images: list[bytes]) -> None:
         assert isinstance(got, BlobPart)
         assert got.size == len(data) and got.sha256 == hashlib.sha256(data).hexdigest()
     assert f.degradations == {}
+
+
+def test_an_ordered_tool_use_part_is_the_tool_call_it_repeats() -> None:
+    """The spec's ordered contents: reasoning, then the call as a tool_use part, the same call
+    in message.tool_calls too. One call, not two, and nothing counted lost."""
+    call = {"tool_call.id": "call_1", "tool_call.function.name": "get_weather",
+            "tool_call.function.arguments": '{"city": "Oslo"}'}  # fmt: skip
+    attrs = {
+        **content(f"{IN}.0", 0, type="text", text="Weather in Oslo?"),
+        f"{IN}.0.message.role": "user",
+        f"{OUT}.0.message.role": "assistant",
+        **content(f"{OUT}.0", 0, type="reasoning", text="I need the weather."),
+        **content(f"{OUT}.0", 1, type="tool_use", **call),
+        **{f"{OUT}.0.message.tool_calls.0.{k}": v for k, v in call.items()},
+    }
+    f = fact(attrs)
+    assert f.output_messages[0].parts == [
+        ReasoningPart("I need the weather."),
+        ToolCallPart("call_1", "get_weather", {"city": "Oslo"}),
+    ]
+    assert f.degradations == {}
+    # A producer that wrote the ordered part alone, without an id: still the one call.
+    alone = {k: v for k, v in attrs.items() if ".tool_calls." not in k and "tool_call.id" not in k}
+    (part,) = [p for p in fact(alone).output_messages[0].parts if isinstance(p, ToolCallPart)]
+    assert (part.name, part.arguments) == ("get_weather", {"city": "Oslo"})

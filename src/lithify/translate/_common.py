@@ -127,9 +127,12 @@ def parse_arguments(value: Any, deg: Degradations) -> dict[str, Any]:
     return {}
 
 
+SYNTHESIZED = "lithify_"  # how a synthesized tool-call id begins
+
+
 def synthesized_id(seed: str, *position: Any) -> str:
     """A deterministic tool-call id from the call's identity and the part's position."""
-    return "lithify_" + stable_hash(seed, *position)[:24]
+    return SYNTHESIZED + stable_hash(seed, *position)[:24]
 
 
 def synthesized_call_id(source: str, name: str, args: Any, *position: Any) -> str:

@@ -23,6 +23,7 @@ from lithify.model import (
     ToolDefinition,
 )
 from lithify.translate._common import (
+    SYNTHESIZED,
     Degradations,
     blob_part,
     file_part,
@@ -68,9 +69,9 @@ def _strip(fields: Fields) -> Fields:
     return {k.removeprefix("message."): v for k, v in fields.items()}
 
 
-def _contents(ctx: Ctx, f: Fields) -> list[Piece]:
+def _contents(ctx: Ctx, f: Fields, position: tuple[Any, ...]) -> list[Piece]:
     out: list[Piece] = []
-    for _, c in sub_indexed(f, "contents.", strip="message_content."):
+    for j, c in sub_indexed(f, "contents.", strip="message_content."):
         kind, text = c.get("type"), c.get("text")
         if any(c.get(k) for k in _OPAQUE_KEYS):
             ctx.deg.add("opaque_reasoning")
@@ -84,10 +85,43 @@ def _contents(ctx: Ctx, f: Fields) -> list[Piece]:
             media = _media(c, kind, ctx.deg)
             if media is not None:
                 out.append(media)
+        elif kind == "tool_use" and _str(c.get("tool_call.function.name")) is not None:
+            # A tool call kept in its place among ordered parts, with the tool_call.* suffixes
+            # (the spec has the same call in message.tool_calls too: _draft keeps one).
+            call = tool_call(
+                ctx,
+                c.get("tool_call.id"),
+                c.get("tool_call.function.name"),
+                c.get("tool_call.function.arguments"),
+                *position,
+                "contents",
+                j,
+            )
+            if call is not None:
+                out.append(call)
         else:
-            # tool_use and anything else this version cannot carry
+            # A content type the convention does not define, or a tool_use naming no tool.
             ctx.deg.add("unsupported_content")
     return out
+
+
+def _unordered(
+    contents: list[Piece], calls: list[ToolCallPart | ServerToolCallPart]
+) -> list[ToolCallPart | ServerToolCallPart]:
+    """The calls of ``tool_calls`` that the ordered contents do not hold already: the same
+    call is in both (the spec's ordered tool_use parts). Matched by id, or, where the source
+    gave none (a synthesized id differs by place), by name and arguments, each once."""
+    left = list(calls)
+    for p in contents:
+        if not isinstance(p, ToolCallPart):
+            continue
+        for i, c in enumerate(left):
+            same_id = c.id == p.id
+            synthesized = p.id.startswith(SYNTHESIZED) and isinstance(c, ToolCallPart)
+            if same_id or (synthesized and (c.name, c.arguments) == (p.name, p.arguments)):
+                del left[i]
+                break
+    return left
 
 
 def _str(value: Any) -> str | None:
@@ -142,7 +176,8 @@ def _draft(ctx: Ctx, raw: Fields, default_role: str, position: tuple[Any, ...]) 
             calls.append(call)
     role = f.get("role")
     content = f.get("content")
-    contents = _contents(ctx, f)
+    contents = _contents(ctx, f, position)
+    calls = _unordered(contents, calls)
     r = norm_role(role, default_role)
     after: list[Piece] = []
     if r == "tool" or (ident(f.get("tool_call_id")) is not None and r != "assistant"):
