@@ -10,7 +10,7 @@ import orjson
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lithify.model import DEGRADATION_REASONS, InferenceCall, Skip
+from lithify.model import DEGRADATION_REASONS, InferenceCall, Skip, ToolCallPart
 from lithify.translate import openllmetry
 from lithify.translate._common import Degradations
 from lithify.translate.otlp import Span
@@ -349,7 +349,7 @@ def test_server_side_calls_are_server_tool_calls() -> None:
     assert f.degradations == {}
 
 
-def test_computer_calls_stay_unsupported_content() -> None:
+def test_a_computer_call_without_its_action_is_unsupported_content() -> None:
     f = fact(
         {
             "gen_ai.completion.0.role": "assistant",
@@ -359,6 +359,22 @@ def test_computer_calls_stay_unsupported_content() -> None:
     )
     assert f.output_messages[0].parts == []
     assert f.degradations == {"unsupported_content": 1}
+
+
+def test_a_computer_call_with_its_action_is_the_computer_tool() -> None:
+    f = fact(
+        {
+            "gen_ai.completion.0.role": "assistant",
+            "gen_ai.completion.0.tool_calls.0.id": "cu_1",
+            "gen_ai.completion.0.tool_calls.0.name": "computer_call",
+            "gen_ai.completion.0.tool_calls.0.arguments": '{"type": "click", "x": 1, "y": 2}',
+        }
+    )
+    # As the Responses translator names it: the client-side computer tool, its action.
+    assert f.output_messages[0].parts == [
+        ToolCallPart("cu_1", "computer", {"type": "click", "x": 1, "y": 2})
+    ]
+    assert f.degradations == {}
 
 
 # --- content --------------------------------------------------------------------------------

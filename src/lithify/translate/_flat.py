@@ -249,12 +249,18 @@ def tool_call(
     ctx: Ctx, call_id: Any, name: Any, arguments: Any, *position: Any
 ) -> ToolCallPart | ServerToolCallPart | None:
     """A canonical tool call; a provider-run call is a server tool call named by its tool
-    (``web_search_call`` → ``web_search``), a ``computer_call`` unsupported content (None)."""
+    (``web_search_call`` → ``web_search``); a ``computer_call`` is the client-side ``computer``
+    tool called with its action, as the Responses translator has it (unsupported content when
+    no action was recorded: there is nothing of the call to carry)."""
     n = name if isinstance(name, str) else ("" if name is None else dumps_text(name))
-    if n in SERVER_CALLS and (arguments in (None, "", {}) or n == "computer_call"):
-        if n == "computer_call":
+    if n == "computer_call":
+        if arguments in (None, "", {}):
             ctx.deg.add("unsupported_content")
             return None
+        args = parse_arguments(arguments, ctx.deg)
+        return ToolCallPart(id=ctx.call_id(call_id, "computer", *position), name="computer",
+                            arguments=args)  # fmt: skip
+    if n in SERVER_CALLS and arguments in (None, "", {}):
         return ServerToolCallPart(ident(call_id), n.removesuffix("_call"), {"type": n})
     args = parse_arguments(arguments, ctx.deg)
     return ToolCallPart(id=ctx.call_id(call_id, n, *position), name=n, arguments=args)
