@@ -257,3 +257,54 @@ def test_an_unreadable_fact_file_stops_the_export_as_locally(
         export_ray([good, bad], tmp_path / "ray", options)
     assert str(ray.value) == str(local.value)
     assert not (tmp_path / "ray" / "train.jsonl").exists()
+
+
+def test_export_from_postgresql_by_id_ranges(
+    cluster: tuple[str, dict[str, str]], pg_store_url: str, tmp_path: Path
+) -> None:
+    """A store read in parallel by ranges of the call id (one task each): the local export's
+    bytes, manifest and card included; other captures of a call stay left out by the store."""
+    from lithify.export import from_store
+    from lithify.export.distributed import id_ranges
+    from lithify.store import open_store
+
+    facts, fb = generated(6, sessions=60)
+    # A second capture of a call (its span without the session): the store keeps one.
+    facts.append(msgspec.structs.replace(facts[0], session_id=None, observed_at=None))
+    with open_store(pg_store_url) as store:
+        store.insert_facts(facts)
+        store.insert_feedback(fb)
+        dropped = store.count_dropped()
+        assert dropped >= 1
+        for kind in ("sft", "dpo"):
+            options = ExportOptions(kind=kind, eval_fraction=0.3)
+            local = export(from_store(store, FactFilter()), tmp_path / f"local-{kind}", options)
+            out = tmp_path / f"ray-{kind}"
+            done = export_ray([], out, options, partitions=3, store=pg_store_url)
+            _same(local, tmp_path / f"local-{kind}", done, out)
+            assert done.summary.derive.duplicates == local.derive.duplicates == dropped
+        # Filters apply in the store, as locally.
+        only = FactFilter(session_id=["g-0001", "g-0002"])
+        local = export(from_store(store, only), tmp_path / "local-only", ExportOptions(kind="sft"))
+        done = export_ray([], tmp_path / "ray-only", ExportOptions(kind="sft"), only,
+                          store=pg_store_url)  # fmt: skip
+        _same(local, tmp_path / "local-only", done, tmp_path / "ray-only")
+    # The ranges cover every id once, whatever it is made of.
+    ids = ["", "0", "00ff", "1", "9z", "a", "f", "fff", "g", "Z", "~", "\u00e9"]
+    for i in ids:
+        assert (
+            sum((lo is None or i >= lo) and (hi is None or i < hi) for lo, hi in id_ranges()) == 1
+        ), i
+    # The command: --engine ray with --store reads it so too.
+    address, auth = cluster
+    env = {**os.environ, **auth, "RAY_ADDRESS": address}
+    common = ["export", "sft", "--store", pg_store_url, "--json", "--no-progress"]
+    subprocess.run([LITHIFY, *common, "-o", str(tmp_path / "cli-local")], check=True,
+                   capture_output=True)  # fmt: skip
+    ray = subprocess.run([LITHIFY, *common, "--engine", "ray", "-o", str(tmp_path / "cli-ray")],
+                         capture_output=True, env=env)  # fmt: skip
+    assert ray.returncode == 0, ray.stderr.decode()[-2000:]
+    for name in ("train.jsonl", "manifest.json"):
+        assert (tmp_path / "cli-ray" / name).read_bytes() == (
+            tmp_path / "cli-local" / name
+        ).read_bytes()

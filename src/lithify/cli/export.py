@@ -4,6 +4,7 @@ summary and exit codes."""
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -227,7 +228,7 @@ def export_cmd(
         from_store,
         make_builder,
     )
-    from lithify.store import open_store
+    from lithify.store import default_store_path, open_store
 
     if replay_path is not None:
         run_replay(replay_path, store_url, as_json)
@@ -270,13 +271,21 @@ def export_cmd(
         if options.tokenizer is not None:
             err.print("[red]--tokenizer is counted by the local engine only: drop --engine ray[/]")
             raise typer.Exit(Exit.USAGE)
-        if not facts_files:
-            err.print("[red]--engine ray reads fact files: give --facts FILE or DIR[/]")
-            raise typer.Exit(Exit.USAGE)
-        origin = cli_provenance(options, facts=facts_files, filters=filters)
+        url = None
+        if facts_files:
+            origin = cli_provenance(options, facts=facts_files, filters=filters)
+        else:
+            # The store, read by id ranges in Ray tasks that open it themselves: a PostgreSQL
+            # URL on a cluster (a SQLite file only where every node sees it).
+            url = (
+                store_url or os.environ.get("LITHIFY_STORE") or f"sqlite:///{default_store_path()}"
+            )
+            with open_store(url) as store:  # provenance names it as a local export does
+                origin = cli_provenance(options, store=store_url or store.url, filters=filters)
         summary = _run_ray(
-            facts_files, target, options, filters, show, ray_address, partitions, merge, origin
-        )
+            facts_files, target, options, filters, show, ray_address, partitions, merge, origin,
+            url,
+        )  # fmt: skip
         if as_json:
             typer.echo(json_text(summary))
         else:
@@ -343,6 +352,7 @@ def _run_ray(
     partitions: int | None,
     merge: bool,
     origin: Provenance,
+    store: str | None = None,
 ) -> ExportSummary:
     """The export on Ray (``export.distributed``), with the local run's bar and exit codes."""
     from rich.markup import escape
@@ -354,7 +364,7 @@ def _run_ray(
         with export_failures("write", target), ray_session(address) as _, _bar(show, None) as tick:
             done = export_ray(
                 paths, target, options, filters, partitions=partitions, merge=merge,
-                progress=tick, provenance=origin,
+                progress=tick, provenance=origin, store=store,
             )  # fmt: skip
             return done.summary
     except RayMissing as e:

@@ -24,7 +24,9 @@ to (``cli.engine.ray_session``).
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import hashlib
+import itertools
 import os
 import pickle
 import shutil
@@ -56,7 +58,7 @@ from lithify.export.summary import ExportSummary
 from lithify.export.validate import RowInvalid
 from lithify.export.writers import SplitWriter, columns_for
 from lithify.model import Feedback, InferenceCall
-from lithify.store import FactFilter
+from lithify.store import FactFilter, open_store
 
 __all__ = ["ShardedExport", "export_ray"]
 
@@ -127,6 +129,25 @@ def _read_file(item: dict[str, Any]) -> list[dict[str, Any]]:
     except InputError as e:
         return [{**_blank(_ERROR), "body": str(e).encode(), "file": index}]
     return out
+
+
+# A store is read in parts by ranges of the stored call id: every id sorts into exactly one of
+# them, whatever the database's text order (the first and last are open).
+_ID_BOUNDS = "123456789abcdef"
+
+
+def id_ranges() -> list[tuple[str | None, str | None]]:
+    """The id ranges a distributed read of a store takes, one task each, covering every id."""
+    bounds: list[str | None] = [None, *_ID_BOUNDS, None]
+    return list(itertools.pairwise(bounds))
+
+
+def _read_range(item: dict[str, Any]) -> list[dict[str, Any]]:
+    """The call records of one id range of a store (the store applies the identity rule and
+    the filter, as for a local export)."""
+    filters = dataclasses.replace(pickle.loads(item["filters"]), id_range=item["range"])
+    with open_store(item["store"]) as store:
+        return [_call_record(f) for f in store.iter_facts(filters)]
 
 
 def _blank(kind: str) -> dict[str, Any]:
@@ -448,6 +469,74 @@ def _contested(calls: Any, partitions: int | None) -> Any:
     return col("icid").is_in(by_id) | col("mcid").is_in(by_response)
 
 
+_Calls = tuple[Any, list[Feedback], dict[str, str], int, int]
+
+
+def _store_calls(url: str, filters: FactFilter, partitions: int | None) -> _Calls:
+    """A store's selected calls as records, read by id ranges in parallel (the store applies
+    the identity rule and the filter); its feedback, aliases and left-out captures, and the
+    partitions of the session shuffle."""
+    import ray
+
+    with open_store(url) as store:
+        feedback = list(store.iter_feedback())
+        aliases = store.call_aliases(f.target_id for f in feedback if f.target_kind == "call")
+        duplicates = store.count_dropped(filters)
+    wanted = pickle.dumps(dataclasses.replace(filters, order="time"))
+    items = [{"store": url, "range": r, "filters": wanted} for r in id_ranges()]
+    calls = (
+        ray.data.from_items(items, override_num_blocks=len(items))
+        .flat_map(_read_range)
+        .materialize()
+    )
+    if partitions is None:
+        partitions = max(1, -(-calls.size_bytes() // _PARTITION_BYTES))
+    return calls, feedback, aliases, duplicates, partitions
+
+
+def _file_calls(paths: Sequence[Path], filters: FactFilter, partitions: int | None) -> _Calls:
+    """The selected calls of fact files as records: every file read in a task, then the
+    identity rule (captures sharing an id, rare, are ranked together on the driver) and the
+    filter; the feedback, the aliases, the captures the rule left out that the filter matches,
+    and the partitions of the session shuffle."""
+    import ray
+    from ray.data.expressions import col
+
+    items = [{"path": str(p), "index": i} for i, p in enumerate(paths)]
+    raw = (
+        ray.data.from_items(items, override_num_blocks=max(1, len(items)))
+        .flat_map(_read_file)
+        .materialize()
+    )
+    errors = raw.filter(expr=col("kind") == _ERROR).take_all()
+    if errors:
+        first = min(errors, key=lambda r: r["file"])
+        raise InputError(bytes(first["body"]).decode())
+    feedback = [
+        _feedback.decode(r["body"]) for r in raw.filter(expr=col("kind") == _FEEDBACK).iter_rows()
+    ]
+    calls = raw.filter(expr=col("kind") == _CALL)
+    if partitions is None:
+        partitions = max(1, -(-raw.size_bytes() // _PARTITION_BYTES))
+    contested = _contested(calls, partitions)
+    dropped: list[InferenceCall] = []
+    aliases: dict[str, str] = {}
+    selected = calls
+    if contested is not None:
+        records = calls.filter(expr=contested).iter_rows()
+        kept, dropped, aliases = resolve_facts(_calls.decode(r["body"]) for r in records)
+        selected = calls.filter(expr=~contested)
+        if kept:
+            selected = selected.union(ray.data.from_items([_call_record(f) for f in kept]))
+    wanted = matcher(filters)
+    if filters != FactFilter():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # Ray prefers expressions; this one is Python
+            selected = selected.filter(lambda r: wanted(_calls.decode(r["body"])))
+    duplicates = sum(1 for f in dropped if wanted(f))
+    return selected, feedback, aliases, duplicates, partitions
+
+
 def export_ray(
     paths: Sequence[Path],
     out_dir: str | Path,
@@ -459,8 +548,11 @@ def export_ray(
     merge: bool = True,
     progress: Callable[[int], None] | None = None,
     provenance: Provenance | None = None,
+    store: str | None = None,
 ) -> ShardedExport:
-    """``export.pipeline.export`` of ``from_files(paths, filters)`` on the Ray this process is
+    """``export.pipeline.export`` of ``from_files(paths, filters)`` (or, with ``store`` a store
+    URL and no paths, of ``from_store``: read in parallel by ranges of the call id, one task
+    each, ``id_ranges``) on the Ray this process is
     connected to (``cli.engine.ray_session``): same rows, same files, same summary; the rows are also left
     as sorted shards in ``OUT/shards`` with their manifest. ``partitions``: how many the
     session shuffle makes (when None, one per 32 MiB of facts); ``shard_bytes``: about how much of
@@ -481,7 +573,6 @@ def export_ray(
     if options.tokenizer is not None:
         # Counted by the local export's token stage only (export.tokens).
         raise ValueError("--tokenizer is counted by the local engine only: drop --engine ray")
-    import ray
     from ray.data.expressions import col
 
     filters = filters or FactFilter()
@@ -489,40 +580,16 @@ def export_ray(
         raise ValueError("a distributed export reads every selected fact: no limit")
     builder = make_builder(options)
     out = Path(out_dir)
-    items = [{"path": str(p), "index": i} for i, p in enumerate(paths)]
-    raw = (
-        ray.data.from_items(items, override_num_blocks=max(1, len(items)))
-        .flat_map(_read_file)
-        .materialize()
-    )
-    errors = raw.filter(expr=col("kind") == _ERROR).take_all()
-    if errors:
-        first = min(errors, key=lambda r: r["file"])
-        raise InputError(bytes(first["body"]).decode())
-    feedback = [
-        _feedback.decode(r["body"]) for r in raw.filter(expr=col("kind") == _FEEDBACK).iter_rows()
-    ]
-    calls = raw.filter(expr=col("kind") == _CALL)
-    if partitions is None:
-        partitions = max(1, -(-raw.size_bytes() // _PARTITION_BYTES))
-
-    # The identity rule: captures sharing an id (rare) are ranked together, on the driver.
-    contested = _contested(calls, partitions)
-    kept: list[InferenceCall] = []
-    dropped: list[InferenceCall] = []
-    aliases: dict[str, str] = {}
-    selected = calls
-    if contested is not None:
-        records = calls.filter(expr=contested).iter_rows()
-        kept, dropped, aliases = resolve_facts(_calls.decode(r["body"]) for r in records)
-        selected = calls.filter(expr=~contested)
-        if kept:
-            selected = selected.union(ray.data.from_items([_call_record(f) for f in kept]))
-    wanted = matcher(filters)
-    if filters != FactFilter():
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # Ray prefers expressions; this one is Python
-            selected = selected.filter(lambda r: wanted(_calls.decode(r["body"])))
+    if store is not None:
+        if paths:
+            raise ValueError("a distributed export reads fact files or a store, not both")
+        selected, feedback, aliases, duplicates, partitions = _store_calls(
+            store, filters, partitions
+        )
+    else:
+        selected, feedback, aliases, duplicates, partitions = _file_calls(
+            paths, filters, partitions
+        )
 
     job = _Job(options, feedback, aliases)
     derived = (
@@ -532,7 +599,7 @@ def export_ray(
     )
     for r in derived.filter(expr=col("kind") == "invalid").take(1):
         raise RowInvalid(*pickle.loads(r["tally"]))
-    stats = DeriveStats(duplicates=sum(1 for f in dropped if wanted(f)))
+    stats = DeriveStats(duplicates=duplicates)
     index = FeedbackIndex(feedback, aliases)
     flagger = Flagger(options.kind, dropped_flags(options.drop_flags, options.keep_flags))
     candidates: list[InferenceCall] = []

@@ -45,7 +45,13 @@ def fact_where(f: FactFilter | None) -> tuple[str, list[Any]]:
         ("provider", f.provider),
         ("trace_id", f.trace_id),
     ]
-    return _where(conds, f.since, f.until)
+    where, params = _where(conds, f.since, f.until)
+    if f.id_range is not None:
+        for op, bound in zip((">=", "<"), f.id_range, strict=True):
+            if bound is not None:
+                where = _and(where, f"inference_call_id {op} ?")
+                params.append(codec.col(bound))
+    return where, params
 
 
 def feedback_where(f: FeedbackFilter | None) -> tuple[str, list[Any]]:

@@ -146,6 +146,10 @@ class FactFilter:
     until: TimeBound = None
     limit: int | None = None
     order: Literal["time", "session"] = "time"
+    # Calls whose capture is stored under an id in [from, to) (None: unbounded), in the
+    # database's text order: ranges that together cover every id split a store's read into
+    # parts, each call in one (a distributed export's tasks). Stores only.
+    id_range: tuple[str | None, str | None] | None = None
 
 
 FeedbackValue = bool | int | float | str
