@@ -24,7 +24,7 @@ def corpus() -> Path:
 
 
 # The store fixtures (a fresh SQLite file or PostgreSQL schema per test) serve every test folder.
-from tests.scale.cluster import ray_joined  # noqa: E402, F401  (one Ray cluster per process)
+from tests.scale.cluster import ray_joined  # noqa: E402, F401  (a Ray cluster per test module)
 from tests.store.conftest import (  # noqa: E402
     new_store_url,
     own_postgres,

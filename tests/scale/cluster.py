@@ -17,6 +17,9 @@ from pathlib import Path
 import pytest
 
 RAY = Path(__file__).resolve().parents[2] / ".venv" / "bin" / "ray"
+# One authentication token for every cluster this test process starts: Ray keeps the first token
+# a process used, so a later cluster with another one could not be joined from it.
+_TOKEN = secrets.token_hex(16)
 
 
 def _free_port() -> int:
@@ -82,7 +85,7 @@ def ray_cluster() -> Iterator[tuple[str, dict[str, str]]]:
     it with (its own authentication token); torn down on leaving."""
     port = _free_port()
     address = f"127.0.0.1:{port}"
-    auth = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(16)}
+    auth = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": _TOKEN}
     env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", **auth}
     env.pop("RAY_ADDRESS", None)
     with tempfile.TemporaryDirectory(prefix="lray-", dir="/tmp") as tmp:
@@ -119,11 +122,12 @@ def ray_cluster() -> Iterator[tuple[str, dict[str, str]]]:
             assert not left, f"Ray processes outlived their cluster: {left}"
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def ray_joined() -> Iterator[tuple[str, dict[str, str]]]:
-    """A cluster this test process has joined (``ray_session``), one for the whole process:
-    Ray keeps a process's first authentication token, so a second cluster with another token
-    could not be joined from it. Tests that use it run in the ``ray`` xdist group."""
+    """A cluster this test process has joined (``ray_session``) for one test module, stopped
+    after it: Ray's threads outliving their tests raced the AST parser of later ones (CPython
+    3.11's "AST constructor recursion depth mismatch"). Tests that use it run in the ``ray``
+    xdist group."""
     from lithify.cli.engine import ray_session
 
     with ray_cluster() as (address, auth):
