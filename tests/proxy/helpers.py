@@ -105,6 +105,20 @@ def stored_facts(store: str) -> list[InferenceCall]:
         return list(s.iter_facts())
 
 
+def wait_calls(store: str, ids: set[str], timeout: float = 60) -> list[InferenceCall]:
+    """The stored facts of these calls (by response id), once each is there: a module's proxy
+    is shared by its tests, which pytest-xdist may run in either process, so a test waits
+    for its own calls rather than for a count."""
+    deadline = time.monotonic() + timeout
+    while True:
+        facts = [f for f in stored_facts(store) if f.model_call_id in ids]
+        if {f.model_call_id for f in facts} == ids:
+            return facts
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{len(facts)} of the {len(ids)} calls stored")
+        time.sleep(0.05)
+
+
 def wait_facts(store: str, n: int, timeout: float = 60) -> list[InferenceCall]:
     """The facts the proxy's recorder has stored once there are ``n``; it writes behind the
     answer, and a loaded machine (a Ray cluster starting in the next test process) slows it."""

@@ -19,8 +19,7 @@ from tests.proxy.helpers import (
     Upstream,
     request,
     start_proxy,
-    stored_facts,
-    wait_facts,
+    wait_calls,
 )
 
 PREFIX = "/gateway/openai"
@@ -127,7 +126,7 @@ def test_the_path_prefix_query_headers_and_body_go_up_unchanged(
     assert headers["x-request-id"] == "req-1"
     assert "x-hop" not in headers
     assert headers["server"].startswith("BaseHTTP/")  # the upstream's, not the proxy's
-    fact = next(f for f in wait_facts(proxy.store, 1) if f.model_call_id == "chatcmpl-fwd1")
+    (fact,) = wait_calls(proxy.store, {"chatcmpl-fwd1"})
     assert fact.session_id == "s-1"
 
 
@@ -140,10 +139,7 @@ def test_compressed_and_chunked_answers_pass_as_they_are_and_are_recorded(
     assert got[:2] == b"\x1f\x8b" and gzip.decompress(got) == chat_answer(2)  # still compressed
     _, headers, got, status = call(proxy, 3, "chunked")
     assert (status, headers.get("transfer-encoding"), got) == (200, "chunked", chat_answer(3))
-    ids = {"chatcmpl-fwd2", "chatcmpl-fwd3"}
-    facts = [f for f in wait_facts(proxy.store, 3) if f.model_call_id in ids]
-    while len(facts) < 2:
-        facts = [f for f in stored_facts(proxy.store) if f.model_call_id in ids]
+    facts = wait_calls(proxy.store, {"chatcmpl-fwd2", "chatcmpl-fwd3"})
     for f in facts:
         assert f.output_messages[0].parts == [TextPart("Forty-two.")]
 
