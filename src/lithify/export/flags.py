@@ -225,23 +225,11 @@ class Flagger:
         ids = row.source_ids
         calls = [c for i in ids if (c := self._lookup(i)) is not None]
         targets = calls[-1:] if self.kind == "sft" else calls
-        found = set()
         missing = set().union(*(c.used for c in calls)) - self._tool_names(row.data)
-        if missing and self._recover(row, missing):
-            found.add("tools_recovered")
-        elif missing:
-            found.add("undefined_tool_call")
-        if any("length" in c.finishes for c in targets):
-            found.add("truncated_target")
-        if any("content_filter" in c.finishes for c in targets):
-            found.add("content_filter")
-        if any(c.empty for c in targets):
-            found.add("empty_target")
-        if any(c.orphan for c in calls):
-            found.add("orphan_tool_result")
-        if any(c.degraded for c in calls):
-            found.add("degraded_source")
-        return sorted(found)
+        tools = None
+        if missing:
+            tools = "tools_recovered" if self._recover(row, missing) else "undefined_tool_call"
+        return _judged(calls, targets, tools)
 
     def apply(self, rows: Iterable[Row]) -> Iterator[Row]:
         """``rows`` with ``metadata.flags`` set (a list, empty when none), without the rows
@@ -264,6 +252,23 @@ def note_flags(summary: ExportSummary, flagger: Flagger) -> ExportSummary:
     return summary
 
 
+def _judged(calls: list[_Call], targets: list[_Call], tools: str | None) -> list[str]:
+    """The flags of a row made of ``calls`` whose targets are ``targets``; ``tools``: the flag
+    its tool definitions earned (recovered, undefined), if any."""
+    found = set() if tools is None else {tools}
+    if any("length" in c.finishes for c in targets):
+        found.add("truncated_target")
+    if any("content_filter" in c.finishes for c in targets):
+        found.add("content_filter")
+    if any(c.empty for c in targets):
+        found.add("empty_target")
+    if any(c.orphan for c in calls):
+        found.add("orphan_tool_result")
+    if any(c.degraded for c in calls):
+        found.add("degraded_source")
+    return sorted(found)
+
+
 def call_flags(facts: Iterable[InferenceCall]) -> Iterator[tuple[InferenceCall, list[str]]]:
     """Each call with the flags an SFT row targeting it would carry: judged against the call's
     own tools, with a missing one recovered (``tools_recovered``) where another call of its
@@ -276,21 +281,11 @@ def call_flags(facts: Iterable[InferenceCall]) -> Iterator[tuple[InferenceCall, 
 
     def judged() -> Iterator[tuple[InferenceCall, list[str]]]:
         for f, c in held:
-            found = set()
             missing = c.used - {t.name for t in f.tools}
+            tools = None
             if missing:
-                found.add("tools_recovered" if missing <= defined else "undefined_tool_call")
-            if "length" in c.finishes:
-                found.add("truncated_target")
-            if "content_filter" in c.finishes:
-                found.add("content_filter")
-            if c.empty:
-                found.add("empty_target")
-            if c.orphan:
-                found.add("orphan_tool_result")
-            if c.degraded:
-                found.add("degraded_source")
-            yield f, sorted(found)
+                tools = "tools_recovered" if missing <= defined else "undefined_tool_call"
+            yield f, _judged([c], [c], tools)
 
     for f in facts:
         if f.session_id != session or f.session_id is None:
