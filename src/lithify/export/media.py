@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 from dataclasses import dataclass
 
+from lithify.core.imagetype import image_type_of_base64
 from lithify.model import BlobPart, FilePart, UriPart
 
 MediaPart = BlobPart | FilePart | UriPart
@@ -38,14 +39,6 @@ _EXTENSIONS = {
     "application/pdf": "pdf",
 }
 
-# Leading bytes of the image formats providers accept, for blobs recorded without a MIME type.
-_MAGIC = (
-    (b"\x89PNG\r\n\x1a\n", "image/png"),
-    (b"\xff\xd8\xff", "image/jpeg"),
-    (b"GIF87a", "image/gif"),
-    (b"GIF89a", "image/gif"),
-)
-
 
 @dataclass(frozen=True)
 class Media:
@@ -60,13 +53,7 @@ def mime_of(blob: BlobPart) -> str | None:
     """The blob's MIME type, or the image type its first bytes show when none was recorded."""
     if blob.mime_type:
         return blob.mime_type.split(";")[0].strip().lower()
-    head = base64.b64decode(blob.content[:24])
-    for magic, mime in _MAGIC:
-        if head.startswith(magic):
-            return mime
-    if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
-        return "image/webp"
-    return None
+    return image_type_of_base64(blob.content)
 
 
 def file_name(blob: BlobPart) -> str:

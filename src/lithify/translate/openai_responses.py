@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from lithify.core.imagetype import image_type_of_base64
 from lithify.model import (
     InferenceCall,
     Message,
@@ -305,8 +306,7 @@ def _content_part(p: Any, deg: Degradations) -> list[Part]:
     return []
 
 
-# Image generation's output_format, and the first base64 characters of each format (the
-# default, png, is often not echoed).
+# Image generation's output_format (the default, png, is often not echoed: then the bytes say).
 _IMAGE_FORMATS = {
     "png": "image/png",
     "jpeg": "image/jpeg",
@@ -314,7 +314,6 @@ _IMAGE_FORMATS = {
     "gif": "image/gif",
     "svg": "image/svg+xml",
 }
-_IMAGE_MAGIC = (("iVBORw0KGgo", "image/png"), ("/9j/", "image/jpeg"), ("UklGR", "image/webp"))
 
 
 def _input_image(p: dict[str, Any], deg: Degradations) -> Part | None:
@@ -390,7 +389,7 @@ def _generated_image_type(item: dict[str, Any], data: str) -> str | None:
     fmt = item.get("output_format")
     if isinstance(fmt, str) and fmt.lower() in _IMAGE_FORMATS:
         return _IMAGE_FORMATS[fmt.lower()]
-    return next((mime for magic, mime in _IMAGE_MAGIC if data.startswith(magic)), None)
+    return image_type_of_base64(data)
 
 
 def _reasoning(item: dict[str, Any], deg: Degradations) -> list[Part]:
