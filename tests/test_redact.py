@@ -485,9 +485,19 @@ def test_a_password_in_a_url_makes_bytes_suspect_and_the_fact_redacted() -> None
     assert fact.degradations == {"redacted_credential_field": 1}
 
 
-@pytest.mark.parametrize("size", [100, (1 << 20) + 1])  # folded by a byte table / by numpy
-def test_the_screen_finds_a_needle_in_any_case_at_any_size(size: int) -> None:
+@pytest.mark.parametrize(
+    ("size", "numpy"),
+    [(100, False), (100, True), (6000, False), (6000, True), ((1 << 20) + 1, True)],
+)
+def test_the_screen_finds_a_needle_in_any_case_at_any_size(
+    monkeypatch: pytest.MonkeyPatch, size: int, numpy: bool
+) -> None:
+    from lithify.translate import redact
     from lithify.translate.redact import CLEAN, ESCAPED, SUSPECT, screen
+
+    # Folded by the byte table, or (once the process has screened enough) by numpy, which
+    # never takes the smallest bodies.
+    monkeypatch.setattr(redact, "_screened_by_table", redact._TABLE_UNTIL if numpy else 0)
 
     filler = b'{"t": "' + b"x" * size + b'", "h": "'
     assert screen(filler + b'plain"}') == CLEAN
