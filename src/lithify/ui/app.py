@@ -30,7 +30,7 @@ from starlette.staticfiles import StaticFiles
 
 from lithify import __version__
 from lithify.store import FactStore, FeedbackValue, StoreError
-from lithify.ui import views
+from lithify.ui import listing, views
 from lithify.ui.security import COOKIE, CSRF_FIELD, Guard, middleware, read_form
 
 REFRESH = 2.0  # seconds between reloads of the store's tokens (beyond loopback)
@@ -149,7 +149,7 @@ def build_app(store: FactStore, config: UiConfig | None = None) -> Starlette:
     def sessions_page(request: Request) -> Response:
         params = dict(request.query_params)
         try:
-            data = views.sessions(store, params)
+            data = listing.sessions(store, params)
         except ValueError as e:
             return bad(request, str(e))
         if request.url.path.startswith("/api/"):
@@ -406,9 +406,9 @@ async def _threaded(fn: Any, *args: Any) -> Any:
 def _action(action: str, value: str) -> tuple[str, FeedbackValue]:
     """A form's curation button as a feedback name and value (docs/ui.md, Curate)."""
     if action in ("good", "bad"):
-        return views.LABEL, action
+        return listing.LABEL, action
     if action == "exclude":
-        return views.EXCLUDE, True
+        return listing.EXCLUDE, True
     if action == "score":
         try:
             score = float(value)
@@ -416,9 +416,9 @@ def _action(action: str, value: str) -> tuple[str, FeedbackValue]:
             raise ValueError(f"a score is a number, not {value!r}") from None
         if not math.isfinite(score):
             raise ValueError("a score is a finite number")
-        return views.SCORE, int(score) if score.is_integer() else score
+        return listing.SCORE, int(score) if score.is_integer() else score
     if action == "comment":
         if not value.strip():
             raise ValueError("a comment holds some text")
-        return views.COMMENT, value.strip()
+        return listing.COMMENT, value.strip()
     raise ValueError(f"unknown action {action!r}: good, bad, exclude, score or comment")
