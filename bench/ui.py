@@ -24,7 +24,7 @@ from typing import Any
 
 from export import store_for  # bench/export.py: the same generated store
 from lithify.store import FactFilter, FactStore, open_store
-from lithify.ui import views
+from lithify.ui import listing, views
 
 
 def _time(fn: Callable[[], Any], rounds: int) -> tuple[float, float]:
@@ -55,15 +55,15 @@ def bench(store: FactStore, rounds: int) -> list[tuple[str, float, float]]:
     rng = random.Random(3)
     deep = {}
     for _ in range(10):
-        deep = views.sessions(store, {"after": deep.get("next") or ""})
+        deep = listing.sessions(store, {"after": deep.get("next") or ""})
     sids = [s.key for s in store.stats(session_limit=1000).by_session if s.key]
     steps: list[tuple[str, Callable[[], Any]]] = [
-        ("session list, first page", lambda: views.sessions(store, {})),
-        ("session list, 10 pages in", lambda: views.sessions(store, {"after": deep["next"]})),
-        ("session list, one model", lambda: views.sessions(store, {"model": "claude-sonnet-4"})),
+        ("session list, first page", lambda: listing.sessions(store, {})),
+        ("session list, 10 pages in", lambda: listing.sessions(store, {"after": deep["next"]})),
+        ("session list, one model", lambda: listing.sessions(store, {"model": "claude-sonnet-4"})),
         ("a session", lambda: views.session(store, rng.choice(sids))),
-        ("search, a common word", lambda: views.sessions(store, {"q": "shipping"})),
-        ("search, a word in no session", lambda: views.sessions(store, {"q": "zyxwvut"})),
+        ("search, a common word", lambda: listing.sessions(store, {"q": "shipping"})),
+        ("search, a word in no session", lambda: listing.sessions(store, {"q": "zyxwvut"})),
     ]
     return [(name, *_time(fn, rounds)) for name, fn in steps]
 
