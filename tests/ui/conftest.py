@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+import orjson
 import pytest
 
 from lithify.ingest.http import config
@@ -240,9 +241,19 @@ class Tab:
             self.page.screenshot(path=str(SCREENSHOTS / f"{name}.png"))
 
 
+LAPTOP = {"width": 1280, "height": 860}
+
+
 @pytest.fixture
 def tab(browser: Any, viewer: Running) -> Iterator[Tab]:
-    context = browser.new_context(viewport={"width": 1280, "height": 860})
+    with open_tab(browser, viewer) as t:
+        yield t
+
+
+@contextmanager
+def open_tab(browser: Any, viewer: Running, viewport: dict[str, int] = LAPTOP) -> Iterator[Tab]:
+    """A browser tab on ``viewer`` that fails its test on any dialog or request elsewhere."""
+    context = browser.new_context(viewport=viewport)
     page = context.new_page()
     t = Tab(page, [], [], viewer.url)
     page.on("dialog", lambda d: (t.dialogs.append(d.message), d.dismiss()))
@@ -258,3 +269,67 @@ def tab(browser: Any, viewer: Running) -> Iterator[Tab]:
     yield t
     context.close()
     assert t.dialogs == [] and t.elsewhere == []
+
+
+DEGRADED_SESSION = "degraded-1"
+OTLP_TOOL_CALL = "util_genai_openai_v2_chat_tool_call.otlp.json"
+
+
+def degraded_facts(tmp: Path) -> list[InferenceCall]:
+    """Two calls of session ``degraded-1`` whose degradations show on their parts, each made by
+    a real translator: an OpenAI Chat exchange (an API key in a message, an uploaded file, a
+    tool call without an id and its result, a result answering no call, arguments that are not
+    JSON) and an OTLP/JSON line with a lone surrogate in a message."""
+    from lithify.ingest.files import read_file
+    from lithify.translate import translate_document
+    from tests.conftest import CORPUS
+
+    exchange = {
+        "request": {
+            "model": "gpt-4o",
+            "messages": [
+                {"role": "user", "content": [
+                    {"type": "text", "text": "my key is sk-proj-abcdefghijklmnopqrstuvwxyz0123 ok"},
+                    {"type": "file", "file": {"file_id": "file-abc"}},
+                ]},
+                {"role": "assistant", "content": None, "tool_calls": [
+                    {"type": "function",
+                     "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'}},
+                ]},
+                {"role": "tool", "content": "sunny"},
+                {"role": "tool", "content": "a result for no call"},
+            ],
+        },
+        "response": {
+            "id": "chatcmpl-1",
+            "model": "gpt-4o",
+            "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
+                "role": "assistant", "content": "Checking.",
+                "tool_calls": [{"id": "call_1", "type": "function",
+                                "function": {"name": "get_weather", "arguments": "not json"}}],
+            }}],
+            "usage": {"prompt_tokens": 50, "completion_tokens": 9},
+        },
+    }  # fmt: skip
+    facts = [r for r in translate_document(exchange) if isinstance(r, InferenceCall)]
+    line = (CORPUS / "otlp" / OTLP_TOOL_CALL).read_bytes()
+    line = orjson.dumps(orjson.loads(line)).replace(
+        b"Where is order A-1187?", b"Where is order A-1187? \\ud800", 1
+    )
+    path = tmp / "invalid-text.jsonl"
+    path.write_bytes(line + b"\n")
+    facts += [x.result for x in read_file(path) if isinstance(x.result, InferenceCall)]
+    assert len(facts) == 2
+    return [
+        _with(f, session_id=DEGRADED_SESSION, started_at=_at(40 + i), observed_at=_at(40 + i))
+        for i, f in enumerate(facts)
+    ]
+
+
+@pytest.fixture
+def degraded_viewer(sqlite_store_url: str, tmp_path: Path) -> Iterator[Running]:  # noqa: F811
+    """The viewer on the sample sessions and ``degraded-1``."""
+    with open_store(sqlite_store_url) as s:
+        s.insert_facts([*sample_facts(), *degraded_facts(tmp_path)])
+        with running(s) as r:
+            yield r

@@ -5,12 +5,22 @@ that stays text. With LITHIFY_UI_SCREENSHOTS=1 it writes the screenshots of docs
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 from lithify.export import ExportOptions, export, from_store
+from lithify.model import DEGRADATION_REASONS
 from lithify.store import FactFilter
 from tests.export.helpers import read_rows
-from tests.ui.conftest import HOSTILE_SESSION, JS_URL, SCRIPT, Running, Tab
+from tests.ui.conftest import (
+    DEGRADED_SESSION,
+    HOSTILE_SESSION,
+    JS_URL,
+    SCRIPT,
+    Running,
+    Tab,
+    open_tab,
+)
 
 
 def _sessions(tab: Tab) -> list[str]:
@@ -186,3 +196,26 @@ def test_hostile_content_stays_text_on_every_page(tab: Tab, viewer: Running) -> 
     tab.follow(page.locator("a[data-back]"))
     assert page.locator("h1").inner_text() == HOSTILE_SESSION
     _inert(tab)
+
+
+def test_degradations_marked_on_their_parts(browser: Any, degraded_viewer: Running) -> None:
+    with open_tab(browser, degraded_viewer) as tab:
+        page = tab.page
+        tab.go(f"/sessions/{DEGRADED_SESSION}")
+        first = page.locator("article.call").first
+        mark = first.locator(".msg .partdeg a.deg", has_text="content_reference")
+        assert mark.get_attribute("title", timeout=5000).startswith(
+            DEGRADATION_REASONS["content_reference"]
+        )
+        # the mark sits on the file part it concerns, in the user's message
+        assert "file-abc" in first.locator(".msg.role-user").inner_text()
+        arguments = first.locator(".msg.role-assistant .partdeg", has_text="malformed_arguments")
+        assert arguments.count() == 1
+        tab.shot("degradations")
+        tab.follow(mark)
+        assert page.url.endswith("/sessions?degradation=content_reference")
+        assert _sessions(tab) == [DEGRADED_SESSION]
+        # the call page marks the same parts
+        tab.go(f"/sessions/{DEGRADED_SESSION}")
+        tab.follow(page.locator("article.call").nth(1).get_by_role("link", name="captures & raw"))
+        assert page.locator(".conversation .partdeg", has_text="invalid_text").count() == 1

@@ -17,7 +17,7 @@ from lithify.ui import UiConfig
 from lithify.ui.server import NoToken, make_server
 from tests.export.helpers import cli_export
 from tests.http_client import Reply, request
-from tests.ui.conftest import HOSTILE_SESSION, Running, running, sample_facts
+from tests.ui.conftest import DEGRADED_SESSION, HOSTILE_SESSION, Running, running, sample_facts
 
 FORM = {"content-type": "application/x-www-form-urlencoded"}
 
@@ -370,3 +370,45 @@ def test_activity_and_the_degradation_and_score_filters(both: FactStore) -> None
     assert (high, low) == (["chat-3"], ["agent-1"])  # a call's score counts for its session
     assert sorted(both_bounds) == ["agent-1", "chat-3"] and none == []
     assert bad == [400, 400, 400]
+
+
+def test_degradations_are_marked_on_the_parts_that_show_them(degraded_viewer: Running) -> None:
+    session = _get(degraded_viewer, "/api/sessions/" + DEGRADED_SESSION).json()
+    chat, otlp = (t for s in session["segments"] for t in s["turns"])
+    marks = [
+        (p["type"], p.get("degradations"))
+        for m in [*chat["new_messages"], chat["output"]]
+        for p in m["parts"]
+    ]
+    assert marks == [
+        ("text", ["redacted_provider_key"]),  # the key, replaced in the text
+        ("file", ["content_reference"]),
+        ("tool_call", ["synthesized_id"]),  # it came without an id
+        ("tool_call_response", ["synthesized_id"]),  # its result reuses that id
+        ("tool_call_response", ["orphan_tool_response"]),  # the result that answers no call
+        ("text", None),
+        ("tool_call", ["malformed_arguments"]),  # "not json", carried as {}
+    ]
+    assert chat["degradations"] == {
+        "content_reference": 1, "malformed_arguments": 1, "orphan_tool_response": 1,
+        "redacted_provider_key": 2, "synthesized_id": 1,
+    }  # fmt: skip
+    user = otlp["new_messages"][1]["parts"][0]
+    assert user["content"].endswith("\ufffd") and user["degradations"] == ["invalid_text"]
+    # the call page marks the same parts of the whole call
+    call = _get(degraded_viewer, "/api/calls/" + quote(chat["call_id"], safe="")).json()
+    assert [p.get("degradations") for m in call["input_messages"] for p in m["parts"]] == [
+        m for _, m in marks[:5]
+    ]
+    # a call with no located degradation marks nothing, however its parts look
+    plain = _get(degraded_viewer, "/api/sessions/agent-1").json()
+    assert not any(
+        "degradations" in p
+        for s in plain["segments"]
+        for t in s["turns"]
+        for m in [*t["new_messages"], t["output"]]
+        for p in m["parts"]
+    )
+    page = _get(degraded_viewer, "/sessions/" + DEGRADED_SESSION).body.decode()
+    assert page.count('<div class="partdeg">') == 7
+    assert '<a class="deg" href="/sessions?degradation=orphan_tool_response" title="a tool ' in page

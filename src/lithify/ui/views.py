@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import base64
 import getpass
+import re
 import shlex
 import shutil
 import tempfile
 import zipfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
@@ -22,7 +23,7 @@ import orjson
 from lithify import __version__
 from lithify.core.hashing import stable_hash
 from lithify.core.times import datetime_to_rfc3339
-from lithify.derive import SPLIT_REASONS, Segment
+from lithify.derive import SPLIT_REASONS
 from lithify.derive.feedback import FeedbackIndex
 from lithify.derive.segments import segment_session
 from lithify.export import FORMATS, ExportOptions, ExportSummary, export, from_store
@@ -32,9 +33,12 @@ from lithify.model import (
     BlobPart,
     Feedback,
     InferenceCall,
+    Message,
+    ToolCallPart,
     ToolCallResponsePart,
 )
 from lithify.store import FactFilter, FactStore, FeedbackFilter, FeedbackValue
+from lithify.translate.redact import MARKER
 from lithify.ui.listing import selected_sessions
 
 SOURCE = "ui"
@@ -127,14 +131,13 @@ def _feedback_facts(
     return found
 
 
-def _results(segment: Segment) -> dict[str, Any]:
-    """Tool results by the id of the call they answer, within a segment: shown beside it."""
+def _results(messages: Iterable[Message]) -> dict[str, Any]:
+    """Tool results by the id of the call they answer: shown beside it."""
     out: dict[str, Any] = {}
-    for turn in segment.turns:
-        for m in turn.new_messages:
-            for p in m.parts:
-                if isinstance(p, ToolCallResponsePart):
-                    out.setdefault(p.id, p.result)
+    for m in messages:
+        for p in m.parts:
+            if isinstance(p, ToolCallResponsePart):
+                out.setdefault(p.id, p.result)
     return out
 
 
@@ -142,12 +145,84 @@ def media_url(call_id: str, sha256: str) -> str:
     return f"/media/{sha256}?{urlencode({'call': call_id})}"
 
 
-def _shown(messages: Any, call_id: str) -> Any:
+# -- degradations on the part they concern -------------------------------------------------------
+# A fact counts its degradations per call, not per part (docs/canonical.md): a part is marked only
+# where it shows the degradation itself, by the form docs/canonical.md gives it. The rest concern
+# the call as far as the fact records, and are shown on the call.
+SYNTHESIZED_ID = re.compile(r"lithify_[0-9a-f]{24}")  # docs/canonical.md, Parts: Ids
+REPLACEMENT = "\ufffd"  # what invalid_text puts for each bad character
+REDACTIONS = tuple(r for r in DEGRADATION_REASONS if r.startswith("redacted_"))
+LOCATED = frozenset(
+    {"content_reference", "synthesized_id", "orphan_tool_response", "malformed_arguments",
+     "invalid_text", *REDACTIONS}
+)  # fmt: skip
+
+
+class Marks:
+    """Which parts of one call show which of its degradations."""
+
+    def __init__(self, fact: InferenceCall) -> None:
+        self.reasons = {r for r in fact.degradations if r in LOCATED}
+        self.calls: set[str] = set()
+        empty = 0
+        if self.reasons:
+            for m in (*fact.input_messages, *fact.output_messages):
+                for p in m.parts:
+                    if isinstance(p, ToolCallPart):
+                        self.calls.add(p.id)
+                        empty += not p.arguments
+        # Malformed arguments are carried as {}: certain only when every empty call is one.
+        self.empty_is_malformed = empty == fact.degradations.get("malformed_arguments", 0)
+
+    def of(self, p: dict[str, Any]) -> list[str]:
+        """The degradations part ``p`` (as builtins) shows, in the closed list's order."""
+        if not self.reasons:
+            return []
+        kind, found = p.get("type"), set()
+        if kind in ("file", "uri"):
+            found.add("content_reference")
+        elif kind == "tool_call":
+            if SYNTHESIZED_ID.fullmatch(p["id"]):
+                found.add("synthesized_id")
+            if not p["arguments"] and self.empty_is_malformed:
+                found.add("malformed_arguments")
+        elif kind == "tool_call_response" and SYNTHESIZED_ID.fullmatch(p["id"]):
+            # an answer to a synthesized call reuses its id; one matching no call is an orphan
+            found.add("synthesized_id" if p["id"] in self.calls else "orphan_tool_response")
+        if self.reasons & {"invalid_text", *REDACTIONS} and kind != "blob":
+            try:
+                texts = list(_strings(p))
+            except RecursionError:  # nested deeper than Python recurses: left unmarked
+                texts = []
+            if any(REPLACEMENT in t for t in texts):
+                found.add("invalid_text")
+            if any(MARKER in t for t in texts):
+                found.update(REDACTIONS)
+        return [r for r in DEGRADATION_REASONS if r in found and r in self.reasons]
+
+
+def _strings(value: Any) -> Iterator[str]:
+    """Every string in a JSON value, keys included (a key can be a redacted credential too)."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield str(k)
+            yield from _strings(v)
+    elif isinstance(value, list | tuple):
+        for v in value:
+            yield from _strings(v)
+
+
+def _shown(messages: Any, call_id: str, marks: Marks | None = None) -> Any:
     """Messages as a page shows them: a blob's bytes are not inlined but linked (``url``, served
-    by ``media``), so a session of screenshots stays a small page."""
+    by ``media``), so a session of screenshots stays a small page; a part that shows one of the
+    call's degradations names it (``degradations``)."""
     out = _builtins(messages)
     for m in out if isinstance(out, list) else [out]:
         for p in m["parts"]:
+            if marks is not None and (found := marks.of(p)):
+                p["degradations"] = found
             if p.get("type") == "blob":
                 del p["content"]
                 p["url"] = media_url(call_id, p["sha256"])
@@ -181,6 +256,7 @@ def media(store: FactStore, call_id: str, sha256: str) -> tuple[bytes, str] | No
 def _turn(index: FeedbackIndex, turn: Any, own: dict[str, list[Feedback]]) -> dict[str, Any]:
     call: InferenceCall = turn.call
     chosen = call.output_messages[turn.chosen] if call.output_messages else None
+    marks = Marks(call)
     return {
         "call_id": call.inference_call_id,
         "model": call.model,
@@ -194,11 +270,12 @@ def _turn(index: FeedbackIndex, turn: Any, own: dict[str, list[Feedback]]) -> di
         "degradations": call.degradations,
         "opaque_reasoning": call.degradations.get("opaque_reasoning", 0),
         "tools": [t.name for t in call.tools],
-        "new_messages": _shown(turn.new_messages, call.inference_call_id),
-        "output": _shown(chosen, call.inference_call_id) if chosen else None,
+        "new_messages": _shown(turn.new_messages, call.inference_call_id, marks),
+        "output": _shown(chosen, call.inference_call_id, marks) if chosen else None,
         "chosen": turn.chosen,
         "alternatives": [
-            _shown(call.output_messages[i], call.inference_call_id) for i in turn.alternatives
+            _shown(call.output_messages[i], call.inference_call_id, marks)
+            for i in turn.alternatives
         ],
         "feedback_joined": {n: f.value for n, f in index.for_call(call).items()},
         "feedback": _feedback(own.get(call.inference_call_id, [])),
@@ -234,7 +311,7 @@ def session(store: FactStore, session_id: str) -> dict[str, Any] | None:
                 "split_reason": s.split_reason,
                 "split_meaning": SPLIT_REASONS.get(s.split_reason or "", ""),
                 "feedback_joined": {f.name: f.value for f in s.feedback},
-                "tool_results": _results(s),
+                "tool_results": _results(m for t in s.turns for m in t.new_messages),
                 "turns": [_turn(index, t, own) for t in s.turns],
             }
             for s in segments
@@ -253,6 +330,10 @@ def call(store: FactStore, call_id: str) -> dict[str, Any] | None:
         "call_id": call_id,
         "session_id": fact.session_id if fact else None,
         "fact": _builtins(fact) if fact else None,
+        "degradations": fact.degradations if fact else {},
+        "tool_results": _results(fact.input_messages) if fact else {},
+        "input_messages": _shown(fact.input_messages, call_id, Marks(fact)) if fact else [],
+        "output_messages": _shown(fact.output_messages, call_id, Marks(fact)) if fact else [],
         "captures": [
             {
                 "inference_call_id": c.fact.inference_call_id,
