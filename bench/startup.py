@@ -57,6 +57,8 @@ def _run(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
 
 def _env(src: str | None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("LITHIFY_")}
+    # An installed lithify runs from compiled bytecode: let the warm-up write it.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     env["COLUMNS"] = "100"  # the help's width, whatever the terminal
     if src:
         env["PYTHONPATH"] = str(Path(src).resolve())

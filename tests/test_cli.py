@@ -181,7 +181,8 @@ def test_help_lists_every_command_in_order_and_each_command_has_its_help() -> No
 
     top = runner.invoke(app, ["--help"], env={"COLUMNS": "200"})
     assert top.exit_code == 0
-    listed = [ln.split()[1] for ln in top.output.splitlines() if ln.startswith("│ ") and "  " in ln]
+    commands = top.output.split("\nCommands:\n")[1].splitlines()
+    listed = [ln.split()[0] for ln in commands if ln.startswith("  ") and ln[2] != " "]
     assert [n for n in listed if n in COMMANDS] == list(COMMANDS)
     for name in COMMANDS:
         sub = runner.invoke(app, [name, "--help"], env={"COLUMNS": "200"})

@@ -70,17 +70,55 @@ def test_version_from_the_entry_point_is_typers_answer() -> None:
     assert direct.stdout.startswith(b"lithify ") and direct.stderr == b""
 
 
-def test_help_imports_the_command_modules_but_no_stage() -> None:
-    loaded = _loaded("--help")
-    assert {"lithify.cli.convert", "lithify.cli.export", "lithify.cli.ui"} <= loaded
+# What rich's help and errors would bring (markdown_it for typer's markdown mode).
+RICH = {"rich", "markdown_it", "pygments"}
+
+
+def test_help_imports_no_command_module_no_stage_and_no_rich() -> None:
+    for args in (["--help"], ["-h"], []):
+        loaded = _loaded(*args)
+        assert {m for m in loaded if m.startswith("lithify.cli.")} == {
+            "lithify.cli.commands",
+            "lithify.cli.values",
+        }, args
+        assert _stages(loaded) == set()
+        assert _top(loaded) & {*RICH, "msgspec", "numpy", "pydantic"} == set()
+
+
+def test_a_commands_help_imports_its_module_and_no_stage() -> None:
+    loaded = _loaded("convert", "--help")
+    assert "lithify.cli.convert" in loaded and "lithify.cli.export" not in loaded
     assert _stages(loaded) == set()
-    assert _top(loaded) & {"msgspec", "numpy"} == set()
+    assert _top(loaded) & {*RICH, "msgspec", "numpy", "pydantic"} == set()
+
+
+def test_help_lists_each_command_with_its_own_summary() -> None:
+    """The top-level help lists the summaries written out in COMMANDS (so that it imports no
+    command module): each is the first paragraph of its command's help, and each group's
+    commands are listed whole too."""
+    from typer.testing import CliRunner
+
+    from lithify.cli import app
+    from lithify.cli.commands import COMMANDS, summary
+
+    group = typer.main.get_command(app)
+    for name, (_, _, written) in COMMANDS.items():
+        command = group.commands[name]  # type: ignore[attr-defined]
+        assert written == summary(command.help), name
+        for sub in getattr(command, "commands", {}).values():
+            assert sub.get_short_help_str(10) == summary(sub.help)
+    top = CliRunner().invoke(app, ["--help"], env={"COLUMNS": "100"}).stdout
+    listed = " ".join(top.split("\nCommands:\n")[1].split())
+    assert listed == " ".join(f"{name} {entry[2]}" for name, entry in COMMANDS.items())
+    assert "\nOptions:\n" in top and "╭" not in top  # click's plain sections
 
 
 def test_convert_imports_only_what_converting_needs(tmp_path: Path) -> None:
     src = CORPUS / "otlp" / "util_genai_openai_v2_chat_tool_call.otlp.json"
     loaded = _loaded("convert", str(src), "-o", str(tmp_path / "facts.jsonl"), "--json")
     assert "lithify.ingest.convert" in loaded and "lithify.translate.otlp" in loaded
+    # OTLP/JSON: the protobuf reader's libraries are not needed.
+    assert _top(loaded) & {"google", "opentelemetry"} == set()
     assert (tmp_path / "facts.jsonl").read_bytes().startswith(b'{"inference_call_id":')
     # Neither the other commands nor the stages only they use.
     assert {m for m in loaded if m.startswith("lithify.cli.")} == {
@@ -95,7 +133,17 @@ def test_convert_imports_only_what_converting_needs(tmp_path: Path) -> None:
         assert {m for m in loaded if m == stage or m.startswith(stage + ".")} == set(), stage
     # --json prints no table: rich is not needed at all; and its text and path values are read
     # without typer's pydantic coercion (cli/values.py).
-    assert _top(loaded) & {"rich", "pydantic"} == set()
+    assert _top(loaded) & {*RICH, "pydantic"} == set()
+
+
+def test_convert_of_protobuf_imports_protobuf(tmp_path: Path) -> None:
+    from tests.test_otlp import _requests
+
+    pb = tmp_path / "traces.pb"
+    pb.write_bytes(_requests()[0])
+    loaded = _loaded("convert", str(pb), "-o", str(tmp_path / "facts.jsonl"), "--json")
+    assert {"google.protobuf", "opentelemetry.proto"} <= loaded
+    assert (tmp_path / "facts.jsonl").read_bytes().startswith(b'{"inference_call_id":')
 
 
 def test_plain_values_read_as_typer_reads_them(tmp_path: Path) -> None:

@@ -5,6 +5,7 @@ module imports the stages it uses inside its functions (docs/development.md, Sta
 from __future__ import annotations
 
 import importlib
+import inspect
 from collections.abc import Iterator, Mapping, MutableMapping
 from typing import Annotated, Any
 
@@ -15,20 +16,72 @@ from typer.models import CommandInfo
 from lithify import __version__
 from lithify.cli.values import plain_value, plain_values
 
-# name: (module, attribute), in the order `lithify --help` lists them (typer lists a group such as
-# `token` after the commands).
-COMMANDS: dict[str, tuple[str, str]] = {
-    "convert": ("lithify.cli.convert", "convert_cmd"),
-    "import": ("lithify.cli.convert", "import_cmd"),
-    "facts": ("lithify.cli.facts", "facts_cmd"),
-    "stats": ("lithify.cli.facts", "stats_cmd"),
-    "demo": ("lithify.cli.demo", "demo_cmd"),
-    "serve": ("lithify.cli.serve", "serve_cmd"),
-    "export": ("lithify.cli.export", "export_cmd"),
-    "proxy": ("lithify.cli.proxy", "proxy_cmd"),
-    "ui": ("lithify.cli.ui", "ui_cmd"),
-    "token": ("lithify.cli.serve", "token_app"),
+# name: (module, attribute, summary), in the order `lithify --help` lists them (typer lists a group
+# such as `token` after the commands). The summary is the first paragraph of the command's help,
+# written out so that `lithify --help` imports no command module; tests/test_startup.py checks
+# each against the command's own.
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "convert": (
+        "lithify.cli.convert",
+        "convert_cmd",
+        "Convert telemetry and provider payloads into canonical facts, one JSON object per line.",
+    ),
+    "import": (
+        "lithify.cli.convert",
+        "import_cmd",
+        "Import whatever `lithify convert` reads (and feedback documents), or what it writes "
+        "(fact files, plain or .gz), into the fact store.",
+    ),
+    "facts": (
+        "lithify.cli.facts",
+        "facts_cmd",
+        "List stored facts (newest last), or show one in full.",
+    ),
+    "stats": (
+        "lithify.cli.facts",
+        "stats_cmd",
+        "Counts of stored facts by model, provider, source, session and degradation reason, "
+        "with tokens.",
+    ),
+    "demo": (
+        "lithify.cli.demo",
+        "demo_cmd",
+        "The main job on the shipped example telemetry: import it into the store, derive the "
+        "sessions, and export SFT and NeMo Gym rows into a folder.",
+    ),
+    "serve": (
+        "lithify.cli.serve",
+        "serve_cmd",
+        "Receive OTLP traces and logs over HTTP (protobuf or JSON, gzip) and gRPC; store their "
+        "facts.",
+    ),
+    "export": (
+        "lithify.cli.export",
+        "export_cmd",
+        "Export training rows: SFT conversations, NeMo Gym rows, preference pairs, RL rows.",
+    ),
+    "proxy": (
+        "lithify.cli.proxy",
+        "proxy_cmd",
+        "Forward model calls to the providers unchanged and record each one as a fact.",
+    ),
+    "ui": (
+        "lithify.cli.ui",
+        "ui_cmd",
+        "Read sessions and curate them before training: a web viewer over the store, with a "
+        "JSON twin of every page.",
+    ),
+    "token": (
+        "lithify.cli.serve",
+        "token_app",
+        "Ingest tokens for `lithify serve` (Authorization: Bearer <token>).",
+    ),
 }
+
+
+def summary(help_text: str | None) -> str:
+    """The first paragraph of a command's help, on one line: what a command list shows."""
+    return " ".join(inspect.cleandoc(help_text or "").split("\n\n")[0].split())
 
 
 class _Commands(MutableMapping[str, Any]):
@@ -40,7 +93,7 @@ class _Commands(MutableMapping[str, Any]):
 
     def __getitem__(self, name: str) -> Any:
         if name not in self._made:
-            module, attribute = COMMANDS[name]  # KeyError: no such command
+            module, attribute, _ = COMMANDS[name]  # KeyError: no such command
             self._made[name] = _command(name, getattr(importlib.import_module(module), attribute))
         return self._made[name]
 
@@ -60,7 +113,7 @@ class _Commands(MutableMapping[str, Any]):
 
 def _command(name: str, target: Any) -> Any:
     """The click command typer would have made of ``target`` registered eagerly as ``name``,
-    its text and path values read without pydantic (values.py)."""
+    its text and path values read without pydantic (values.py), its help plain (``_plain``)."""
     if isinstance(target, typer.Typer):
         command = typer.main.get_group(target)
         command.name = name
@@ -71,7 +124,18 @@ def _command(name: str, target: Any) -> Any:
             rich_markup_mode=app.rich_markup_mode,
         )
     plain_values(command)
+    _plain(command)
     return command
+
+
+def _plain(command: Any) -> None:
+    """Help and errors in click's plain text, not typer's rich panels: rich and what it imports
+    cost more than the rest of `lithify --help`. A group's own commands are listed with their
+    whole summary, as the top level lists them, where click would cut each at the width."""
+    command.rich_markup_mode = None
+    for sub in getattr(command, "commands", {}).values():
+        sub.short_help = sub.short_help or summary(sub.help)
+        _plain(sub)
 
 
 class _Command(TyperCommand):
@@ -93,6 +157,11 @@ class _LazyGroup(TyperGroup):
         plain_value(option)
         return option
 
+    def format_commands(self, ctx: Any, formatter: Any) -> None:
+        # From the written-out summaries: listing the commands imports none of them.
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, entry[2]) for name, entry in COMMANDS.items()])
+
 
 app = typer.Typer(
     name="lithify",
@@ -100,7 +169,7 @@ app = typer.Typer(
     help="Turn LLM agent telemetry and provider traffic into canonical facts and training data.",
     no_args_is_help=True,
     add_completion=False,
-    rich_markup_mode="rich",
+    rich_markup_mode=None,
     context_settings={"help_option_names": ["-h", "--help"], "auto_envvar_prefix": "LITHIFY"},
 )
 

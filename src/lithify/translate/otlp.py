@@ -26,23 +26,17 @@ import re
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, fields
-from typing import Annotated, Any, Generic, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Generic, NamedTuple, TypeVar
 
 import msgspec
 import orjson
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
-from google.protobuf.descriptor import Descriptor, FieldDescriptor, FileDescriptor
-from google.protobuf.message import DecodeError, Message
-from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue, InstrumentationScope
-from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord as PbLogRecord
-from opentelemetry.proto.logs.v1.logs_pb2 import ResourceLogs, ScopeLogs
-from opentelemetry.proto.resource.v1.resource_pb2 import Resource
-from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans
-from opentelemetry.proto.trace.v1.trace_pb2 import Span as PbSpan
 
 from lithify.translate.redact import CLEAN, screen
+
+if TYPE_CHECKING:
+    from google.protobuf import descriptor_pb2
+    from google.protobuf.message import Message
+    from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
 _SPAN_KINDS = {
     "SPAN_KIND_UNSPECIFIED": 0,
@@ -797,10 +791,6 @@ class _Layout(NamedTuple):
 
     what: str  # "trace", "logs"
     unit: str  # "span", "log record"
-    request: type[Message]
-    group: type[Message]  # ResourceSpans / ResourceLogs
-    scope_group: type[Message]  # ScopeSpans / ScopeLogs
-    message: type[Message]  # Span / LogRecord
     pb: tuple[str, str, str]  # the repeated fields, outermost first
     outer: tuple[str, ...]  # OTLP/JSON keys, each level's accepted spellings
     inner: tuple[str, ...]
@@ -810,7 +800,7 @@ class _Layout(NamedTuple):
 
 
 _TRACES = _Layout(
-    "trace", "span", ExportTraceServiceRequest, ResourceSpans, ScopeSpans, PbSpan,
+    "trace", "span",
     ("resource_spans", "scope_spans", "spans"),
     ("resourceSpans", "resource_spans"),
     ("scopeSpans", "scope_spans", "instrumentationLibrarySpans"),
@@ -818,7 +808,7 @@ _TRACES = _Layout(
     json_span, _pb_span,
 )  # fmt: skip
 _LOGS = _Layout(
-    "logs", "log record", ExportLogsServiceRequest, ResourceLogs, ScopeLogs, PbLogRecord,
+    "logs", "log record",
     ("resource_logs", "scope_logs", "log_records"),
     ("resourceLogs", "resource_logs"),
     ("scopeLogs", "scope_logs"),
@@ -837,48 +827,106 @@ _LOGS = _Layout(
 # invalid UTF-8 can be read, its text repaired, and parsed again as itself.
 
 
-def _variants(retype: Callable[[descriptor_pb2.FieldDescriptorProto], bool]) -> Any:
-    """A pool of the OTLP request messages whose fields ``retype`` selects are bytes; returns
-    (the variant class of a message class, the full names of the fields retyped)."""
-    pool = descriptor_pool.DescriptorPool()
-    added: set[str] = set()
-    retyped: set[str] = set()
+class _Messages(NamedTuple):
+    """One signal's protobuf message classes, outermost first."""
 
-    def walk(prefix: str, types: Any) -> None:
-        for m in types:
-            name = f"{prefix}.{m.name}"
-            for f in m.field:
-                if retype(f):
-                    retyped.add(f"{name}.{f.name}")
-                    f.type = descriptor_pb2.FieldDescriptorProto.TYPE_BYTES
-                    f.ClearField("type_name")
-            walk(name, m.nested_type)
-
-    def add(file: FileDescriptor) -> None:
-        if file.name in added:
-            return
-        for dep in file.dependencies:
-            add(dep)
-        proto = descriptor_pb2.FileDescriptorProto()
-        file.CopyToProto(proto)
-        walk(proto.package, proto.message_type)
-        pool.Add(proto)
-        added.add(file.name)
-
-    for layout in (_TRACES, _LOGS):
-        add(layout.request.DESCRIPTOR.file)
-
-    def variant(cls: type[Message]) -> type[Message]:
-        desc: Descriptor = pool.FindMessageTypeByName(cls.DESCRIPTOR.full_name)
-        return message_factory.GetMessageClass(desc)
-
-    return variant, retyped
+    request: type[Message]  # ExportTraceServiceRequest / ExportLogsServiceRequest
+    group: type[Message]  # ResourceSpans / ResourceLogs
+    scope_group: type[Message]  # ScopeSpans / ScopeLogs
+    message: type[Message]  # Span / LogRecord
 
 
-_STRING = descriptor_pb2.FieldDescriptorProto.TYPE_STRING
-_MESSAGE = descriptor_pb2.FieldDescriptorProto.TYPE_MESSAGE
-_shallow, _ = _variants(lambda f: f.type in (_STRING, _MESSAGE))
-_lenient, _LENIENT_STRINGS = _variants(lambda f: f.type == _STRING)
+class _Protobuf:
+    """protobuf, the OTLP messages and their variants, imported and built on the first protobuf
+    request: a process that reads only OTLP/JSON (a small `lithify convert`) does not pay for
+    them."""
+
+    def __init__(self) -> None:
+        from google.protobuf import descriptor_pb2
+        from google.protobuf.descriptor import FieldDescriptor
+        from google.protobuf.message import DecodeError
+        from opentelemetry.proto.collector.logs.v1 import logs_service_pb2
+        from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
+        from opentelemetry.proto.common.v1.common_pb2 import InstrumentationScope
+        from opentelemetry.proto.logs.v1 import logs_pb2
+        from opentelemetry.proto.resource.v1.resource_pb2 import Resource
+        from opentelemetry.proto.trace.v1 import trace_pb2
+
+        self.DecodeError = DecodeError
+        self.TYPE_MESSAGE = FieldDescriptor.TYPE_MESSAGE
+        self.Resource = Resource
+        self.InstrumentationScope = InstrumentationScope
+        self.messages = {
+            "trace": _Messages(
+                trace_service_pb2.ExportTraceServiceRequest,
+                trace_pb2.ResourceSpans,
+                trace_pb2.ScopeSpans,
+                trace_pb2.Span,
+            ),
+            "logs": _Messages(
+                logs_service_pb2.ExportLogsServiceRequest,
+                logs_pb2.ResourceLogs,
+                logs_pb2.ScopeLogs,
+                logs_pb2.LogRecord,
+            ),
+        }
+        kinds = descriptor_pb2.FieldDescriptorProto
+        self.shallow, _ = self._variants(
+            lambda f: f.type in (kinds.TYPE_STRING, kinds.TYPE_MESSAGE)
+        )
+        self.lenient, self.lenient_strings = self._variants(lambda f: f.type == kinds.TYPE_STRING)
+
+    def _variants(self, retype: Callable[[descriptor_pb2.FieldDescriptorProto], bool]) -> Any:
+        """A pool of the OTLP request messages whose fields ``retype`` selects are bytes;
+        returns (the variant class of a message class, the full names of the fields retyped)."""
+        from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+        pool = descriptor_pool.DescriptorPool()
+        added: set[str] = set()
+        retyped: set[str] = set()
+
+        def walk(prefix: str, types: Any) -> None:
+            for m in types:
+                name = f"{prefix}.{m.name}"
+                for f in m.field:
+                    if retype(f):
+                        retyped.add(f"{name}.{f.name}")
+                        f.type = descriptor_pb2.FieldDescriptorProto.TYPE_BYTES
+                        f.ClearField("type_name")
+                walk(name, m.nested_type)
+
+        def add(file: Any) -> None:
+            if file.name in added:
+                return
+            for dep in file.dependencies:
+                add(dep)
+            proto = descriptor_pb2.FileDescriptorProto()
+            file.CopyToProto(proto)
+            walk(proto.package, proto.message_type)
+            pool.Add(proto)
+            added.add(file.name)
+
+        for messages in self.messages.values():
+            add(messages.request.DESCRIPTOR.file)
+
+        def variant(cls: type[Message]) -> type[Message]:
+            return message_factory.GetMessageClass(
+                pool.FindMessageTypeByName(cls.DESCRIPTOR.full_name)
+            )
+
+        return variant, retyped
+
+
+_PROTOBUF: list[_Protobuf] = []
+_PROTOBUF_LOCK = threading.Lock()
+
+
+def _protobuf() -> _Protobuf:
+    if not _PROTOBUF:
+        with _PROTOBUF_LOCK:  # one set of variant classes, whichever thread asks first
+            if not _PROTOBUF:
+                _PROTOBUF.append(_Protobuf())
+    return _PROTOBUF[0]
 
 
 def _valid_utf8(b: bytes) -> bytes | None:
@@ -892,12 +940,13 @@ def _valid_utf8(b: bytes) -> bytes | None:
 
 def _repair_pb(msg: Any) -> int:
     """Repair the text of a lenient message in place; the number of strings repaired."""
+    pb = _protobuf()
     n = 0
     for fd, value in msg.ListFields():
-        if fd.type == FieldDescriptor.TYPE_MESSAGE:
+        if fd.type == pb.TYPE_MESSAGE:
             for m in value if fd.is_repeated else (value,):
                 n += _repair_pb(m)
-        elif fd.full_name in _LENIENT_STRINGS:
+        elif fd.full_name in pb.lenient_strings:
             if fd.is_repeated:
                 for i, b in enumerate(value):
                     if (fixed := _valid_utf8(b)) is not None:
@@ -919,19 +968,20 @@ def _salvage(cls: type[Message], data: bytes) -> tuple[Any, int] | str:
     """One unit (or resource, scope) parsed on its own: (the message, strings repaired), or
     why it cannot be read."""
     what = cls.DESCRIPTOR.name
+    pb = _protobuf()
     try:
         return cls.FromString(data), 0
-    except DecodeError as e:
+    except pb.DecodeError as e:
         if "UTF-8" not in str(e):
             return _why(e, what)
     try:
-        lenient = _lenient(cls).FromString(data)
-    except DecodeError as e:
+        lenient = pb.lenient(cls).FromString(data)
+    except pb.DecodeError as e:
         return _why(e, what)
     n = _repair_pb(lenient)
     try:
         return cls.FromString(lenient.SerializeToString()), n
-    except DecodeError as e:  # nothing left to repair: the bytes are damaged otherwise
+    except pb.DecodeError as e:  # nothing left to repair: the bytes are damaged otherwise
         return _why(e, what)
 
 
@@ -955,28 +1005,30 @@ def _whole_groups(req: Any, layout: _Layout) -> Iterator[_Group]:
 
 def _partial_groups(data: bytes, layout: _Layout) -> Iterator[_Group]:
     outer, inner, leaf = layout.pb
+    pb = _protobuf()
+    messages = pb.messages[layout.what]
 
     def parse(cls: type[Message], b: bytes, where: str) -> Any:
         try:
-            return _shallow(cls).FromString(b)
-        except DecodeError:
+            return pb.shallow(cls).FromString(b)
+        except pb.DecodeError:
             raise OTLPDecodeError(
                 f"not an OTLP protobuf {layout.what} request: {where} is truncated or not a "
                 f"{cls.DESCRIPTOR.name} message"
             ) from None
 
-    req = parse(layout.request, data, "the body")
+    req = parse(messages.request, data, "the body")
     for i, rs_bytes in enumerate(getattr(req, outer)):
         where = f"{outer}[{i}]"
-        rs = parse(layout.group, rs_bytes, where)
-        resource = _salvage(Resource, rs.resource)
+        rs = parse(messages.group, rs_bytes, where)
+        resource = _salvage(pb.Resource, rs.resource)
         for j, ss_bytes in enumerate(getattr(rs, inner)):
             w = f"{where}.{inner}[{j}]"
-            ss = parse(layout.scope_group, ss_bytes, w)
-            read = [_salvage(layout.message, b) for b in getattr(ss, leaf)]
+            ss = parse(messages.scope_group, ss_bytes, w)
+            read = [_salvage(messages.message, b) for b in getattr(ss, leaf)]
             units = [u if isinstance(u, str) else u[0] for u in read]
             repaired = [0 if isinstance(u, str) else u[1] for u in read]
-            scope = _salvage(InstrumentationScope, ss.scope)
+            scope = _salvage(pb.InstrumentationScope, ss.scope)
             yield _Group(w, resource, scope, units, repaired)
 
 
@@ -1037,11 +1089,12 @@ def _pb_decode(data: bytes, layout: _Layout, most: int | None = None) -> Decoded
     # Each message takes two bytes at least: a body that small holds no more than allowed.
     if most is not None and len(data) > 2 * most:
         _over(_pb_messages(data, layout, most), most, layout)
-    req = layout.request()
+    pb = _protobuf()
+    req = pb.messages[layout.what].request()
     try:
         req.ParseFromString(data)
         groups = _whole_groups(req, layout)
-    except DecodeError:
+    except pb.DecodeError:
         groups = _partial_groups(data, layout)
     # One screen of the whole request stands for a screen of each unit's fact.
     clean = screen(data) == CLEAN
