@@ -3,6 +3,7 @@ curation's rules, CSRF, the Host check, tokens beyond loopback, bounded request 
 
 from __future__ import annotations
 
+import importlib.util
 import socket
 import time
 from pathlib import Path
@@ -13,7 +14,7 @@ import pytest
 
 from lithify.ingest.tokens import new_token, token_hash, token_prefix
 from lithify.store import FactStore, FeedbackFilter, open_store
-from lithify.ui import UiConfig
+from lithify.ui import UiConfig, render
 from lithify.ui.server import NoToken, make_server
 from tests.export.helpers import cli_export
 from tests.http_client import Reply, request
@@ -412,3 +413,19 @@ def test_degradations_are_marked_on_the_parts_that_show_them(degraded_viewer: Ru
     page = _get(degraded_viewer, "/sessions/" + DEGRADED_SESSION).body.decode()
     assert page.count('<div class="partdeg">') == 7
     assert '<a class="deg" href="/sessions?degradation=orphan_tool_response" title="a tool ' in page
+
+
+def test_without_trl_the_rows_page_says_so(viewer: Running) -> None:
+    assert importlib.util.find_spec("trl") is None  # lithify's own venv: TRL is a consumer's
+    for query in ("", "&template=qwen3"):
+        rows = _get(viewer, f"/api/rows?session=agent-1&profile=trl{query}").json()
+        assert rows["chat_template"] == {
+            "templates": [], "template": None, "note": render.NOT_INSTALLED
+        }  # fmt: skip
+        assert rows["rows"] and all("rendered" not in r for r in rows["rows"])
+        page = _get(viewer, f"/rows?session=agent-1&profile=trl{query}")
+        assert page.status == 200
+        assert "TRL is not installed where this viewer runs" in page.body.decode()
+    # only SFT rows are rendered: other kinds say nothing of it
+    dpo = _get(viewer, "/api/rows?session=agent-1&kind=dpo").json()
+    assert dpo["chat_template"] == {"templates": [], "template": None, "note": None}

@@ -180,9 +180,10 @@ def build_app(store: FactStore, config: UiConfig | None = None) -> Starlette:
     def rows_page(request: Request) -> Response:
         try:
             req = views.rows_request(dict(request.query_params))
+            template = views.chat_template(dict(request.query_params))
         except ValueError as e:
             return bad(request, str(e))
-        data = views.rows(store, req)
+        data = views.rows(store, req, template)
         if data is None:
             return not_found(request, f"session {req.sessions[0]!r}")
         if request.url.path.startswith("/api/"):

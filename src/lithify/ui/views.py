@@ -39,6 +39,7 @@ from lithify.model import (
 )
 from lithify.store import FactFilter, FactStore, FeedbackFilter, FeedbackValue
 from lithify.translate.redact import MARKER
+from lithify.ui import render
 from lithify.ui.listing import selected_sessions
 
 SOURCE = "ui"
@@ -528,12 +529,36 @@ def _options(req: ExportRequest, summary: ExportSummary) -> dict[str, Any]:
     }
 
 
-def rows(store: FactStore, req: ExportRequest) -> dict[str, Any] | None:
+def chat_template(params: dict[str, str]) -> str | None:
+    """The chat template a Rows page asks for (``template``); ``ValueError`` names a bad one.
+    Asked where TRL is not installed, it is None: the page says so."""
+    name = params.get("template") or None
+    names = render.templates()
+    if name is None or not names:
+        return None
+    if name not in names:
+        raise ValueError(f"template must be one of TRL's chat templates: {', '.join(names)}")
+    return name
+
+
+def _rendering(req: ExportRequest, template: str | None) -> dict[str, Any]:
+    names = render.templates() if req.kind == "sft" else []
+    note = None
+    if req.kind == "sft" and not names:
+        note = render.NOT_INSTALLED
+    return {"templates": names, "template": template if names else None, "note": note}
+
+
+def rows(
+    store: FactStore, req: ExportRequest, template: str | None = None
+) -> dict[str, Any] | None:
     """The rows ``lithify export`` writes for one session, run through the export pipeline itself
     into a scratch folder and read back, so each row's ``line`` is the file's bytes; None when
-    the session has no calls."""
+    the session has no calls. With ``template``, each SFT row's conversation rendered through
+    that chat template of TRL's (``rendered``)."""
     if store.count(FactFilter(session_id=list(req.sessions))) == 0:
         return None
+    rendering = _rendering(req, template)
     with tempfile.TemporaryDirectory(prefix="lithify-ui-rows-") as tmp:
         summary = export_to(store, req, tmp)
         out: list[dict[str, Any]] = []
@@ -552,7 +577,15 @@ def rows(store: FactStore, req: ExportRequest) -> dict[str, Any] | None:
                             "row": row,
                         }
                     )
-    return {"session_id": req.sessions[0], **_options(req, summary), "rows": out}
+    if rendering["template"]:
+        for r in out:
+            r["rendered"] = render.render(rendering["template"], r["row"])
+    return {
+        "session_id": req.sessions[0],
+        **_options(req, summary),
+        "chat_template": rendering,
+        "rows": out,
+    }
 
 
 def export_selection(store: FactStore, req: ExportRequest) -> dict[str, Any]:
