@@ -9,8 +9,11 @@ import gzip
 import random
 from pathlib import Path
 
+import orjson
+
 from lithify.core.factfile import encode_line
 from lithify.model import Feedback, InferenceCall
+from tests.conftest import CORPUS
 from tests.export.helpers import (
     assistant,
     call,
@@ -25,6 +28,7 @@ from tests.export.helpers import (
     user,
 )
 
+EXAMPLES = Path(__file__).resolve().parents[2] / "src" / "lithify" / "examples"
 ANSWERS = {None: "Windy.", 0.1: "Rainy.", 0.5: "Cloudy.", 0.9: "Sunny."}
 
 
@@ -87,3 +91,25 @@ def one_big_session(calls: int) -> list[InferenceCall]:
         answer = [assistant(text(f"{k % 30} degrees."))]
         facts.append(fact(f"big-{k:06d}-b", second, answer, session="big", second=k % 3600))
     return facts
+
+
+def otlp_lines() -> list[bytes]:
+    """The shipped examples and the corpus's OTLP/JSON requests, one line each: what the
+    Collector's file exporter writes."""
+    lines = []
+    for folder in (EXAMPLES, CORPUS / "otlp"):
+        for path in sorted(folder.glob("*.json")):
+            lines.append(orjson.dumps(orjson.loads(path.read_bytes())) + b"\n")
+    return lines
+
+
+def jsonl_input(seed: int, sessions: int = 10) -> bytes:
+    """A JSON lines input as telemetry files come: OTLP requests, fact and feedback lines,
+    blank lines, CRLF ends, corrupt lines, and no newline after the last line."""
+    rng = random.Random(seed)
+    facts, fb = generated(seed, sessions=sessions)
+    lines = otlp_lines() * 2 + [encode_line(x) for x in [*facts, *fb]]
+    lines += [b"\n", b"  \t\r\n", b"\r\n", b"{not json\n", b'{"inference_call_id": 1}\n']
+    rng.shuffle(lines)
+    lines = [ln[:-1] + b"\r\n" if rng.random() < 0.2 else ln for ln in lines]
+    return b"".join(lines).rstrip(b"\r\n")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
@@ -60,12 +60,12 @@ def _progress_factory(progress: Progress | None):  # type: ignore[no-untyped-def
     if progress is None:
         return None
 
-    def start(path: Path):  # type: ignore[no-untyped-def]
+    def start(path: Any):  # type: ignore[no-untyped-def]  # a Path or a remote.RemoteFile
         try:
-            total = path.stat().st_size if path.suffix != ".gz" else None
+            size = path.stat().st_size if isinstance(path, Path) else path.size
         except OSError:
-            total = None
-        task = progress.add_task(path.name, total=total)
+            size = None
+        task = progress.add_task(path.name, total=size if path.suffix != ".gz" else None)
         return lambda n: progress.advance(task, n)
 
     return start
@@ -80,9 +80,15 @@ SourceOpt = Annotated[
         envvar="LITHIFY_FROM",
     ),
 ]
+# Text, not Path: a Path would make s3://bucket/key s3:/bucket/key (files.expand reads each
+# as a URL or a local path).
 PathsArg = Annotated[
-    list[Path] | None,
-    typer.Argument(help="Files or folders: OTLP (.json, .jsonl, .pb), provider bodies, SSE."),
+    list[str] | None,
+    typer.Argument(
+        help="Files, folders or URLs (s3://bucket/prefix/, any pyarrow.fs or fsspec one): "
+        "OTLP (.json, .jsonl, .pb), provider bodies, SSE.",
+        show_default=False,
+    ),
 ]
 RequestOpt = Annotated[
     Path | None, typer.Option(help="A provider request body, paired with --response.")
@@ -100,8 +106,31 @@ ProgressOpt = Annotated[
 ]
 
 
+def _check_urls(paths: list[str] | None) -> None:
+    """Exit ``Exit.USAGE``, naming what to install, for a URL that no installed filesystem
+    reads: before anything is read or written. (One that cannot be reached is unreadable, as
+    a missing file is.)"""
+    from lithify.ingest.remote import NoFilesystem, filesystem, is_url
+
+    for path in paths or []:
+        if is_url(path):
+            try:
+                filesystem(path)
+            except NoFilesystem as e:
+                _no_filesystem(e)
+            except OSError:
+                pass
+
+
+def _no_filesystem(e: Exception) -> NoReturn:
+    from rich.markup import escape
+
+    err.print(f"[red]{escape(str(e))}[/]")
+    raise typer.Exit(Exit.USAGE)
+
+
 def _pipeline(
-    paths: list[Path] | None,
+    paths: list[str] | None,
     sink: Sink,
     *,
     source: str,
@@ -119,6 +148,7 @@ def _pipeline(
     if not paths and request is None and response is None:
         err.print("[red]nothing to read:[/] give PATH… or --request/--response")
         raise typer.Exit(Exit.USAGE)
+    _check_urls(paths)
     options = {"fmt": source, "strict": strict, "request": request, "response": response}
     show = sys.stderr.isatty() if progress is None else progress
     try:
@@ -165,6 +195,14 @@ def convert_cmd(
     progress: ProgressOpt = None,
     engine: EngineOpt = "local",
     ray_address: RayAddressOpt = None,
+    split_bytes: Annotated[
+        str | None,
+        typer.Option(
+            "--split-bytes",
+            hidden=True,
+            help="--engine ray: JSON lines inputs larger than this are several tasks.",
+        ),
+    ] = None,
 ) -> None:
     """Convert telemetry and provider payloads into canonical facts, one JSON object per line.
 
@@ -175,7 +213,9 @@ def convert_cmd(
     from lithify.ingest.convert import JsonlSink, open_output
 
     if check_engine(engine):
-        summary = _convert_ray(paths, output, source, strict, ray_address, request, response)
+        summary = _convert_ray(
+            paths, output, source, strict, ray_address, request, response, split_bytes
+        )
     else:
         with open_output(output) as out:
             summary = _pipeline(
@@ -243,19 +283,22 @@ def import_cmd(
 
 
 def _convert_ray(
-    paths: list[Path] | None,
+    paths: list[str] | None,
     output: str,
     source: str,
     strict: bool,
     address: str | None,
     request: Path | None,
     response: Path | None,
+    split_bytes: str | None,
 ) -> Summary:
-    """``convert --engine ray``: one task per input file, fact files in the folder ``output``."""
+    """``convert --engine ray``: a task per input file (or per range of a large JSON lines
+    one), fact files in the folder ``output``."""
     from rich.markup import escape
 
     from lithify.ingest.convert import StrictError
-    from lithify.ingest.distributed import convert_ray
+    from lithify.ingest.distributed import SPLIT_BYTES, convert_ray
+    from lithify.ingest.remote import NoFilesystem
 
     if output == "-" or request is not None or response is not None or not paths:
         err.print("[red]--engine ray converts PATH… into a folder: give -o DIR[/]")
@@ -263,9 +306,18 @@ def _convert_ray(
     if source not in FORMATS:
         err.print(f"[red]unknown --from {source!r}[/]; choose one of: {', '.join(FORMATS)}")
         raise typer.Exit(Exit.USAGE)
+    split = SPLIT_BYTES
+    if split_bytes is not None:
+        if not split_bytes.isdigit() or int(split_bytes) < 1:
+            err.print("[red]--split-bytes takes a number of bytes, at least 1[/]")
+            raise typer.Exit(Exit.USAGE)
+        split = int(split_bytes)
+    _check_urls(paths)
     try:
         with ray_session(address):
-            return convert_ray(paths, output, fmt=source, strict=strict)
+            return convert_ray(paths, output, fmt=source, strict=strict, split_bytes=split)
+    except NoFilesystem as e:
+        _no_filesystem(e)
     except RayMissing as e:
         err.print(f"[red]{escape(str(e))}[/]")
         raise typer.Exit(Exit.USAGE) from None

@@ -1,35 +1,104 @@
-"""`lithify convert --engine ray` (docs/scale.md): every input file is a Ray task converted by
-the same pipeline as a local run (``ingest.convert.run``: the same translators, the same
-fact-file lines), into a fact file of its own in the output folder, ``part-NNNNN.jsonl`` after
-the input's place in ``files.expand`` order; the summaries are added up in that order. The
-folder is what ``lithify import DIR`` and ``lithify export --facts DIR`` read.
+"""`lithify convert --engine ray` (docs/scale.md): the inputs (local files and folders, or URLs
+that ``files.expand`` lists) become Ray tasks converted by the same pipeline as a local run
+(``ingest.convert.run``: the same translators, the same fact-file lines), each into a fact file
+of its own in the output folder, ``part-NNNNN.jsonl`` after the task's place in input order.
+
+An input is one task, except a plain JSON lines file larger than ``split_bytes``: its bytes are
+cut into ranges, and a task converts the lines that start in its range (``files.owned_lines``),
+so one large file spreads over the workers. The driver adds the tasks' summaries up in that
+order, a split file's as the one input it is (its line numbers counted on from the ranges
+before), so the parts, concatenated in name order, and the summary are a local run's.
 
 Ray is an optional extra: imported when this runs, on a Ray the caller connected to.
 """
 
 from __future__ import annotations
 
+import os
 import pickle
-from collections.abc import Iterable
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from lithify.ingest.convert import MAX_LISTED, JsonlSink, StrictError, Summary, open_output, run
-from lithify.ingest.files import expand
+from lithify.ingest.files import LineRange, expand, splittable
+from lithify.ingest.remote import RemoteFile
+from lithify.model import Skip
 
-__all__ = ["convert_ray"]
+__all__ = ["SPLIT_BYTES", "byte_ranges", "convert_ray", "convert_tasks", "merge"]
+
+# A JSON lines input larger than this is several tasks. Big enough that a task's start-up
+# (a Ray task, opening the file, an object store's first byte) is small next to converting
+# its share, small enough that a 10 GB file keeps 160 workers busy.
+SPLIT_BYTES = 64 << 20
+
+
+def byte_ranges(size: int, split_bytes: int) -> list[tuple[int, int]]:
+    """``[0, size)`` cut into consecutive ranges of ``split_bytes`` (the last one shorter)."""
+    if split_bytes < 1:
+        raise ValueError("split_bytes must be at least 1")
+    return [(start, min(start + split_bytes, size)) for start in range(0, size, split_bytes)]
+
+
+def _size(path: Path | RemoteFile) -> int | None:
+    if isinstance(path, RemoteFile):
+        return path.size
+    try:
+        return path.stat().st_size if path.is_file() else None
+    except OSError:
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class Task:
+    """One task: ``index`` names its part; ``file`` is its input's place in input order."""
+
+    index: int
+    file: int
+    source: Path | RemoteFile | LineRange
+
+
+def convert_tasks(paths: Iterable[str | Path], split_bytes: int = SPLIT_BYTES) -> Iterator[Task]:
+    """The tasks of converting ``paths``, in input order: a task per input, or per range of
+    ``split_bytes`` of a plain JSON lines input larger than that."""
+    index = 0
+    for number, path in enumerate(expand(paths)):
+        size = _size(path)
+        if size is not None and size > split_bytes and splittable(path):
+            for start, end in byte_ranges(size, split_bytes):
+                yield Task(index, number, LineRange(path, start, end))
+                index += 1
+        else:
+            yield Task(index, number, path)
+            index += 1
+
+
+def part_name(index: int, tasks: int) -> str:
+    """The part of task ``index`` of ``tasks``: names sort as the tasks do, however many."""
+    return f"part-{index:0{max(5, len(str(tasks - 1)))}d}.jsonl"
+
+
+def convert_task(
+    task: Task, out_dir: str | Path, tasks: int, *, fmt: str = "auto", strict: bool = False
+) -> tuple[Summary | Skip, int]:
+    """Run ``task`` into its part: its summary (or the strict error's ``Skip``), and for a
+    range, how many lines it held."""
+    target = Path(out_dir) / part_name(task.index, tasks)
+    try:
+        with open_output(str(target)) as out:
+            result: Summary | Skip = run([task.source], JsonlSink(out), fmt=fmt, strict=strict)
+    except StrictError as e:
+        result = e.skip
+    return result, task.source.lines if isinstance(task.source, LineRange) else 0
 
 
 def _convert_one(item: dict[str, Any]) -> dict[str, Any]:
-    """One input to its fact file; the summary (or the strict error) travels back pickled."""
-    index, path = int(item["index"]), Path(item["path"])
-    target = Path(item["out"]) / f"part-{index:05d}.jsonl"
-    try:
-        with open_output(str(target)) as out:
-            result: object = run([path], JsonlSink(out), fmt=item["fmt"], strict=item["strict"])
-    except StrictError as e:
-        result = e.skip
-    return {"index": index, "result": pickle.dumps(result)}
+    """The Ray map: one task, its result pickled (the task too: a path or a range)."""
+    task = pickle.loads(item["task"])
+    result = convert_task(task, item["out"], item["tasks"], fmt=item["fmt"], strict=item["strict"])
+    return {"index": task.index, "result": pickle.dumps(result)}
 
 
 def _add(total: Summary, part: Summary) -> None:
@@ -45,29 +114,116 @@ def _add(total: Summary, part: Summary) -> None:
     total.no_fact_inputs.update(part.no_fact_inputs)
 
 
-def convert_ray(
-    paths: Iterable[str | Path], out_dir: str | Path, *, fmt: str = "auto", strict: bool = False
+def renumber(entry: str, name: str, offset: int) -> str:
+    """A corrupt unit's ``NAME:LINE: detail`` (and a detail's own ``line LINE: …``), read in
+    a range, with its line counted from the file's start: ``offset`` lines on."""
+    head = name + ":"
+    if not offset or not entry.startswith(head):
+        return entry
+    number, sep, detail = entry[len(head) :].partition(": ")
+    if not sep or not number.isdigit():
+        return entry
+    line = int(number)
+    own = f"line {line}: "
+    if detail.startswith(own):
+        detail = f"line {line + offset}: " + detail[len(own) :]
+    return f"{head}{line + offset}: {detail}"
+
+
+def merge(
+    tasks: list[Task], results: list[tuple[Summary | Skip, int]], out_dir: str | Path
 ) -> Summary:
-    """Convert ``paths`` (files or folders) into fact files in ``out_dir``, one Ray task per
-    input file; the summary a local run over the same inputs gives. Raises ``StrictError``
-    under ``strict`` for the first corrupt unit in input order."""
+    """The tasks' results (in task order) added up into the summary a local run gives.
+    Raises ``StrictError`` for the first corrupt unit in input order. A split input counts
+    once; its line numbers go on from range to range; when a range could not be read, the
+    ranges after it are dropped (their parts emptied), as a local run stops reading a file
+    at its first error."""
+    total = Summary()
+    k = 0
+    while k < len(tasks):
+        number = tasks[k].file
+        group = []
+        while k < len(tasks) and tasks[k].file == number:
+            group.append((tasks[k], results[k]))
+            k += 1
+        if not isinstance(group[0][0].source, LineRange):
+            ((_, (result, _)),) = group
+            if isinstance(result, Skip):
+                raise StrictError(result)
+            _add(total, result)
+            continue
+        _add_ranges(total, group, Path(out_dir), len(tasks))
+    return total
+
+
+def _add_ranges(
+    total: Summary,
+    group: list[tuple[Task, tuple[Summary | Skip, int]]],
+    out_dir: Path,
+    tasks: int,
+) -> None:
+    """The ranges of one input added to ``total`` as that one input."""
+    name = str(group[0][0].source)
+    offset = 0
+    facts = 0
+    reasons: Counter[str] = Counter()
+    unreadable = False
+    for place, (task, (result, lines)) in enumerate(group):
+        if unreadable:  # a local run stopped reading the file at the error
+            with open_output(str(out_dir / part_name(task.index, tasks))):
+                pass
+            continue
+        if isinstance(result, Skip):
+            raise StrictError(Skip(result.reason, renumber(result.detail, name, offset)))
+        part = Summary(
+            inputs=1 if place == 0 else 0,
+            units=result.units,
+            facts=result.facts,
+            feedback=result.feedback,
+            skipped=result.skipped,
+            degradations=result.degradations,
+            facts_with_degradations=result.facts_with_degradations,
+            unreadable=result.unreadable,
+            corrupt=[renumber(c, name, offset) for c in result.corrupt],
+        )
+        _add(total, part)
+        facts += result.facts + result.feedback
+        reasons.update(result.skipped)
+        unreadable = bool(result.unreadable)
+        offset += lines
+    if not facts and not unreadable:
+        total.no_fact_inputs[name] = dict(sorted(reasons.items())) or {"empty": 1}
+
+
+def convert_ray(
+    paths: Iterable[str | Path],
+    out_dir: str | Path,
+    *,
+    fmt: str = "auto",
+    strict: bool = False,
+    split_bytes: int = SPLIT_BYTES,
+) -> Summary:
+    """Convert ``paths`` (files, folders or URLs) into fact files in ``out_dir``, one Ray task
+    per input file or per ``split_bytes`` of a large JSON lines file; the summary a local run
+    over the same inputs gives. Raises ``StrictError`` under ``strict`` for the first corrupt
+    unit in input order, ``remote.NoFilesystem`` for a URL no installed filesystem reads."""
     import ray
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    files = [str(p) for p in expand(paths)]
+    tasks = list(convert_tasks(paths, split_bytes))
+    if not tasks:
+        return Summary()
     items = [
-        {"index": i, "path": p, "out": str(out), "fmt": fmt, "strict": strict}
-        for i, p in enumerate(files)
+        {
+            "task": pickle.dumps(t),
+            "out": os.fspath(out),
+            "tasks": len(tasks),
+            "fmt": fmt,
+            "strict": strict,
+        }
+        for t in tasks
     ]
-    summary = Summary()
-    if not items:
-        return summary
     done = ray.data.from_items(items, override_num_blocks=len(items)).map(_convert_one)
-    for r in sorted(done.take_all(), key=lambda r: r["index"]):
-        result = pickle.loads(r["result"])
-        if isinstance(result, Summary):
-            _add(summary, result)
-        else:
-            raise StrictError(result)
-    return summary
+    results = {r["index"]: pickle.loads(r["result"]) for r in done.take_all()}
+    return merge(tasks, [results[t.index] for t in tasks], out)

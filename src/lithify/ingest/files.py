@@ -1,7 +1,9 @@
 """Reading input files into translator results, one unit at a time, in constant memory.
 
 A unit is what one translator call sees: a JSONL line, a whole JSON document, an OTLP protobuf
-request, an SSE body. A line of lithify's own fact files (core/factfile.py) is a unit too, read
+request, an SSE body. An input is a local file, a file under a URL (ingest/remote.py), or a
+``LineRange``: the lines of a JSON lines input that start in a range of its bytes, one task's
+share of a large input (docs/scale.md, Splitting one large input). A line of lithify's own fact files (core/factfile.py) is a unit too, read
 back as the fact it holds, not translated. A unit that cannot be decoded becomes a
 ``Skip("undecodable")`` that names the file and line; a file that cannot be read at all raises
 ``InputError``.
@@ -15,11 +17,12 @@ import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypeAlias
 
 import orjson
 
 from lithify.core.factfile import FactLineError, InputError, decode_line, is_fact_line, open_file
+from lithify.ingest.remote import RemoteFile, expand_url, is_url
 from lithify.model import Skip
 from lithify.translate import (
     Result,
@@ -53,9 +56,36 @@ class Located:
     finite: bool = False
 
 
-def expand(paths: Iterable[str | Path]) -> Iterator[Path]:
-    """Files in the order given; folders contribute their files in sorted order, recursively."""
-    for p in map(Path, paths):
+@dataclass(slots=True)
+class LineRange:
+    """The lines of a JSON lines input ``file`` that start in its bytes ``[start, end)``
+    (``owned_lines``), numbered from 1 at the first of them. Once read, ``lines`` is how many
+    it held, blank ones included: the next range's first line is that many lines on."""
+
+    file: Path | RemoteFile
+    start: int
+    end: int
+    lines: int = 0
+
+    def __str__(self) -> str:
+        return str(self.file)
+
+
+Input: TypeAlias = Path | RemoteFile | LineRange
+
+
+def expand(paths: Iterable[str | Input]) -> Iterator[Path | RemoteFile]:
+    """Files in the order given; folders contribute their files in sorted order, recursively,
+    and so do URLs (``remote.expand_url``). Raises ``remote.NoFilesystem`` for a URL that no
+    installed filesystem reads."""
+    for given in paths:
+        if isinstance(given, RemoteFile | LineRange):
+            yield given  # type: ignore[misc]  # a LineRange is read as it is (read_file)
+            continue
+        if is_url(given):
+            yield from expand_url(str(given))
+            continue
+        p = Path(given)
         if p.is_dir():
             for root, dirs, files in os.walk(p):
                 dirs.sort()
@@ -66,7 +96,7 @@ def expand(paths: Iterable[str | Path]) -> Iterator[Path]:
             yield p
 
 
-def _suffix(path: Path) -> str:
+def _suffix(path: Path | RemoteFile) -> str:
     suffixes = [s.lower() for s in path.suffixes]
     if suffixes and suffixes[-1] == ".gz":
         suffixes.pop()
@@ -105,8 +135,13 @@ def _translate_json(data: bytes, fmt: str) -> tuple[Iterator[Result], bool]:
 _BLANK_START = (b"", b" ", b"\t", b"\n", b"\r", b"\x0b", b"\x0c")
 
 
-def _lines(path: Path, fh: IO[bytes], fmt: str, progress: Progress | None) -> Iterator[Located]:
+def _lines(
+    path: Input, fh: Iterable[bytes], fmt: str, progress: Progress | None
+) -> Iterator[Located]:
+    counted = path if isinstance(path, LineRange) else None
     for lineno, line in enumerate(fh, 1):
+        if counted is not None:
+            counted.lines = lineno
         if progress is not None:
             progress(len(line))
         # A line that starts with neither blank is not blank: no copy of it made by strip().
@@ -132,21 +167,83 @@ def _lines(path: Path, fh: IO[bytes], fmt: str, progress: Progress | None) -> It
             yield Located(loc, r, finite)
 
 
-def _read_all(path: Path, fh: IO[bytes]) -> bytes:
+def _read_all(path: Path | RemoteFile, fh: IO[bytes]) -> bytes:
     try:
         return fh.read()
     except (OSError, EOFError, gzip.BadGzipFile) as e:
         raise InputError(f"{path}: {e}") from None
 
 
-def read_file(path: Path, fmt: str = "auto", progress: Progress | None = None) -> Iterator[Located]:
-    """Every translator result of one file, in file order. ``progress`` is told of bytes read."""
+def owned_lines(fh: IO[bytes], start: int, end: int, *, piece: int = 1 << 20) -> Iterator[bytes]:
+    """The lines of the seekable file ``fh`` that start in its bytes ``[start, end)``, each
+    whole (the last may run past ``end``): a line starts at 0 or right after a ``\n``. Ranges
+    that cover a file without overlapping give each of its lines (as iterating over the file
+    gives them) to exactly one range."""
+    if start > 0:
+        fh.seek(start - 1)
+        # The rest of the line holding byte start - 1 is an earlier range's: skipped in
+        # pieces, so that a line longer than memory is never held to be skipped.
+        while (skipped := fh.readline(piece)) and not skipped.endswith(b"\n"):
+            pass
+        at = fh.tell()
+    else:
+        fh.seek(0)
+        at = 0
+    while at < end:
+        line = fh.readline()
+        if not line:
+            return
+        yield line
+        at += len(line)
+
+
+def _open(path: Path | RemoteFile) -> IO[bytes]:
+    if isinstance(path, Path):
+        return open_file(path)
+    try:
+        return path.open()
+    except OSError as e:
+        raise InputError(f"{path}: {e}") from None
+
+
+def _check(path: Path | RemoteFile) -> None:
+    """``InputError`` for an input that is not a readable regular file."""
+    if isinstance(path, RemoteFile):
+        if path.error is not None:
+            raise InputError(f"{path}: {path.error}")
+        if path.size is None:
+            raise InputError(f"{path}: no such file")
+        return
     if not path.exists():
         raise InputError(f"{path}: no such file")
     if not path.is_file():
         raise InputError(f"{path}: not a regular file")
+
+
+def splittable(path: Path | RemoteFile) -> bool:
+    """Whether ``path`` is read line by line from a seekable file: JSON lines, not gzipped
+    (a gzip stream can only be read from its start)."""
+    return _suffix(path) in JSONL_SUFFIXES and path.suffix != ".gz"
+
+
+def read_file(
+    path: Input, fmt: str = "auto", progress: Progress | None = None
+) -> Iterator[Located]:
+    """Every translator result of one input, in file order. ``progress`` is told of bytes read."""
+    if isinstance(path, LineRange):
+        if not splittable(path.file):
+            raise ValueError(f"{path}: only plain JSON lines are read by ranges")
+        _check(path.file)
+        with _open(path.file) as fh:
+            try:
+                lines = owned_lines(fh, path.start, path.end)
+                yield from _lines(path, lines, fmt, progress)
+            except (OSError, EOFError) as e:
+                raise InputError(f"{path}: {e}") from None
+        return
+    _check(path)
     suffix = _suffix(path)
-    with open_file(path) as fh:
+    with _open(path) as fh:
         if suffix in JSONL_SUFFIXES:
             try:
                 yield from _lines(path, fh, fmt, progress)
