@@ -4,18 +4,24 @@ that stays text. With LITHIFY_UI_SCREENSHOTS=1 it writes the screenshots of docs
 
 from __future__ import annotations
 
+import json
+import zipfile
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 from lithify.export import ExportOptions, export, from_store
+from lithify.export.profiles import SUPPORTED
 from lithify.model import DEGRADATION_REASONS
 from lithify.store import FactFilter
 from tests.export.helpers import read_rows
 from tests.ui.conftest import (
     DEGRADED_SESSION,
+    HOSTILE_MODEL,
     HOSTILE_SESSION,
+    IMG,
     JS_URL,
+    LAPTOP,
     SCRIPT,
     Running,
     Tab,
@@ -60,7 +66,9 @@ def test_read_filter_open_and_unfold(tab: Tab) -> None:
     assert '"temp": 21' in call.locator(".result pre").inner_text()  # beside its call
     first = page.locator("article.call").first
     assert "gpt-4o" in first.locator(".callhead").inner_text()
-    assert "finish: tool_call" in first.locator(".callhead").inner_text()
+    head = first.locator(".callhead").inner_text()
+    assert "finish: tool_call" in head
+    assert "80 in / 25 out tokens" in head and "850 ms" in head and "openai" in head
     tab.shot("session")
 
     tab.follow(page.get_by_role("link", name="rows this session exports"))
@@ -133,6 +141,10 @@ def test_label_and_exclude_then_export_honours_them(
     with page.expect_download() as download:
         page.locator("a.download").click()
     assert download.value.suggested_filename == "lithify-sft-openai.zip"
+    # the archive the page gave: agent-1 is excluded, so only chat-3's rows are in it
+    with zipfile.ZipFile(download.value.path()) as z:
+        lines = z.read("train.jsonl").decode().splitlines()
+    assert lines and {json.loads(x)["metadata"]["session_id"] for x in lines} == {"chat-3"}
 
 
 def test_keyboard_and_dark_theme(tab: Tab) -> None:
@@ -145,6 +157,26 @@ def test_keyboard_and_dark_theme(tab: Tab) -> None:
     page.keyboard.press("j")
     tab.press("Enter")
     assert page.url.endswith("/sessions/chat-3")
+    tab.press("Escape")
+    assert page.url.endswith("/sessions")
+    # a session: j/k move through its calls, Enter opens the selected call, Esc goes back
+    tab.go("/sessions")
+    page.keyboard.press("j")
+    page.keyboard.press("j")
+    page.keyboard.press("j")
+    page.keyboard.press("j")
+    tab.press("Enter")
+    assert page.url.endswith("/sessions/agent-1")
+    for key in "jjjk":
+        page.keyboard.press(key)
+    selected = page.locator("article.call.selected")
+    assert selected.count() == 1 and selected.locator(".n").inner_text() == "#2"
+    tab.press("Enter")
+    assert page.locator("h1").inner_text() == "call agent-1-b"
+    page.keyboard.press("j")
+    assert page.locator("tr.selected .tag-used").count() == 1  # the captures' table
+    tab.press("Escape")
+    assert page.url.endswith("/sessions/agent-1")
     tab.press("Escape")
     assert page.url.endswith("/sessions")
     page.emulate_media(color_scheme="dark")
@@ -182,10 +214,28 @@ def test_hostile_content_stays_text_on_every_page(tab: Tab, viewer: Running) -> 
             headers={"x-csrf-token": csrf},
         )
         assert r.status == 201, r.text()
-    for path in ["/", "/sessions", f"/sessions?q={quote(SCRIPT)}", f"/rows?session={sid}",
-                 f"/rows?session={sid}&kind=nemo-gym", f"/sessions/{sid}"]:  # fmt: skip
+    model = quote(HOSTILE_MODEL, safe="")
+    rows = [f"/rows?session={sid}&kind={k}&profile={p}" for k, ps in SUPPORTED.items() for p in ps]
+    for path in ["/", "/sessions", f"/sessions?q={quote(SCRIPT)}", f"/sessions?model={model}",
+                 *rows, f"/export?model={model}", f"/export?model={model}&kind=dpo&profile=trl",
+                 f"/sessions/{sid}"]:  # fmt: skip
         tab.go(path)
         _inert(tab)
+    # error pages repeat what was asked for: as text
+    for path in [f"/sessions/{quote(SCRIPT, safe='')}", f"/calls/{quote(IMG, safe='')}",
+                 f"/sessions?feedback={quote(SCRIPT)}", f"/rows?session={sid}&kind={quote(IMG)}"]:  # fmt: skip
+        response = page.goto(tab.base + path)
+        assert response is not None and response.status in (400, 404), path
+        assert page.locator("p.error").inner_text()
+        _inert(tab)
+    # every session a filter selects, labelled: the page names the hostile session as text
+    tab.go(f"/sessions?model={model}")
+    _inert(tab)
+    tab.follow(page.locator("#curate-selection").get_by_role("button", name="good"))
+    assert page.locator("h1").inner_text() == "Labelled 0 of 1 sessions"
+    assert page.locator("ul li a").inner_text() == HOSTILE_SESSION  # its label is the script
+    _inert(tab)
+    tab.go(f"/sessions/{sid}")
     assert SCRIPT in page.locator("article.call").first.inner_text()  # shown, as text
     assert "more characters in the JSON twin" in page.locator(".clipped").first.inner_text()
     assert "window.__pwned" in page.locator(".toolcall .result pre").first.inner_text()
@@ -219,3 +269,34 @@ def test_degradations_marked_on_their_parts(browser: Any, degraded_viewer: Runni
         tab.go(f"/sessions/{DEGRADED_SESSION}")
         tab.follow(page.locator("article.call").nth(1).get_by_role("link", name="captures & raw"))
         assert page.locator(".conversation .partdeg", has_text="invalid_text").count() == 1
+
+
+WIDE = {"width": 2560, "height": 1440}
+
+
+def test_readable_on_a_laptop_and_a_wide_screen(browser: Any, viewer: Running) -> None:
+    """No page scrolls sideways, hostile 2 MB message and long ids included; on a wide screen
+    the text column stays a readable width, centred, in a larger font."""
+    sid = quote(HOSTILE_SESSION, safe="")
+    pages = ["/", "/sessions", "/sessions/agent-1", f"/sessions/{sid}", "/calls/agent-1-a",
+             "/rows?session=agent-1&kind=sft&profile=trl", "/export?model=gpt-4o"]  # fmt: skip
+    for viewport in (LAPTOP, WIDE):
+        with open_tab(browser, viewer, viewport) as tab:
+            page = tab.page
+            for path in pages:
+                tab.go(path)
+                sideways = page.evaluate(
+                    "document.documentElement.scrollWidth - document.documentElement.clientWidth"
+                )
+                assert sideways <= 0, (viewport, path, sideways)
+                box = page.locator("main").bounding_box()
+                assert box is not None
+                if viewport is WIDE:
+                    assert box["width"] <= 1800 and box["x"] >= (2560 - 1800) / 2 - 20, path
+                    size = page.evaluate("getComputedStyle(document.body).fontSize")
+                    assert size == "15px"
+                else:
+                    assert box["width"] >= 1200, path  # a laptop's width is all used
+            if viewport is WIDE:
+                tab.go("/sessions/agent-1")
+                tab.shot("session-wide")

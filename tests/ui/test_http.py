@@ -3,7 +3,9 @@ curation's rules, CSRF, the Host check, tokens beyond loopback, bounded request 
 
 from __future__ import annotations
 
+import html
 import importlib.util
+import re
 import socket
 import time
 from pathlib import Path
@@ -429,3 +431,25 @@ def test_without_trl_the_rows_page_says_so(viewer: Running) -> None:
     # only SFT rows are rendered: other kinds say nothing of it
     dpo = _get(viewer, "/api/rows?session=agent-1&kind=dpo").json()
     assert dpo["chat_template"] == {"templates": [], "template": None, "note": None}
+
+
+def test_every_page_links_its_json_twin(viewer: Running) -> None:
+    """The JSON link in every page's header answers that page's data."""
+    pages = {
+        "/": "calls",
+        "/sessions?model=gpt-4o": "sessions",
+        "/sessions/agent-1": "segments",
+        "/calls/agent-1-a": "captures",
+        "/rows?session=agent-1&kind=rl&profile=trl": "rows",
+        "/export?model=gpt-4o&kind=dpo": "rows_written",
+    }
+    for path, key in pages.items():
+        page = _get(viewer, path)
+        assert page.status == 200, path
+        m = re.search(r'<a class="twin" href="([^"]+)"', page.body.decode())
+        assert m, path
+        twin_path = html.unescape(m.group(1))
+        assert twin_path == ("/api/overview" if path == "/" else "/api" + path)
+        twin = _get(viewer, twin_path)
+        assert twin.status == 200 and twin.headers["content-type"] == "application/json"
+        assert key in twin.json(), path
