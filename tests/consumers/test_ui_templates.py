@@ -17,11 +17,13 @@ import signal
 import subprocess
 import sysconfig
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode
 
 import pytest
 
+import lithify
 from lithify.store import open_store
 from tests.consumers.pipeline import clean_env, consumer_python
 from tests.export.helpers import assistant, call, fact, text, tool, user
@@ -45,9 +47,10 @@ LLAMA_PARALLEL = "This model only supports single tool-calls at once!"
 
 LAUNCH = """
 import site, sys
-site.addsitedir(sys.argv[1])  # lithify and what the TRL venv lacks, after the venv's own
+site.addsitedir(sys.argv[1])  # what the TRL venv lacks, after the venv's own
+sys.path.insert(0, sys.argv[2])  # the lithify this test imports
 from lithify.cli import main
-sys.argv = ["lithify", "ui", "--store", sys.argv[2], "--port", "0"]
+sys.argv = ["lithify", "ui", "--store", sys.argv[3], "--port", "0"]
 main()
 """
 
@@ -75,6 +78,9 @@ for template, row in json.load(sys.stdin):
         out.append({"error": f"{type(e).__name__}: {e}"})
 json.dump(out, sys.stdout)
 """
+
+
+LITHIFY_SRC = str(Path(lithify.__file__).resolve().parents[1])
 
 
 def _main_site() -> str:
@@ -109,7 +115,7 @@ def trl_viewer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
     with open_store(url) as store:
         store.insert_facts([*sample_facts(), parallel, answered])
     proc = subprocess.Popen(
-        [str(consumer_python("trl")), "-c", LAUNCH, _main_site(), url],
+        [str(consumer_python("trl")), "-c", LAUNCH, _main_site(), LITHIFY_SRC, url],
         stderr=subprocess.PIPE,
         text=True,
         env=clean_env(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1"),
