@@ -227,10 +227,8 @@ def _tokens(m: Manifest) -> list[str]:
         "## Token budget",
         "",
         f"Every row's `metadata.tokens` is its length in tokens of the tokenizer {_code(t.tokenizer)} "
-        f"(SHA-256 `{t.sha256}` of its vocabulary, rules and chat template): its chat template "
-        "applied to the row's messages with the row's tools, as the trainer tokenizes them "
-        "(prompt and completion together; for a preference pair, the longer of prompt + "
-        "chosen and prompt + rejected). Of the rows written:",
+        f"(SHA-256 `{t.sha256}` of its vocabulary, rules and chat template): {_counted(m)}. "
+        "Of the rows written:",
         "",
     ]
     stats = [(name, getattr(t, name)) for name in ("min", "median", "p95", "max")]
@@ -253,6 +251,32 @@ def _tokens(m: Manifest) -> list[str]:
             "(`skipped: over_token_budget` below)."
         )
     return [*lines, ""]
+
+
+def _counted(m: Manifest) -> str:
+    """What a row's count is, for the card's rows (docs/export.md, Token budgets)."""
+    if m.kind == "nemo-gym":
+        return (
+            "the prompt the policy model is sent, the row's input and tools as the chat "
+            "messages NeMo Gym's model server makes of them, through its chat template with "
+            "the generation prompt"
+        )
+    if m.shape in ("native", "segment"):
+        return (
+            "the whole trajectory, the row's input and every turn after it as chat messages "
+            "with the row's tools, through its chat template"
+        )
+    said = (
+        "its chat template applied to the row's messages with the row's tools, as the trainer "
+        "tokenizes them (prompt and completion together; for a preference pair, the longer "
+        "of prompt + chosen and prompt + rejected)"
+    )
+    if m.options.get("images"):
+        said += (
+            "; an image counts as the placeholder the template writes for it, the image "
+            "tokens a vision model's processor puts there are not counted"
+        )
+    return said
 
 
 def _degradations(m: Manifest) -> list[str]:

@@ -7,6 +7,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from lithify.derive.feedback import FeedbackIndex
 from lithify.derive.segments import iter_segments
@@ -89,19 +90,26 @@ def make_builder(options: ExportOptions) -> RowBuilder:
     return builder
 
 
-def token_budget(options: ExportOptions, builder: RowBuilder) -> TokenBudget | None:
-    """The token stage of an export with ``--tokenizer`` (its tokenizer loaded once, here);
-    raises ``TokenizerError`` when it cannot be had."""
+def token_budget(
+    options: ExportOptions,
+    builder: RowBuilder,
+    tokenizer: Any = None,
+    sha256: str | None = None,
+) -> TokenBudget | None:
+    """The token stage of an export with ``--tokenizer`` (its tokenizer loaded once, here,
+    unless given with its ``sha256``); raises ``TokenizerError`` when it cannot be had."""
     if options.tokenizer is None:
         return None
     return TokenBudget(
-        load_tokenizer(options.tokenizer),
+        load_tokenizer(options.tokenizer) if tokenizer is None else tokenizer,
         options.tokenizer,
         builder.shape,
+        kind=options.kind,
         max_tokens=options.max_tokens,
         fit=options.fit,
         validator=builder.validator,
         compares=0 < options.eval_fraction < 1,
+        sha256=sha256,
     )
 
 
@@ -175,9 +183,9 @@ def _counted(rows: Iterable[Row], budget: TokenBudget | None) -> Iterable[Row]:
 def note_tokens(summary: ExportSummary, budget: TokenBudget, left_out: set[bytes]) -> ExportSummary:
     """``summary`` with the token counts of the rows written and the rows over the budget."""
     summary.tokens = budget.finish(left_out)
-    skipped = {**summary.skipped, "over_token_budget": budget.over}
-    skipped["chat_template_error"] = budget.failed
-    summary.skipped = {k: n for k, n in sorted(skipped.items()) if n}
+    skipped = Counter(summary.skipped)
+    skipped.update(budget.left_out)
+    summary.skipped = _by_reason(skipped)
     return summary
 
 

@@ -12,6 +12,7 @@ written, with the Hugging Face tokenizer of a local folder or the local cache (n
 from __future__ import annotations
 
 import hashlib
+import re
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
@@ -21,6 +22,8 @@ import orjson
 
 from lithify.export.profiles import ProfileError
 from lithify.export.rows import Row, has_prompt, prompt_digest
+from lithify.export.trainer import RowSkip, trainer_messages
+from lithify.model import Message
 
 if TYPE_CHECKING:
     from lithify.export.validate import RowValidator
@@ -42,14 +45,6 @@ _SEQUENCES: dict[str, tuple[tuple[str, ...], ...]] = {
 }
 _TOOLS = {"openai-preference": "input.tools"}
 
-# Why other shapes are not counted (a usage error names it).
-_NOT_COUNTED = {
-    "native": "NeMo Gym rows hold Responses items, not chat messages: NeMo Gym's model server "
-    "turns them into its model's prompt, which lithify cannot reproduce",
-    "segment": "canonical segment rows hold canonical messages and turns, which no chat "
-    "template reads as they are",
-}
-
 # The roles a cut may start at: a person's turn or the model's; never a tool result, whose call
 # would be cut away before it.
 _TURN_STARTS = frozenset({"user", "assistant"})
@@ -66,7 +61,12 @@ _BATCH = 64
 
 
 class TemplateFailed(Exception):
-    """The chat template raised on a row (``chat_template_error``)."""
+    """A row that cannot be counted: the chat template raised on it (``chat_template_error``),
+    or a canonical or Responses row holds what no chat message can (a ``SKIP_REASONS`` key)."""
+
+    def __init__(self, detail: str, reason: str = "chat_template_error") -> None:
+        super().__init__(detail)
+        self.reason = reason
 
 
 class TokenStats(msgspec.Struct, kw_only=True):
@@ -82,14 +82,15 @@ class TokenStats(msgspec.Struct, kw_only=True):
     median: int | None
     p95: int | None
     max: int | None
-    cut: int  # rows written cut to fit (--fit split)
+    cut: int  # rows written cut to fit
 
 
 def check_options(
     kind: str, shape: str, *, images: bool, tokenizer: str | None, max_tokens: int | None, fit: str
 ) -> None:
     """Raise ``TokenizerError`` for token options that do not fit the export (cheap: loads
-    nothing)."""
+    nothing). Every kind, shape and profile is counted; only SFT rows are cut to fit."""
+    del shape, images  # every row shape is counted (docs/export.md, Token budgets)
     if fit not in FITS:
         raise TokenizerError(f"--fit must be one of {', '.join(FITS)}")
     if tokenizer is None:
@@ -103,13 +104,9 @@ def check_options(
     if fit == "split" and max_tokens is None:
         raise TokenizerError("--fit split needs --max-tokens")
     if fit == "split" and kind != "sft":
-        raise TokenizerError("--fit split cuts SFT rows only (other rows over budget: --fit drop)")
-    if shape in _NOT_COUNTED:
-        raise TokenizerError(f"--tokenizer cannot count these rows: {_NOT_COUNTED[shape]}")
-    if images:
         raise TokenizerError(
-            "--tokenizer does not count image rows: their image tokens are the model "
-            "processor's, not the tokenizer's"
+            "--fit split cuts SFT rows only: a preference pair, an RL trajectory or a NeMo Gym "
+            "task cut short is another example (rows of these over the budget: --fit drop)"
         )
 
 
@@ -161,25 +158,145 @@ def _get(data: dict[str, Any], path: str) -> Any:
     return data
 
 
-class TokenCounter:
-    """Counts rows of one shape with one tokenizer, as the trainer tokenizes them: the chat
-    template applied to each sequence's messages with the row's tools as written (TRL's SFT and
-    DPO trainers pass the ``tools`` column as it is); a row's count is its longest sequence."""
+# -- rows that are not chat messages ---------------------------------------------------------
 
-    def __init__(self, tokenizer: Any, shape: str) -> None:
+
+def responses_chat(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Responses input items as the chat messages NeMo Gym's model server gives its model's
+    chat template: NeMo Gym's own conversion (reasoning as ``<think>…</think>`` before the
+    assistant's text, consecutive assistant items one message, a function call's output a tool
+    message), then vLLM's (tool-call arguments parsed from their JSON), without the empty
+    ``tool_calls`` NeMo Gym gives an assistant message that calls no tool. Raises
+    ``TemplateFailed`` for content NeMo Gym does not convert (a file)."""
+    out: list[dict[str, Any]] = []
+    text = ""
+    calls: list[dict[str, Any]] = []
+
+    def flush() -> None:
+        nonlocal text, calls
+        if calls:
+            out.append({"role": "assistant", "content": text or None, "tool_calls": calls})
+        elif text:
+            # NeMo Gym writes an empty list here, which a template like Llama 3.1's takes for
+            # a tool call (and fails on): a message without tool calls carries none.
+            out.append({"role": "assistant", "content": text})
+        text, calls = "", []
+
+    for item in items:
+        kind = item.get("type") or "message"
+        if kind == "reasoning":
+            text += "".join(f"<think>{s['text']}</think>" for s in item["summary"] if s["text"])
+        elif kind == "function_call":
+            arguments = orjson.loads(item["arguments"]) if item["arguments"] else {}
+            function = {"arguments": arguments, "name": item["name"]}
+            calls.append({"id": item["call_id"], "function": function, "type": "function"})
+        elif kind == "function_call_output":
+            flush()
+            out.append({"content": item["output"], "role": "tool", "tool_call_id": item["call_id"]})
+        elif item["role"] == "assistant":
+            content = item["content"]
+            text += (
+                content if isinstance(content, str) else "".join(c.get("text", "") for c in content)
+            )
+        else:
+            flush()
+            out.append({"content": _chat_content(item["content"]), "role": item["role"]})
+    flush()
+    return out
+
+
+def _chat_content(content: str | list[dict[str, Any]]) -> str | list[dict[str, Any]]:
+    if isinstance(content, str):
+        return content
+    parts: list[dict[str, Any]] = []
+    for c in content:
+        if c["type"] == "input_text":
+            parts.append({"type": "text", "text": c["text"]})
+        elif c["type"] == "input_image":
+            url = {"url": c.get("image_url", ""), "detail": c.get("detail", "auto")}
+            parts.append({"type": "image_url", "image_url": url})
+        else:  # NeMo Gym 0.4.0 converts no input_file
+            raise TemplateFailed(f"a {c['type']} NeMo Gym's model server does not convert",
+                                 "media_unsupported")  # fmt: skip
+    return parts
+
+
+def responses_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Responses function tools as Chat Completions tools, as NeMo Gym converts them (``type``
+    and ``strict`` dropped, the rest the function)."""
+    out = []
+    for t in tools:
+        function = {k: v for k, v in t.items() if k not in ("type", "strict")}
+        out.append({"type": "function", "function": function})
+    return out
+
+
+def canonical_chat(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Canonical messages (as canonical NeMo Gym and RL rows hold them) as the chat messages the
+    canonical trainer form writes (``thinking``, which transformers passes to templates as
+    ``reasoning_content``; arguments as objects). Raises ``TemplateFailed`` with the reason a
+    trainer row would be skipped for (media, a server tool, an orphan tool result…)."""
+    try:
+        return trainer_messages(msgspec.convert(messages, list[Message]))
+    except RowSkip as e:
+        raise TemplateFailed(str(e), e.reason) from None
+
+
+# -- counting --------------------------------------------------------------------------------
+
+# A conversation the template renders: its messages, its tools, whether the generation prompt
+# (the start of the model's turn) is added.
+Conversation = tuple[list[dict[str, Any]], Any, bool]
+
+
+class TokenCounter:
+    """Counts rows of one kind and shape with one tokenizer, as the trainer tokenizes them: the
+    chat template applied to each sequence's messages with the row's tools as written (TRL's SFT
+    and DPO trainers pass the ``tools`` column as it is); a row's count is its longest sequence.
+
+    NeMo Gym rows count the prompt the policy model is sent (their input, the generation prompt
+    added), RL rows of the canonical and NeMo Gym profiles the whole trajectory; both through
+    the chat messages they become (``responses_chat``, ``canonical_chat``)."""
+
+    def __init__(self, tokenizer: Any, shape: str, kind: str = "sft") -> None:
         self.tokenizer = tokenizer
-        self.sequences = _SEQUENCES[shape]
+        self.shape = shape
+        self.prompt_only = kind == "nemo-gym"
+        self.sequences = _SEQUENCES.get(shape, ())
         self.tools = _TOOLS.get(shape, "tools")
+        self.encoder = TextCounter(tokenizer)
+        _memoize_sandbox(tokenizer)
+
+    def conversations(self, data: dict[str, Any]) -> list[Conversation]:
+        """What the template renders for the row. Raises ``TemplateFailed``."""
+        if self.sequences:
+            tools = _get(data, self.tools)
+            return [
+                ([m for p in seq for m in _get(data, p)], tools, False) for seq in self.sequences
+            ]
+        params = data["responses_create_params"]
+        if self.shape == "native":
+            items = (
+                params["input"] if self.prompt_only else params["input"] + data["recorded_output"]
+            )
+            return [(responses_chat(items), responses_tools(params["tools"]), self.prompt_only)]
+        messages = list(params["input"])  # canonical segment rows
+        if not self.prompt_only:
+            for turn in data["turns"]:
+                messages += turn["messages"]
+                if turn["output"] is not None:
+                    messages.append(turn["output"])
+        return [(canonical_chat(messages), data["tools"], self.prompt_only)]
 
     def texts(self, data: dict[str, Any]) -> list[str]:
         """The text of each of the row's sequences, as the chat template renders it. Raises
         ``TemplateFailed``."""
-        tools = _get(data, self.tools)
         out = []
-        for seq in self.sequences:
-            messages = [m for path in seq for m in _get(data, path)]
+        for messages, tools, prompt in self.conversations(data):
             try:
-                text = self.tokenizer.apply_chat_template(messages, tools=tools, tokenize=False)
+                text = self.tokenizer.apply_chat_template(
+                    messages, tools=tools, tokenize=False, add_generation_prompt=prompt
+                )
             except Exception as e:  # a template's raise_exception, or what its code trips on
                 raise TemplateFailed(f"{type(e).__name__}: {e}") from None
             out.append(text)
@@ -187,30 +304,165 @@ class TokenCounter:
 
     def lengths(self, texts: list[str]) -> list[int]:
         """Tokens in each text, tokenized as ``apply_chat_template(tokenize=True)`` tokenizes
-        what it renders (no special tokens added: the template wrote its own). One call for
-        many texts: a fast tokenizer encodes them in parallel."""
-        if not texts:
-            return []
-        ids = self.tokenizer(texts, add_special_tokens=False)["input_ids"]
-        return [len(i) for i in ids]
+        what it renders (no special tokens added: the template wrote its own)."""
+        return self.encoder.lengths(texts)
 
     def count(self, data: dict[str, Any]) -> int:
         return max(self.lengths(self.texts(data)))
 
-    def count_many(self, rows: list[Row]) -> list[int | None]:
-        """Each row's count (None: its template fails on it), the texts encoded together."""
+    def count_many(self, rows: list[Row]) -> list[int | TemplateFailed]:
+        """Each row's count (or why it has none), the texts encoded together."""
         texts: list[str] = []
-        spans: list[tuple[int, int] | None] = []
+        spans: list[tuple[int, int] | TemplateFailed] = []
         for row in rows:
             try:
                 found = self.texts(row.data)
-            except TemplateFailed:
-                spans.append(None)
+            except TemplateFailed as e:
+                spans.append(e)
                 continue
             spans.append((len(texts), len(texts) + len(found)))
             texts += found
         lengths = self.lengths(texts)
-        return [None if sp is None else max(lengths[sp[0] : sp[1]]) for sp in spans]
+        return [
+            sp if isinstance(sp, TemplateFailed) else max(lengths[sp[0] : sp[1]]) for sp in spans
+        ]
+
+
+# Pre-tokenizers that treat every piece of a text alike, wherever it lies in the text (Metaspace
+# with ``prepend_scheme`` ``first`` does not: it marks only the piece at offset 0).
+_PIECEWISE_PRE = frozenset(
+    {"ByteLevel", "Split", "Whitespace", "WhitespaceSplit", "Punctuation", "Digits", "Metaspace"}
+)
+_CACHED_CHARS = 64 << 20  # pieces' text the counter remembers before it starts afresh
+
+
+def _piecewise_pre(spec: Any) -> bool:
+    if spec is None:
+        return True
+    if spec.get("type") == "Sequence":
+        return all(_piecewise_pre(p) for p in spec.get("pretokenizers", ()))
+    if spec.get("type") == "Metaspace" and spec.get("prepend_scheme", "always") == "first":
+        return False
+    return spec.get("type") in _PIECEWISE_PRE
+
+
+def _alternation(contents: Iterable[str]) -> re.Pattern[str] | None:
+    """A pattern matching any of ``contents`` leftmost-longest, as the tokenizer finds them."""
+    ordered = sorted({c for c in contents if c}, key=lambda c: (-len(c), c))
+    return re.compile("|".join(map(re.escape, ordered))) if ordered else None
+
+
+class TextCounter:
+    """The length of ``tokenizer(text, add_special_tokens=False)`` for many texts, fast.
+
+    A fast tokenizer first cuts a text at its added tokens (``<|im_start|>``, ``<|im_end|>``,
+    …: one token each), then normalizes, pre-tokenizes and encodes every piece between them on
+    its own. Rows of an agent session repeat one another's messages, and a chat template writes
+    added tokens between messages, so the pieces repeat: each distinct piece is encoded once
+    and remembered. Where a tokenizer's rules could make a piece's tokens depend on where it
+    lies (added tokens that strip spaces or match whole words or normalized text, a pre-
+    tokenizer that marks the first piece) every text is encoded whole."""
+
+    def __init__(self, tokenizer: Any) -> None:
+        self.tokenizer = tokenizer
+        self.backend = getattr(tokenizer, "backend_tokenizer", None)
+        self.raw: re.Pattern[str] | None = None  # added tokens matched in the text as it is
+        self.normal: re.Pattern[str] | None = None  # then in the pieces (no normalizer)
+        self.piecewise = self.backend is not None and self._rules()
+        self.known: dict[str, int] = {}
+        self.held = 0
+
+    def _rules(self) -> bool:
+        if getattr(self.backend, "encode_special_tokens", True):
+            return False
+        spec = orjson.loads(self.backend.to_str())
+        if not _piecewise_pre(spec.get("pre_tokenizer")):
+            return False
+        added = spec.get("added_tokens") or []
+        if any(t["single_word"] or t["lstrip"] or t["rstrip"] for t in added):
+            return False
+        normalized = [t["content"] for t in added if t["normalized"]]
+        if normalized and spec.get("normalizer") is not None:
+            return False
+        self.raw = _alternation(t["content"] for t in added if not t["normalized"])
+        self.normal = _alternation(normalized)
+        return True
+
+    def _pieces(self, text: str) -> tuple[int, list[str]]:
+        """The added tokens in ``text`` and the pieces between them (empty ones left out)."""
+        found = 0
+        pieces = [text]
+        for pattern in (self.raw, self.normal):
+            if pattern is None:
+                continue
+            split: list[str] = []
+            for piece in pieces:
+                parts = pattern.split(piece)
+                found += len(parts) - 1
+                split += parts
+            pieces = split
+        return found, [p for p in pieces if p]
+
+    def lengths(self, texts: list[str]) -> list[int]:
+        if not texts:
+            return []
+        if not self.piecewise:
+            ids = self.tokenizer(texts, add_special_tokens=False)["input_ids"]
+            return [len(i) for i in ids]
+        plans = [self._pieces(t) for t in texts]
+        known = self.known
+        new = list(dict.fromkeys(p for _, pieces in plans for p in pieces if p not in known))
+        if new:
+            if self.held > _CACHED_CHARS:
+                known.clear()
+                self.held = 0
+            for piece, enc in zip(new, self._encode(new), strict=True):
+                known[piece] = len(enc.ids)
+                self.held += len(piece)
+        return [found + sum(known[p] for p in pieces) for found, pieces in plans]
+
+    def _encode(self, pieces: list[str]) -> list[Any]:
+        assert self.backend is not None
+        fast = getattr(self.backend, "encode_batch_fast", None)  # no offsets: faster
+        encode = fast if fast is not None else self.backend.encode_batch
+        return encode(pieces, add_special_tokens=False)
+
+
+def _memoize_sandbox(tokenizer: Any) -> None:
+    """Make the tokenizer's compiled chat templates check an attribute's safety once per type
+    and name, not at every access.
+
+    transformers renders templates in Jinja's immutable sandbox, which asks of every attribute
+    a template reads (``content.startswith``, ``message.get``…) whether it is safe: a third of
+    the rendering time. The answer depends on the object's type and the name only (private and
+    internal attributes, methods that change a list or dict), so remembering it changes nothing
+    a template renders. Without transformers' template cache, templates render as before."""
+    try:  # transformers' cache of compiled templates (one per template text)
+        from transformers.utils.chat_template_utils import _compile_jinja_template
+    except ImportError:
+        return
+    found = tokenizer.chat_template
+    for template in found.values() if isinstance(found, dict) else [found]:
+        try:
+            env = _compile_jinja_template(template).environment
+        except Exception:  # a template that does not compile fails on every row, as before
+            continue
+        if getattr(env, "lithify_memoized", False):
+            continue
+        check = env.is_safe_attribute
+        answers: dict[tuple[type, str], bool] = {}
+
+        def is_safe_attribute(
+            obj: Any, attr: str, value: Any, check: Any = check, answers: Any = answers
+        ) -> bool:
+            key = (type(obj), attr)
+            safe = answers.get(key)
+            if safe is None:
+                safe = answers[key] = check(obj, attr, value)
+            return safe
+
+        env.is_safe_attribute = is_safe_attribute
+        env.lithify_memoized = True
 
 
 def percentile(counts: Counter[int], percent: int) -> int | None:
@@ -228,6 +480,18 @@ def percentile(counts: Counter[int], percent: int) -> int | None:
     raise AssertionError("unreachable")
 
 
+class TokenTally(msgspec.Struct):
+    """What a token stage counted (``TokenBudget.tally``): a distributed export's tasks each
+    count their sessions' rows, and the driver adds their tallies up (``TokenBudget.merge``)."""
+
+    sha256: str  # of the tokenizer that counted
+    left_out: dict[str, int]  # rows not written, by reason
+    counts: dict[int, int]  # written rows' counts (eval rows of compared exports apart)
+    cut: int
+    evals: dict[bytes, list[int]]  # eval rows' counts, by prompt digest
+    eval_cuts: dict[bytes, int]  # eval rows cut, by prompt digest
+
+
 class TokenBudget:
     """The token stage of an export, after quality flags: counts each row, puts the count in
     ``metadata.tokens``, and drops (``over_token_budget``) or cuts rows over ``max_tokens``.
@@ -242,26 +506,33 @@ class TokenBudget:
         name: str,
         shape: str,
         *,
+        kind: str = "sft",
         max_tokens: int | None,
         fit: str,
         validator: RowValidator,
         compares: bool,
+        sha256: str | None = None,
     ) -> None:
-        self.counter = TokenCounter(tokenizer, shape)
+        self.counter = TokenCounter(tokenizer, shape, kind)
         self.name = name
-        self.sha256 = fingerprint(tokenizer)
+        self.sha256 = sha256 if sha256 is not None else fingerprint(tokenizer)
         self.shape = shape
         self.max_tokens = max_tokens
         self.fit = fit
         self.validator = validator
         self.compares = compares  # rows go to both splits: prompts are compared
-        self.over = 0  # rows left out: over_token_budget
-        self.failed = 0  # rows left out: chat_template_error
+        # Rows left out, by reason: over_token_budget, chat_template_error, or what a canonical
+        # or Responses row holds that no chat message can.
+        self.left_out: Counter[str] = Counter()
         self.cut = 0  # rows written cut to fit
         self.counts: Counter[int] = Counter()
         self._cuts: Counter[bytes] = Counter()  # eval rows cut, by prompt digest
         self._eval: dict[bytes, list[int]] = {}  # eval rows' counts by prompt digest
         self._start: tuple[str, int] = ("", 0)  # (segment id, messages cut) of the last cut row
+
+    @property
+    def over(self) -> int:
+        return self.left_out["over_token_budget"]
 
     def apply(self, rows: Iterable[Row]) -> Iterator[Row]:
         batch: list[Row] = []
@@ -274,14 +545,14 @@ class TokenBudget:
 
     def _batch(self, rows: list[Row]) -> Iterator[Row]:
         for row, n in zip(rows, self.counter.count_many(rows), strict=True):
-            if n is None:
-                self.failed += 1
+            if isinstance(n, TemplateFailed):
+                self.left_out[n.reason] += 1
                 continue
             cut = 0
             if self.max_tokens is not None and n > self.max_tokens:
                 found = self._fit(row) if self.fit == "split" else None
                 if found is None:
-                    self.over += 1
+                    self.left_out["over_token_budget"] += 1
                     continue
                 row, n, cut = found
             row = row.set_metadata(tokens=n, **({"context_cut": cut} if cut else {}))
@@ -309,6 +580,7 @@ class TokenBudget:
         and still holds something to answer (a user or tool message). Within a segment a row
         is cut no earlier than the segment's last cut row was: rows extend one another, so the
         search resumes where the last one stopped, and a segment costs a count per boundary.
+        A vision row keeps the images of the messages it keeps.
         """
         data = row.data
         context_key = "messages" if self.shape == "messages" else "prompt"
@@ -330,19 +602,57 @@ class TokenBudget:
                 continue
             kept = [*context[:head], *body[cut:], *target]
             new = {**data, context_key: kept}
+            media = row.media
+            if media is not None:
+                media = _kept_images(data, media, head, head + cut)
+                new["images"] = [data["images"][i] for i in media]
             try:
                 n = self.counter.count(new)
             except TemplateFailed:
                 continue  # this cut does not render: a later one may
             if n <= self.max_tokens:  # type: ignore[operator]
                 self._start = (segment, cut)
-                return self._rebuilt(row, new, kept[: len(kept) - len(target)]), n, cut
+                shown = (
+                    None if media is None or row.media is None else [row.media[i] for i in media]
+                )
+                return self._rebuilt(row, new, kept[: len(kept) - len(target)], shown), n, cut
         return None
 
-    def _rebuilt(self, row: Row, data: dict[str, Any], prompt: list[dict[str, Any]]) -> Row:
+    def _rebuilt(
+        self,
+        row: Row,
+        data: dict[str, Any],
+        prompt: list[dict[str, Any]],
+        media: list[Any] | None,
+    ) -> Row:
         """A cut row, its prompt digest that of its new prompt (encoded with its count)."""
         digest = prompt_digest(prompt, data["tools"]) if self.compares else row.prompt
-        return Row(data, b"", row.split, digest, row.source_ids, None, row.media)
+        return Row(data, b"", row.split, digest, row.source_ids, None, media)
+
+    def tally(self) -> TokenTally:
+        """What this stage counted, to ``merge`` into another's."""
+        return TokenTally(
+            self.sha256,
+            dict(self.left_out),
+            dict(self.counts),
+            self.cut,
+            self._eval,
+            dict(self._cuts),
+        )
+
+    def merge(self, tally: TokenTally) -> None:
+        """Add a task's ``tally``; raises ``TokenizerError`` when its tokenizer was another."""
+        if tally.sha256 != self.sha256:
+            raise TokenizerError(
+                f"the tokenizer {self.name!r} on a Ray worker is not this one (SHA-256 "
+                f"{tally.sha256}, here {self.sha256}): every node needs the same files"
+            )
+        self.left_out.update(tally.left_out)
+        self.counts.update(tally.counts)
+        self.cut += tally.cut
+        for prompt, found in tally.evals.items():
+            self._eval.setdefault(prompt, []).extend(found)
+        self._cuts.update(tally.eval_cuts)
 
     def finish(self, left_out: set[bytes]) -> TokenStats:
         """The stats of the rows written, once the writer has left out the eval rows whose
@@ -364,3 +674,25 @@ class TokenBudget:
             max=max(self.counts) if self.counts else None,
             cut=self.cut,
         )
+
+
+def _images_of(message: dict[str, Any]) -> int:
+    content = message.get("content")
+    if not isinstance(content, list):
+        return 0
+    return sum(1 for c in content if isinstance(c, dict) and c.get("type") == "image")
+
+
+def _kept_images(data: dict[str, Any], media: list[Any], head: int, start: int) -> list[int]:
+    """The indices in a vision row's images of those its messages show but the ones in
+    ``[head, start)`` of its context (the images are in the order the messages show them)."""
+    messages = data["messages"] if "messages" in data else data["prompt"] + data["completion"]
+    kept: list[int] = []
+    at = 0
+    for i, m in enumerate(messages):
+        n = _images_of(m)
+        if not head <= i < start:
+            kept += range(at, at + n)
+        at += n
+    assert at == len(media), "a vision row's images are those its messages show"
+    return kept
