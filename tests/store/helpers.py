@@ -59,6 +59,12 @@ def same(a: Any, b: Any) -> bool:
     return bool(a == b)
 
 
+def drop_summaries(url: str) -> list[str]:
+    """The statements that take a store back to before version 7 (session summaries)."""
+    docs = [] if url.startswith("postgres") else ["DROP TABLE session_docs"]
+    return ["DROP TABLE session_text", *docs, "DROP TABLE sessions"]
+
+
 def raw_execute(url: str, *statements: str) -> list[Any]:
     """Run SQL straight on the store's database; return the last statement's rows."""
     rows: list[Any] = []

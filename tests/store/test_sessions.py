@@ -178,7 +178,7 @@ def test_text_search_reads_message_text(store_url: str) -> None:
         store.insert_facts(FACTS)
         page = store.sessions(SessionFilter(text="needle"))
         assert _ids(page) == ["s-\x00c", "s-d"]  # case-insensitive; tool arguments too
-        assert page.next is None and page.scanned == 4
+        assert page.next is None and page.scanned == 2  # the sessions the index named
         assert _all(store, SessionFilter(text="NEEDLE", limit=1)) == ["s-\x00c", "s-d"]
         assert _ids(store.sessions(SessionFilter(text="needle", model="gemini"))) == ["s-d"]
         assert _ids(store.sessions(SessionFilter(text="What is a1?"))) == ["s-a"]

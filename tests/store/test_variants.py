@@ -23,7 +23,7 @@ from lithify.store import FactFilter, open_store, prepare
 from lithify.store.migrations import LATEST, MIGRATIONS
 from lithify.store.sqlite import pack_body, unpack_body
 from tests.export.helpers import captured_twice
-from tests.store.helpers import make_fact, race_writers, raw_execute, same
+from tests.store.helpers import drop_summaries, make_fact, race_writers, raw_execute, same
 
 SESSION = FactFilter(order="session")
 T0, T1 = "2025-05-01T10:00:00.000000000Z", "2025-05-01T10:00:05.000000000Z"
@@ -362,12 +362,13 @@ def test_a_version_2_store_opens_migrated_and_keeps_its_facts(store_url: str) ->
         "DROP TABLE fact_captures",
         "DROP TABLE fact_variants",
         "DROP TABLE blobs",
+        *drop_summaries(store_url),
         "DELETE FROM schema_version WHERE version >= 3",
     )
     with open_store(store_url, migrations=MIGRATIONS[:2]) as old:
         assert old.schema_version() == 2
     with open_store(store_url) as store:
-        assert store.schema_version() == LATEST == 6
+        assert store.schema_version() == LATEST == 7
         assert store.count() == 2
         assert same(store.get_fact(span.inference_call_id), span)
         assert _encoded(store.iter_facts(SESSION)) == _encoded(sort_facts([span, other]))
@@ -391,6 +392,7 @@ def test_an_older_store_decides_its_calls_anew(store_url: str, version: int) -> 
         "DROP TABLE fact_captures",
         *[s for s in index if not s.startswith("DROP")],
         "DROP TABLE blobs",
+        *drop_summaries(store_url),
         f"DELETE FROM schema_version WHERE version > {version}",
     )
     with open_store(store_url, migrations=MIGRATIONS[:version]) as old:

@@ -259,10 +259,12 @@ class CaptureIndex(Backend):
         outcomes: list[int],
         own: bool,
         collisions: list[str],
+        touched: set[str] | None = None,
     ) -> None:
         """Keep the colliding rows that differ from every stored capture of their call as
         variants (their outcome becomes ``_VARIANT``), and index every capture of the calls
-        they contest in fact_captures."""
+        they contest in fact_captures; the sessions of the captures indexed or decided again
+        go to ``touched`` (their calls may have changed)."""
         collided = [i for i, o in enumerate(outcomes) if o == _DUPLICATE]
         contested = self._contested(cur)
         if not collided and not contested:
@@ -307,8 +309,10 @@ class CaptureIndex(Backend):
         if differing:
             self._keep_variants(cur, rows, outcomes, differing, stored, captures, new)
         if captures:
-            decided = self._index_captures(cur, list(captures.values()), collisions)
+            decided = self._index_captures(cur, list(captures.values()), collisions, touched)
             _classify(outcomes, new, decided)
+            if touched is not None:
+                touched.update(c[_SESSION] for c in captures.values())
 
     def _stored_facts(self, cur: Cursor, column: str, values: Iterable[Any]) -> list[Any]:
         """The ``_CAPTURED`` columns and the codec bytes of the facts rows with these values."""
@@ -376,6 +380,7 @@ class CaptureIndex(Backend):
         cur: Cursor,
         captures: list[tuple[Any, ...]],
         collisions: list[str] | None = None,
+        touched: set[str] | None = None,
     ) -> dict[bytes, Assignment]:
         """Add captures to fact_captures, then decide again which call each capture belongs
         to wherever the new ones may change it; the calls of the captures decided and of the
@@ -410,6 +415,8 @@ class CaptureIndex(Backend):
         heads = {bytes(r[_CALL]) for r in earlier} - prior.keys()
         reps = _captures_in(cur, "digest", heads) if heads else []
         ranked = sorted(found.values(), key=_rank)
+        if touched is not None:
+            touched.update(r[_SESSION] for r in (*ranked, *earlier, *reps))
         decided = {bytes(r[0]): _assignment(r) for r in earlier}
         for c, a in zip(
             ranked,

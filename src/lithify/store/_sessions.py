@@ -1,18 +1,23 @@
-"""Browsing a store by session (``sessions``), with keyset pagination, and the feedback coverage
-and size a store overview shows: the reads ``lithify ui`` makes (docs/store.md, Browsing
-sessions). Calls are counted one per call, from each call's first capture (``_calls``), never
-per capture."""
+"""Browsing a store by session (``sessions``), with keyset pagination in several orders, and the
+feedback coverage and size a store overview shows: the reads ``lithify ui`` makes (docs/store.md,
+Browsing sessions). The list reads per-session summaries and a text index that every write keeps
+in its own transaction (``_note_sessions``). Calls are counted one per call, from each call's
+first capture (``_calls``), never per capture."""
 
 from __future__ import annotations
 
 import base64
+import hashlib
+import json
 from collections.abc import Iterable, Sequence
+from datetime import datetime, timedelta
 from typing import Any
 
 import orjson
 
 from lithify.core import codec
 from lithify.model import (
+    InferenceCall,
     Message,
     ReasoningPart,
     ServerToolCallPart,
@@ -21,9 +26,9 @@ from lithify.model import (
     ToolCallPart,
     ToolCallResponsePart,
 )
-from lithify.store._captures import CaptureIndex
+from lithify.store._captures import _DUPLICATE, _STORED, CaptureIndex
 from lithify.store._query import Cursor, _select_in, fact_where
-from lithify.store._rows import _feedback_decoder
+from lithify.store._rows import FACT_COLUMNS, _feedback_decoder, time_bound
 from lithify.store._types import (
     Activity,
     FactFilter,
@@ -34,20 +39,53 @@ from lithify.store._types import (
     SessionSummary,
 )
 
-# A text search reads calls' bodies (there is no text index): it looks through sessions in
-# batches and stops after this many calls, handing back where it stopped, so that one request
-# costs a bounded time whatever the store holds.
-_SEARCH_BATCH = 100
-_SEARCH_CALLS = 10_000
+# The list reads the summaries (the sessions table, docs/store.md, Browsing sessions): a page
+# is an index range, whatever the store holds. Sort keys: the summary column each one is.
+SORTS = {
+    "last": "last_at",
+    "first": "first_at",
+    "calls": "calls",
+    "tokens": "tokens",
+    "duration": "duration_ms",
+}
 _MAX_LIMIT = 500
+_SUMMARY = (
+    "s.id, s.session_id, s.calls, s.first_at, s.last_at, s.input_tokens, s.output_tokens, "
+    "s.degraded_calls, s.duration_ms"
+)
+# (id, session_id, calls, first_at, last_at, input_tokens, output_tokens, degraded_calls,
+# duration_ms)
+_Row = tuple[int, str, int, str, str, int, int, int, int]
+_KEY_AT = {"last_at": 4, "first_at": 3, "calls": 2, "duration_ms": 8}
 
-# (session_id, calls, first_at, last_at, input_tokens, output_tokens, degraded_calls)
-_Row = tuple[str, int, str, str, int, int, int]
+# The text index: documents of the pieces of text new to their session, casefolded, joined by
+# a separator no needle it answers holds. A trigram index finds needles of 3 characters or
+# more; shorter ones, and needles with the separator or with what the index cannot hold, are
+# searched by reading the calls, a bounded number per page, as before the index.
+_DIGEST = 8
+_DOC_BITS = 32  # SQLite: a document's rowid is its session's id << 32 | its number
+_SEP = "\x1f"
+_TEXT_MIN = 3
+_UNINDEXABLE = ("\x00", _SEP, "\ufffd")
+# A search asks the index for at most this many documents holding the needle: fewer, and the
+# page is those sessions in order; more (a common word), and it walks the list in order asking
+# the index about each session, at most _WALK sessions a page.
+_CANDIDATES = 2000
+_WALK = 5000
+_SEARCH_BATCH = 100  # the reading search (no index): sessions per batch, calls per page
+_SEARCH_CALLS = 10_000
+
+_SID, _SORT_AT, _IN_TOK, _OUT_TOK, _DEG = (
+    FACT_COLUMNS.index(c)
+    for c in ("session_id", "sort_at", "input_tokens", "output_tokens", "degradations")
+)
 
 _AGGREGATES = (
     "session_id, COUNT(*), MIN(sort_at), MAX(sort_at), COALESCE(SUM(input_tokens), 0), "
     "COALESCE(SUM(output_tokens), 0), SUM(CASE WHEN degradations = '{}' THEN 0 ELSE 1 END)"
 )
+_STATE = "id, session_id, calls, first_at, last_at, input_tokens, output_tokens, degraded_calls"
+_STATE += ", docs, texts"
 
 _SIZE_SQL = {
     "sqlite": "SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()",
@@ -57,23 +95,44 @@ _SIZE_SQL = {
 }
 
 
-def _cursor(last_at: str, session_id: str) -> str:
-    """An opaque page cursor: where the page before ended, in column form."""
-    return base64.urlsafe_b64encode(orjson.dumps([last_at, session_id])).decode()
+def _cursor(sort: str, descending: bool, key: Any, session_id: str) -> str:
+    """An opaque page cursor: the sort, and where the page before ended, in column form."""
+    raw = orjson.dumps([sort, descending, key, session_id])
+    return base64.urlsafe_b64encode(raw).decode()
 
 
-def _after(cursor: str | None) -> tuple[str, str] | None:
-    """The (last_at, session_id) a cursor holds, in column form; ValueError when it is not one
-    ``sessions`` made."""
+def _after(cursor: str | None, sort: str, descending: bool) -> tuple[Any, str] | None:
+    """The (sort key, session_id) a cursor holds; ValueError when it is not one ``sessions``
+    made for this sort."""
     if not cursor:
         return None
     try:
-        last_at, session_id = orjson.loads(base64.urlsafe_b64decode(cursor.encode()))
+        got_sort, got_desc, key, session_id = orjson.loads(base64.urlsafe_b64decode(cursor))
     except (ValueError, TypeError) as e:
         raise ValueError(f"not a session page cursor: {cursor!r}") from e
-    if not isinstance(last_at, str) or not isinstance(session_id, str):
-        raise ValueError(f"not a session page cursor: {cursor!r}")
-    return last_at, session_id
+    kind = str if SORTS.get(sort, "").endswith("_at") else int
+    if (
+        (got_sort, got_desc) != (sort, descending)
+        or type(key) is not kind
+        or not isinstance(session_id, str)
+    ):
+        raise ValueError(f"not a session page cursor for this sort: {cursor!r}")
+    return key, session_id
+
+
+def _key(row: _Row, column: str) -> Any:
+    return row[_KEY_AT[column]] if column in _KEY_AT else row[5] + row[6]
+
+
+def _duration_ms(first: str, last: str) -> int:
+    """Milliseconds from the first call to the last (their RFC 3339 times, to the
+    microsecond); -1 when either is not such a time."""
+    try:
+        a = datetime.fromisoformat((codec.uncol(first) or "")[:26].replace("Z", "") + "+00:00")
+        b = datetime.fromisoformat((codec.uncol(last) or "")[:26].replace("Z", "") + "+00:00")
+    except ValueError:
+        return -1
+    return (b - a) // timedelta(milliseconds=1)
 
 
 def _value_cond(value: FeedbackValue) -> tuple[str, list[Any]]:
@@ -85,6 +144,15 @@ def _value_cond(value: FeedbackValue) -> tuple[str, list[Any]]:
     return "value_kind = 'string' AND value_text = ?", [codec.col(value)]
 
 
+def _json(value: Any) -> str:
+    """JSON text of a value (integers past 64 bits, which orjson refuses, as the standard
+    library writes them)."""
+    try:
+        return orjson.dumps(value, default=str).decode()
+    except TypeError:
+        return json.dumps(value, default=str, ensure_ascii=False, separators=(",", ":"))
+
+
 def message_text(messages: Iterable[Message]) -> Iterable[str]:
     """The searchable text of messages: text and reasoning, tool names and arguments, tool
     results and server tools (JSON where they are not text)."""
@@ -94,17 +162,17 @@ def message_text(messages: Iterable[Message]) -> Iterable[str]:
                 yield p.content
             elif isinstance(p, ToolCallPart):
                 yield p.name
-                yield orjson.dumps(p.arguments, default=str).decode()
+                yield _json(p.arguments)
             elif isinstance(p, ToolCallResponsePart):
                 if isinstance(p.result, str):
                     yield p.result
                 else:
-                    yield orjson.dumps(p.result, default=str).decode()
+                    yield _json(p.result)
             elif isinstance(p, ServerToolCallPart):
                 yield p.name
-                yield orjson.dumps(p.server_tool_call, default=str).decode()
+                yield _json(p.server_tool_call)
             elif isinstance(p, ServerToolCallResponsePart):
-                yield orjson.dumps(p.server_tool_call_response, default=str).decode()
+                yield _json(p.server_tool_call_response)
             # media parts have no text to search: their bytes are not words
 
 
@@ -112,12 +180,283 @@ def _has_text(messages: Iterable[Message], needle: str) -> bool:
     return any(needle in t.casefold() for t in message_text(messages))
 
 
-class SessionQueries(CaptureIndex):
-    """The session-browsing half of a store."""
+def _indexable(piece: str) -> str:
+    """A casefolded piece as the index holds it: NUL and lone surrogates (which neither
+    database's text takes) become U+FFFD, which no needle the index answers holds, so no
+    match is lost or made."""
+    if piece.isascii() and "\x00" not in piece:
+        return piece
+    return "".join("\ufffd" if c == "\x00" or "\ud800" <= c <= "\udfff" else c for c in piece)
 
+
+def _digest(piece: str) -> bytes:
+    return hashlib.blake2b(piece.encode("utf-8", "surrogatepass"), digest_size=_DIGEST).digest()
+
+
+class _Texts:
+    """The text pieces of one session not in its index yet (``have``: their digests)."""
+
+    def __init__(self, have: bytes) -> None:
+        self.have = {have[i : i + _DIGEST] for i in range(0, len(have), _DIGEST)}
+        self.seen: set[int] = set()  # message objects read: replays shared by a FactReader
+        self.held: list[Message] = []  # keeps those ids theirs
+        self.pieces: list[str] = []
+        self.digests: list[bytes] = []
+
+    def add(self, messages: Iterable[Message]) -> None:
+        for m in messages:
+            if id(m) in self.seen:
+                continue
+            self.seen.add(id(m))
+            self.held.append(m)
+            for t in message_text((m,)):
+                if not isinstance(t, str):  # a fact made in code, never validated
+                    continue
+                piece = t.casefold()
+                if not piece:
+                    continue
+                d = _digest(piece)
+                if d not in self.have:
+                    self.have.add(d)
+                    self.pieces.append(_indexable(piece))
+                    self.digests.append(d)
+
+    def doc(self) -> str:
+        return _SEP.join(self.pieces)
+
+
+def _needle_indexed(needle: str) -> bool:
+    return (
+        len(needle) >= _TEXT_MIN
+        and not any(c in needle for c in _UNINDEXABLE)
+        and not any("\ud800" <= c <= "\udfff" for c in needle)
+    )
+
+
+class SessionQueries(CaptureIndex):
+    """The session-browsing half of a store: the summaries and text index it keeps as it
+    writes, and the list it reads from them."""
+
+    # Whether this store's schema has the summaries (a store opened with older migrations, as
+    # tests of upgrades do, has not: its writes leave them alone).
+    _summarized = True
+
+    # -- backend hooks -------------------------------------------------------------------
+    def _ensure_sessions(self, cur: Cursor, sids: list[str]) -> None:
+        """Summary rows for these sessions, empty where there were none."""
+        raise NotImplementedError
+
+    def _update_sessions(self, cur: Cursor, rows: list[tuple[Any, ...]]) -> None:
+        """Set (calls, first_at, last_at, input_tokens, output_tokens, tokens, duration_ms,
+        degraded_calls, docs, texts) of the summaries with these ids (each row's last)."""
+        raise NotImplementedError
+
+    def _add_text(self, cur: Cursor, docs: list[tuple[int, int, str]]) -> None:
+        """Add (session id, document number, text) documents to the text index."""
+        raise NotImplementedError
+
+    def _clear_text(self, cur: Cursor) -> None:
+        raise NotImplementedError
+
+    def _text_docs(self, cur: Cursor, needle: str, limit: int) -> list[int]:
+        """The session ids of at most ``limit`` documents holding ``needle``."""
+        raise NotImplementedError
+
+    def _text_probe(self, needle: str) -> tuple[str, list[Any]]:
+        """A condition on ``s`` (a sessions row): its documents hold ``needle``."""
+        raise NotImplementedError
+
+    def _id_set(self, ids: list[int]) -> tuple[str, list[Any]]:
+        """A condition on ``s``: its id is one of these."""
+        raise NotImplementedError
+
+    def _rows_of(self, cur: Cursor, sql: str, params: Sequence[Any]) -> Iterable[Any]:
+        """A query's rows, streamed on the transaction of ``cur`` while ``cur`` writes."""
+        raise NotImplementedError
+
+    def _session_calls(self, calls: str) -> str:
+        """``calls`` as a correlated subquery reads one session's calls from it."""
+        return calls
+
+    _for_update = ""  # locks the summary rows a write reads (PostgreSQL: writers run together)
+
+    # -- writing -------------------------------------------------------------------------
+    def _note_sessions(
+        self,
+        cur: Cursor,
+        rows: Sequence[tuple[Any, ...]],
+        outcomes: Sequence[int],
+        facts: Sequence[InferenceCall] | None,
+        touched: set[str],
+    ) -> None:
+        """Keep the summaries and the text index of the sessions a write touched: ``rows``
+        (facts rows as written, with ``outcomes``; ``facts``: the same facts, when the caller
+        has them) add their calls and their text; the sessions in ``touched`` (whose calls the
+        capture index decided again) are summed again from their calls."""
+        if not self._summarized:
+            return
+        adds: dict[str, list[Any]] = {}
+        texts: dict[str, list[int]] = {}
+        for i, row in enumerate(rows):
+            sid = row[_SID]
+            if sid is None or outcomes[i] == _DUPLICATE:
+                continue
+            texts.setdefault(sid, []).append(i)  # every capture's text: see ``sessions``
+            if outcomes[i] != _STORED or sid in touched:
+                continue
+            at, degraded = row[_SORT_AT], int(row[_DEG] != "{}")
+            tin, tout = row[_IN_TOK] or 0, row[_OUT_TOK] or 0
+            a = adds.get(sid)
+            if a is None:
+                adds[sid] = [1, at, at, tin, tout, degraded]
+            else:
+                a[0] += 1
+                a[1], a[2] = min(a[1], at), max(a[2], at)
+                a[3] += tin
+                a[4] += tout
+                a[5] += degraded
+        touched = {t for t in touched if t is not None}
+        sids = sorted(set(adds) | set(texts) | touched)
+        if not sids:
+            return
+        self._ensure_sessions(cur, sids)
+        state = {
+            r[1]: r
+            for r in _select_in(
+                cur, f"SELECT {_STATE} FROM sessions WHERE session_id", sids, self._for_update
+            )
+        }
+        counted: dict[str, Any] = {}
+        if touched:
+            calls = self._calls(cur)
+            for r in _select_in(
+                cur,
+                f"SELECT {_AGGREGATES} FROM {calls} WHERE session_id",
+                touched,
+                " GROUP BY session_id",
+            ):
+                counted[r[0]] = [int(r[1]), r[2], r[3], int(r[4]), int(r[5]), int(r[6] or 0)]
+        decoded = self._decoded(cur, rows, [i for ix in texts.values() for i in ix], facts)
+        updates: list[tuple[Any, ...]] = []
+        docs: list[tuple[int, int, str]] = []
+        for sid in sids:
+            sid_id, _, n, first, last, tin, tout, deg, ndocs, have = state[sid]
+            if sid in touched:
+                n, first, last, tin, tout, deg = counted.get(sid, [0, "", "", 0, 0, 0])
+            elif sid in adds:
+                a = adds[sid]
+                if n:
+                    n, first, last = n + a[0], min(first, a[1]), max(last, a[2])
+                    tin, tout, deg = tin + a[3], tout + a[4], deg + a[5]
+                else:
+                    n, first, last, tin, tout, deg = a
+            have = bytes(have)
+            if sid in texts:
+                t = _Texts(have)
+                for i in texts[sid]:
+                    fact = decoded[i]
+                    t.add(fact.input_messages)
+                    t.add(fact.output_messages)
+                if t.pieces:
+                    docs.append((sid_id, ndocs, t.doc()))
+                    ndocs += 1
+                    have += b"".join(t.digests)
+            duration = _duration_ms(first, last) if n else -1
+            updates.append(
+                (n, first, last, tin, tout, tin + tout, duration, deg, ndocs, have, sid_id)
+            )
+        self._update_sessions(cur, updates)
+        if docs:
+            self._add_text(cur, docs)
+
+    def _decoded(
+        self,
+        cur: Cursor,
+        rows: Sequence[tuple[Any, ...]],
+        wanted: list[int],
+        facts: Sequence[InferenceCall] | None,
+    ) -> dict[int, InferenceCall]:
+        """The facts of these rows: given, or decoded from the bodies, a session's calls in
+        time order through one reader so that their replayed messages are decoded (and
+        searched for new text) once."""
+        if facts is not None:
+            return {i: facts[i] for i in wanted}
+        reader = codec.FactReader()
+        out: dict[int, InferenceCall] = {}
+        for i in sorted(wanted, key=lambda i: (rows[i][_SID], rows[i][_SORT_AT], rows[i][0])):
+            out[i] = reader.decode(self._codec_bytes(rows[i][-1], cur))
+        return out
+
+    def _rebuild_sessions(self, cur: Cursor) -> None:
+        """Fill the summaries and the text index from the calls (both emptied first)."""
+        cur.execute("DELETE FROM sessions")
+        self._clear_text(cur)
+        cur.execute(
+            "INSERT INTO sessions (session_id, calls, first_at, last_at, input_tokens, "
+            "output_tokens, tokens, duration_ms, degraded_calls, docs, texts) "
+            "SELECT session_id, 0, '', '', 0, 0, 0, -1, 0, 0, ? FROM (SELECT session_id FROM "
+            "facts WHERE session_id IS NOT NULL UNION SELECT session_id FROM fact_variants "
+            "WHERE session_id IS NOT NULL) AS u",
+            (b"",),
+        )
+        calls = self._calls(cur)
+        updates: list[tuple[Any, ...]] = []
+        sql = f"SELECT {_AGGREGATES} FROM {calls} WHERE session_id IS NOT NULL GROUP BY session_id"
+        for sid, n, first, last, tin, tout, deg in self._rows_of(cur, sql, []):
+            updates.append((int(n), first, last, int(tin), int(tout), int(deg or 0), sid))
+            if len(updates) == 1000:
+                self._set_counts(cur, updates)
+                updates = []
+        self._set_counts(cur, updates)
+        # Every capture's text, facts rows and variants, a session's documents in turn.
+        join = self._cur_joiner(cur)
+        for table, body in (("facts", self._fact_body), ("fact_variants", self._variant_body)):
+            source = self._fact_from if table == "facts" else table
+            order = "session_id, sort_at, inference_call_id"
+            stream = self._rows_of(
+                cur,
+                f"SELECT session_id, {body} FROM {source} WHERE session_id IS NOT NULL "
+                f"ORDER BY {order}",
+                [],
+            )
+            reader = codec.FactReader()
+            current: str | None = None
+            texts = _Texts(b"")
+            for sid, raw in stream:
+                if sid != current:
+                    if current is not None:
+                        self._append_text(cur, current, texts)
+                    current, texts = sid, _Texts(b"")
+                fact = reader.decode(join(raw))
+                texts.add(fact.input_messages)
+                texts.add(fact.output_messages)
+            if current is not None:
+                self._append_text(cur, current, texts)
+
+    def _set_counts(self, cur: Cursor, rows: list[tuple[Any, ...]]) -> None:
+        for n, first, last, tin, tout, deg, sid in rows:
+            cur.execute(
+                "UPDATE sessions SET calls = ?, first_at = ?, last_at = ?, input_tokens = ?, "
+                "output_tokens = ?, tokens = ?, duration_ms = ?, degraded_calls = ? "
+                "WHERE session_id = ?",
+                (n, first, last, tin, tout, tin + tout, _duration_ms(first, last), deg, sid),
+            )
+
+    def _append_text(self, cur: Cursor, sid: str, texts: _Texts) -> None:
+        if not texts.pieces:
+            return
+        cur.execute("SELECT id, docs, texts FROM sessions WHERE session_id = ?", (sid,))
+        sid_id, n, have = cur.fetchone()
+        cur.execute(
+            "UPDATE sessions SET docs = ?, texts = ? WHERE id = ?",
+            (int(n) + 1, bytes(have) + b"".join(texts.digests), sid_id),
+        )
+        self._add_text(cur, [(int(sid_id), int(n), texts.doc())])
+
+    # -- reading -------------------------------------------------------------------------
     def _session_where(self, calls: str, f: SessionFilter) -> tuple[str, list[Any]]:
-        """The conditions on ``session_id`` a filter sets (after ``WHERE session_id IS NOT
-        NULL``), and their parameters."""
+        """The conditions on ``s`` (a summary row) a filter sets, after ``WHERE s.calls > 0``,
+        and their parameters."""
         clauses: list[str] = []
         params: list[Any] = []
         where, p = fact_where(
@@ -126,14 +465,26 @@ class SessionQueries(CaptureIndex):
             )
         )
         if where:
-            clauses.append(f"session_id IN (SELECT session_id FROM {calls}{where})")
+            # One of its calls matches them all; its first and last call bound the time range
+            # first, from the summary (a walk in time order then stops early).
+            lo, hi = time_bound(f.since), time_bound(f.until)
+            if lo is not None:
+                clauses.append("s.last_at >= ?")
+                params.append(lo)
+            if hi is not None:
+                clauses.append("s.first_at < ?")
+                params.append(hi)
+            clauses.append(
+                f"EXISTS (SELECT 1 FROM {self._session_calls(calls)}{where} "
+                "AND facts.session_id = s.session_id)"
+            )
             params += p
 
         def with_feedback(cond: str, p: list[Any]) -> str:
             params.extend([*p, *p])
             return (
-                "(session_id IN (SELECT target_id FROM feedback WHERE target_kind = 'session'"
-                f"{cond}) OR session_id IN (SELECT facts.session_id FROM {calls} JOIN feedback "
+                "(s.session_id IN (SELECT target_id FROM feedback WHERE target_kind = 'session'"
+                f"{cond}) OR s.session_id IN (SELECT facts.session_id FROM {calls} JOIN feedback "
                 "ON feedback.target_kind = 'call' AND feedback.target_id = "
                 f"facts.inference_call_id WHERE facts.session_id IS NOT NULL{cond}))"
             )
@@ -159,61 +510,48 @@ class SessionQueries(CaptureIndex):
                 else "json_type(degradations, '$.' || ?) IS NOT NULL"
             )
             clauses.append(
-                f"session_id IN (SELECT session_id FROM {calls} WHERE session_id IS NOT NULL "
-                f"AND {has})"
+                "s.degraded_calls > 0 AND EXISTS (SELECT 1 FROM "
+                f"{self._session_calls(calls)} WHERE "
+                f"facts.session_id = s.session_id AND {has})"
             )
             params.append(f.degradation)
         return "".join(f" AND {c}" for c in clauses), params
 
-    def _session_rows(
-        self, cur: Cursor, f: SessionFilter, after: tuple[str, str] | None, limit: int
-    ) -> list[_Row]:
-        calls = self._calls(cur)
-        conds, params = self._session_where(calls, f)
-        if not conds and calls == "facts":
-            return self._latest_rows(cur, after, limit)
-        having = ""
+    def _list_sql(
+        self,
+        cur: Cursor,
+        f: SessionFilter,
+        after: tuple[Any, str] | None,
+        extra: tuple[str, list[Any]] | None = None,
+    ) -> tuple[str, list[Any], str]:
+        """The list's query without its LIMIT, its parameters, and its ORDER BY."""
+        column = SORTS[f.sort]
+        conds, params = self._session_where(self._calls(cur), f)
+        if extra is not None:
+            conds += f" AND {extra[0]}"
+            params += extra[1]
+        d, op = ("DESC", "<") if f.descending else ("ASC", ">")
         if after is not None:
-            having = " HAVING (MAX(sort_at), session_id) < (?, ?)"
-            params = [*params, *after]
-        cur.execute(
-            f"SELECT {_AGGREGATES} FROM {calls} WHERE session_id IS NOT NULL{conds} "
-            f"GROUP BY session_id{having} "
-            f"ORDER BY MAX(sort_at) DESC, session_id DESC LIMIT {int(limit)}",
-            params,
-        )
+            conds += f" AND (s.{column}, s.session_id) {op} (?, ?)"
+            params += [after[0], after[1]]
+        order = f" ORDER BY s.{column} {d}, s.session_id {d}"
+        sql = f"SELECT {_SUMMARY} FROM sessions AS s WHERE s.calls > 0{conds}"
+        return sql, params, order
+
+    def _list_rows(
+        self,
+        cur: Cursor,
+        f: SessionFilter,
+        after: tuple[Any, str] | None,
+        limit: int,
+        extra: tuple[str, list[Any]] | None = None,
+    ) -> list[_Row]:
+        sql, params, order = self._list_sql(cur, f, after, extra)
+        cur.execute(f"{sql}{order} LIMIT {int(limit)}", params)
         return [tuple(r) for r in cur.fetchall()]  # type: ignore[misc]
 
-    def _latest_rows(self, cur: Cursor, after: tuple[str, str] | None, limit: int) -> list[_Row]:
-        """The unfiltered list, without aggregating every session: walk the calls newest
-        first (facts_order) keeping each session's last call (one facts_session seek each),
-        then aggregate the page's sessions alone. The same order and cursor as the GROUP BY."""
-        keyset, params = "", []
-        if after is not None:
-            keyset = " AND f.sort_at <= ? AND (f.sort_at < ? OR f.session_id < ?)"
-            params = [after[0], after[0], after[1]]
-        cur.execute(
-            "SELECT f.session_id FROM facts AS f WHERE f.session_id IS NOT NULL"
-            f"{keyset} AND NOT EXISTS (SELECT 1 FROM facts AS g WHERE g.session_id = "
-            "f.session_id AND (g.sort_at, g.inference_call_id) > (f.sort_at, "
-            "f.inference_call_id)) ORDER BY f.sort_at DESC, f.session_id DESC "
-            f"LIMIT {int(limit)}",
-            params,
-        )
-        ids = [r[0] for r in cur.fetchall()]
-        rows = {
-            r[0]: tuple(r)
-            for r in _select_in(
-                cur,
-                f"SELECT {_AGGREGATES} FROM facts WHERE session_id",
-                ids,
-                " GROUP BY session_id",
-            )
-        }
-        return [rows[i] for i in ids]  # type: ignore[misc]
-
     def _summaries(self, cur: Cursor, rows: Sequence[_Row]) -> list[SessionSummary]:
-        ids = [r[0] for r in rows]
+        ids = [r[1] for r in rows]
         if not ids:
             return []
         calls = self._calls(cur)
@@ -253,61 +591,140 @@ class SessionQueries(CaptureIndex):
                 values.append(fb.value)
         return [
             SessionSummary(
-                session_id=codec.uncol(r[0]) or "",
-                calls=int(r[1]),
-                first_at=codec.uncol(r[2]) or None,
-                last_at=codec.uncol(r[3]) or None,
-                input_tokens=int(r[4]),
-                output_tokens=int(r[5]),
-                degraded_calls=int(r[6] or 0),
-                models=sorted(kinds[r[0]][0]),
-                providers=sorted(kinds[r[0]][1]),
-                sources=sorted(kinds[r[0]][2]),
-                feedback=counts[r[0]],
-                labels=dict(sorted(labels[r[0]].items())),
+                session_id=codec.uncol(r[1]) or "",
+                calls=int(r[2]),
+                first_at=codec.uncol(r[3]) or None,
+                last_at=codec.uncol(r[4]) or None,
+                input_tokens=int(r[5]),
+                output_tokens=int(r[6]),
+                degraded_calls=int(r[7]),
+                models=sorted(kinds[r[1]][0]),
+                providers=sorted(kinds[r[1]][1]),
+                sources=sorted(kinds[r[1]][2]),
+                feedback=counts[r[1]],
+                labels=dict(sorted(labels[r[1]].items())),
+                duration_ms=None if r[8] < 0 else int(r[8]),
             )
             for r in rows
         ]
 
     def sessions(self, filters: SessionFilter | None = None) -> SessionPage:
-        """A page of sessions, newest first (``SessionFilter``); ``ValueError`` for a cursor
-        this store did not make."""
+        """A page of sessions in the filter's order (``SessionFilter``); ``ValueError`` for an
+        unknown sort, or a cursor this store did not make for it."""
         f = filters or SessionFilter()
+        if f.sort not in SORTS:
+            raise ValueError(f"unknown session sort {f.sort!r}: one of {', '.join(SORTS)}")
         limit = max(1, min(int(f.limit), _MAX_LIMIT))
-        after = _after(f.after)
+        after = _after(f.after, f.sort, f.descending)
+        column = SORTS[f.sort]
         needle = (f.text or "").strip().casefold()
+
+        def next_of(rows: Sequence[_Row]) -> str:
+            return _cursor(f.sort, f.descending, _key(rows[-1], column), rows[-1][1])
+
         if not needle:
 
             def page(cur: Cursor) -> SessionPage:
-                rows = self._session_rows(cur, f, after, limit + 1)
+                rows = self._list_rows(cur, f, after, limit + 1)
                 more = len(rows) > limit
                 rows = rows[:limit]
-                nxt = _cursor(rows[-1][3], rows[-1][0]) if more else None
-                return SessionPage(self._summaries(cur, rows), nxt, len(rows))
+                return SessionPage(
+                    self._summaries(cur, rows), next_of(rows) if more else None, len(rows)
+                )
 
             return self._run(page, write=False)
+        if not _needle_indexed(needle):
+            return self._read_search(f, after, limit, needle)
+
+        def search(cur: Cursor) -> tuple[list[_Row], str | None, int, bool]:
+            docs = self._text_docs(cur, needle, _CANDIDATES + 1)
+            if len(docs) <= _CANDIDATES:  # every session that holds it: the page is theirs
+                ids = sorted(set(docs))
+                rows = self._list_rows(cur, f, after, limit + 1, self._id_set(ids))
+                more = len(rows) > limit
+                rows = rows[:limit]
+                return rows, next_of(rows) if more else None, len(ids), self._contested(cur)
+            # A common needle: walk the list, asking the index about each session in turn.
+            sql, params, order = self._list_sql(cur, f, after)
+            probe, p = self._text_probe(needle)
+            cur.execute(
+                f"SELECT * FROM ({sql}{order} LIMIT {_WALK}) AS s WHERE {probe}{order} "
+                f"LIMIT {limit + 1}",
+                [*params, *p],
+            )
+            rows = [tuple(r) for r in cur.fetchall()]
+            contested = self._contested(cur)
+            if len(rows) > limit:
+                rows = rows[:limit]
+                last = (_key(rows[-1], column), rows[-1][1])  # type: ignore[arg-type]
+                op = ">=" if f.descending else "<="
+                cur.execute(
+                    f"SELECT COUNT(*) FROM ({sql} AND (s.{column}, s.session_id) {op} (?, ?)"
+                    f"{order} LIMIT {_WALK}) AS w",
+                    [*params, *last],
+                )
+                return rows, next_of(rows), int(cur.fetchone()[0]), contested  # type: ignore[arg-type]
+            cur.execute(f"{sql}{order} LIMIT 1 OFFSET {_WALK - 1}", params)
+            edge = cur.fetchone()
+            nxt = None
+            if edge is not None:
+                nxt = _cursor(f.sort, f.descending, _key(tuple(edge), column), edge[1])  # type: ignore[arg-type]
+            return rows, nxt, _WALK if edge is not None else len(rows), contested  # type: ignore[return-value]
+
+        rows, nxt, scanned, contested = self._run(search, write=False)
+        if contested and rows:
+            rows = self._verified(rows, needle)
+        summaries = self._run(lambda cur: self._summaries(cur, rows), write=False)
+        return SessionPage(summaries, nxt, scanned)
+
+    def _verified(self, rows: list[_Row], needle: str) -> list[_Row]:
+        """Of sessions the index names, those whose calls hold ``needle``: the index holds
+        every capture's text, and where captures of one call differ only the first counts."""
+
+        def q(cur: Cursor) -> set[str]:
+            return {
+                r[0]
+                for r in _select_in(
+                    cur,
+                    "SELECT DISTINCT session_id FROM fact_captures WHERE session_id",
+                    [r[1] for r in rows],
+                )
+            }
+
+        contested = self._run(q, write=False)
+        if not contested:
+            return rows
+        found = self._sessions_with_text(sorted(contested), needle)
+        return [r for r in rows if r[1] not in contested or r[1] in found]
+
+    def _read_search(
+        self, f: SessionFilter, after: tuple[Any, str] | None, limit: int, needle: str
+    ) -> SessionPage:
+        """A search the index cannot answer: read the calls of the sessions in the list's
+        order, in batches, stopping after about ``_SEARCH_CALLS`` calls or a full page."""
+        column = SORTS[f.sort]
         found: list[_Row] = []
         scanned = read = 0
         exhausted = False
         while len(found) < limit and read < _SEARCH_CALLS:
             batch = self._run(
-                lambda cur, a=after: self._session_rows(cur, f, a, _SEARCH_BATCH), write=False
+                lambda cur, a=after: self._list_rows(cur, f, a, _SEARCH_BATCH), write=False
             )
-            matching = self._sessions_with_text([r[0] for r in batch], needle)
+            matching = self._sessions_with_text([r[1] for r in batch], needle)
             consumed = 0
             for r in batch:
                 consumed += 1
                 scanned += 1
-                read += r[1]
-                after = (r[3], r[0])
-                if r[0] in matching:
+                read += r[2]
+                after = (_key(r, column), r[1])
+                if r[1] in matching:
                     found.append(r)
                     if len(found) == limit:
                         break
             if len(batch) < _SEARCH_BATCH and consumed == len(batch):
                 exhausted = True
                 break
-        nxt = None if exhausted or after is None else _cursor(*after)
+        nxt = None if exhausted or after is None else _cursor(f.sort, f.descending, *after)
         summaries = self._run(lambda cur: self._summaries(cur, found), write=False)
         return SessionPage(summaries, nxt, scanned)
 

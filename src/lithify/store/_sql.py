@@ -45,7 +45,7 @@ from lithify.store._types import (
     TokenExists,
     TokenInfo,
 )
-from lithify.store.migrations import SCHEMA_VERSION_TABLE
+from lithify.store.migrations import SCHEMA_VERSION_TABLE, SESSIONS_VERSION
 
 
 def _token_name(name: str) -> str:
@@ -70,6 +70,7 @@ class SqlStore(SessionQueries):
     # -- schema ----------------------------------------------------------------------------
     def _migrate(self) -> None:
         latest = self.migrations[-1].version if self.migrations else 0
+        self._summarized = latest >= SESSIONS_VERSION
 
         def up_to_date(cur: Cursor) -> bool:
             cur.execute(_HAS_VERSIONS[self.dialect])
@@ -93,13 +94,14 @@ class SqlStore(SessionQueries):
                     f"{self.url} has schema version {current}, this lithify knows up to "
                     f"{latest}: upgrade lithify to use this store"
                 )
-            rebuild = False
+            rebuild = sessions = False
             for m in self.migrations:
                 if m.version <= current:
                     continue
                 for stmt in m.statements(self.dialect):
                     cur.execute(stmt)
                 rebuild |= m.rebuild_captures
+                sessions |= m.rebuild_sessions
                 cur.execute(
                     "INSERT INTO schema_version (version, description, applied_at) "
                     "VALUES (?, ?, ?)",
@@ -107,6 +109,8 @@ class SqlStore(SessionQueries):
                 )
             if rebuild:  # once, by this version's rule, into the index as the last one left it
                 self._rebuild_captures(cur)
+            if (rebuild or sessions) and self._summarized:  # the calls the index now decides
+                self._rebuild_sessions(cur)
 
         self._run(step, write=True)
 
@@ -136,11 +140,13 @@ class SqlStore(SessionQueries):
         own: bool = False,
         collisions: list[str] | None = None,
         blobs: dict[bytes, bytes] | None = None,
+        facts: Sequence[InferenceCall] | None = None,
     ) -> list[int]:
         """Insert rows; what became of each (``_STORED``, ``_DUPLICATE``, ``_VARIANT``), in the
         order given; the ids of calls the facts made collide go to ``collisions``; ``blobs``:
-        the bytes the fact bodies refer to (rows from ``prepare`` carry theirs). Facts need
-        ``_share_captures`` first."""
+        the bytes the fact bodies refer to (rows from ``prepare`` carry theirs); ``facts``: the
+        facts of the rows, when the caller has them (else the session summaries decode the
+        bodies). Facts need ``_share_captures`` first."""
         if table == "facts":
             # The blobs first: the capture index may read these facts back whole.
             rows, carried = take_blobs(rows)
@@ -158,8 +164,16 @@ class SqlStore(SessionQueries):
             else:
                 outcomes.append(_DUPLICATE)
         if table == "facts":
+            touched: set[str] = set()
             self._keep_captures(
-                cur, ordered, outcomes, own, [] if collisions is None else collisions
+                cur, ordered, outcomes, own, [] if collisions is None else collisions, touched
+            )
+            self._note_sessions(
+                cur,
+                ordered,
+                outcomes,
+                None if facts is None else [facts[i] for i in order],
+                touched,
             )
         out = [_STORED] * len(rows)
         for j, i in enumerate(order):
@@ -184,7 +198,7 @@ class SqlStore(SessionQueries):
         def write(cur: Cursor, own: bool) -> tuple[list[int], list[str]]:
             self._share_captures(cur, own)
             collisions: list[str] = []
-            outcomes = self._write(cur, "facts", FACT_COLUMNS, rows, own, collisions, blobs)
+            outcomes = self._write(cur, "facts", FACT_COLUMNS, rows, own, collisions, blobs, facts)
             return outcomes, collisions
 
         return _result([f.inference_call_id for f in facts], *self._writing(write))

@@ -164,8 +164,11 @@ class SessionFilter:
     (``has_feedback``; ``feedback``: each name with that value), on the session or on one of
     its calls, and when ``text`` (case-insensitive) is in the text of one of its calls'
     messages, when one of its calls counts ``degradation``, and when it has a numeric
-    ``score_name`` feedback within ``score_min``…``score_max``. Sessions come newest first: by their last call's time, then id, descending.
-    ``after`` is the ``next`` of the page before (keyset pagination).
+    ``score_name`` feedback within ``score_min``…``score_max``. Sessions come in the order of
+    ``sort``: ``"last"`` (their last call's time, the default), ``"first"`` (their first call's
+    time), ``"calls"``, ``"tokens"`` (input and output) or ``"duration"`` (first call to last),
+    then id; descending unless ``descending`` is False. ``after`` is the ``next`` of the page
+    before (keyset pagination), for the same sort.
     """
 
     model: Match = None
@@ -184,12 +187,16 @@ class SessionFilter:
     score_name: str = "score"
     score_min: float | None = None
     score_max: float | None = None
+    sort: str = "last"
+    descending: bool = True
 
 
 class SessionSummary(msgspec.Struct, frozen=True):
     """One session as a list shows it: its calls (one per call, not per capture) and their
     totals; ``feedback`` counts the feedback facts on the session and on its calls;
-    ``labels`` holds the values of the feedback on the session itself, by name."""
+    ``labels`` holds the values of the feedback on the session itself, by name;
+    ``duration_ms``: from the first call's time to the last's (None when either is not an
+    RFC 3339 time)."""
 
     session_id: str
     calls: int
@@ -203,6 +210,7 @@ class SessionSummary(msgspec.Struct, frozen=True):
     sources: list[str]
     feedback: int
     labels: dict[str, list[FeedbackValue]]
+    duration_ms: int | None = None
 
 
 class SessionPage(msgspec.Struct, frozen=True):

@@ -50,6 +50,12 @@ _ARRAY_TYPES = {
 }
 
 
+def _like(needle: str) -> str:
+    """A LIKE pattern for a substring (backslash, the default escape, escapes)."""
+    escaped = needle.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
+
+
 class _PgCursor:
     """A psycopg cursor that takes the shared SQL's ``?`` placeholders."""
 
@@ -199,6 +205,71 @@ class PostgresStore(SqlStore):
         arrays = [list(col) for col in zip(*rows, strict=True)]
         cur.raw.execute(_insert_sql(table, columns), arrays)
         return [(r[0], r[1]) for r in cur.raw.fetchall()]
+
+    # -- session summaries and text index ----------------------------------------------------
+    # A write locks the summary rows it changes (FOR UPDATE), in session_id order, after
+    # making the missing ones: writers of one session then take turns, and each reads the
+    # summary (and the text digests) as the last one committed it.
+    _for_update = " ORDER BY session_id FOR UPDATE"
+
+    def _ensure_sessions(self, cur: Cursor, sids: list[str]) -> None:
+        assert isinstance(cur, _PgCursor)
+        cur.raw.execute(
+            "INSERT INTO sessions (session_id, calls, first_at, last_at, input_tokens, "
+            "output_tokens, tokens, duration_ms, degraded_calls, docs, texts) "
+            "SELECT u, 0, '', '', 0, 0, 0, -1, 0, 0, '' FROM unnest(%s::text[]) AS u "
+            "ORDER BY u ON CONFLICT DO NOTHING",
+            [sids],
+        )
+
+    def _update_sessions(self, cur: Cursor, rows: list[tuple[Any, ...]]) -> None:
+        assert isinstance(cur, _PgCursor)
+        cols = list(zip(*rows, strict=True))
+        cur.raw.execute(
+            "UPDATE sessions AS s SET calls = u.calls, first_at = u.first_at, "
+            "last_at = u.last_at, input_tokens = u.i, output_tokens = u.o, tokens = u.t, "
+            "duration_ms = u.d, degraded_calls = u.g, docs = u.docs, texts = u.texts "
+            "FROM unnest(%s::bigint[], %s::text[], %s::text[], %s::bigint[], %s::bigint[], "
+            "%s::bigint[], %s::bigint[], %s::bigint[], %s::bigint[], %b::bytea[], "
+            "%s::bigint[]) AS u(calls, first_at, last_at, i, o, t, d, g, docs, texts, id) "
+            "WHERE s.id = u.id",
+            [list(c) for c in cols],
+        )
+
+    def _add_text(self, cur: Cursor, docs: list[tuple[int, int, str]]) -> None:
+        assert isinstance(cur, _PgCursor)
+        cur.raw.execute(
+            "INSERT INTO session_text (session, text) "
+            "SELECT * FROM unnest(%s::bigint[], %s::text[])",
+            [[d[0] for d in docs], [d[2] for d in docs]],
+        )
+
+    def _clear_text(self, cur: Cursor) -> None:
+        cur.execute("DELETE FROM session_text")
+
+    def _text_docs(self, cur: Cursor, needle: str, limit: int) -> list[int]:
+        cur.execute(
+            f"SELECT session FROM session_text WHERE text LIKE ? LIMIT {int(limit)}",
+            (_like(needle),),
+        )
+        return [int(r[0]) for r in cur.fetchall()]
+
+    def _text_probe(self, needle: str) -> tuple[str, list[Any]]:
+        return (
+            "EXISTS (SELECT 1 FROM session_text AS t WHERE t.session = s.id "
+            "AND strpos(t.text, ?) > 0)",
+            [needle],
+        )
+
+    def _id_set(self, ids: list[int]) -> tuple[str, list[Any]]:
+        return "s.id = ANY(?::bigint[])", [ids]
+
+    def _rows_of(self, cur: Cursor, sql: str, params: Sequence[Any]) -> Iterator[Any]:
+        assert isinstance(cur, _PgCursor)
+        with cur.raw.connection.cursor(name="lithify_rebuild", binary=True) as rows:
+            rows.itersize = 500
+            rows.execute(sql.replace("?", "%s"), params)
+            yield from rows
 
     def _put_blobs(self, cur: Cursor, rows: list[tuple[bytes, bytes]]) -> None:
         assert isinstance(cur, _PgCursor)

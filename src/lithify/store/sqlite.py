@@ -8,9 +8,10 @@ run beside the writer on a consistent snapshot.
 from __future__ import annotations
 
 import contextlib
+import json
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +62,11 @@ def unpack_body(body: bytes | None) -> bytes | None:
     if body and body[0] == _LZ4:
         return lz4.block.decompress(memoryview(body)[1:])
     return body
+
+
+def _phrase(needle: str) -> str:
+    """An FTS5 query for a substring: one phrase (its trigrams in a row)."""
+    return '"' + needle.replace('"', '""') + '"'
 
 
 def _functions(conn: sqlite3.Connection) -> None:
@@ -225,6 +231,65 @@ class SQLiteStore(SqlStore):
                 )
             stored.extend((key, second) for _, key, second in returned)
         return stored
+
+    # -- session summaries and text index ----------------------------------------------------
+    def _ensure_sessions(self, cur: Cursor, sids: list[str]) -> None:
+        assert isinstance(cur, sqlite3.Cursor)
+        cur.executemany(
+            "INSERT INTO sessions (session_id, calls, first_at, last_at, input_tokens, "
+            "output_tokens, tokens, duration_ms, degraded_calls, docs, texts) "
+            "VALUES (?, 0, '', '', 0, 0, 0, -1, 0, 0, x'') ON CONFLICT DO NOTHING",
+            [(sid,) for sid in sids],
+        )
+
+    def _update_sessions(self, cur: Cursor, rows: list[tuple[Any, ...]]) -> None:
+        assert isinstance(cur, sqlite3.Cursor)
+        cur.executemany(
+            "UPDATE sessions SET calls = ?, first_at = ?, last_at = ?, input_tokens = ?, "
+            "output_tokens = ?, tokens = ?, duration_ms = ?, degraded_calls = ?, docs = ?, "
+            "texts = ? WHERE id = ?",
+            rows,
+        )
+
+    def _add_text(self, cur: Cursor, docs: list[tuple[int, int, str]]) -> None:
+        assert isinstance(cur, sqlite3.Cursor)
+        rows = [((sid << 32) | n, text) for sid, n, text in docs]
+        cur.executemany("INSERT INTO session_docs (id, text) VALUES (?, ?)", rows)
+        cur.executemany("INSERT INTO session_text (rowid, text) VALUES (?, ?)", rows)
+
+    def _clear_text(self, cur: Cursor) -> None:
+        cur.execute("DELETE FROM session_docs")
+        cur.execute("INSERT INTO session_text (session_text) VALUES ('delete-all')")
+
+    def _text_docs(self, cur: Cursor, needle: str, limit: int) -> list[int]:
+        cur.execute(
+            f"SELECT rowid >> 32 FROM session_text WHERE session_text MATCH ? LIMIT {int(limit)}",
+            (_phrase(needle),),
+        )
+        return [int(r[0]) for r in cur.fetchall()]
+
+    def _text_probe(self, needle: str) -> tuple[str, list[Any]]:
+        # A session's documents are a rowid range: read them, rather than ask FTS5, whose
+        # lists for a common needle's trigrams are long.
+        return (
+            "EXISTS (SELECT 1 FROM session_docs AS d WHERE d.id >= (s.id << 32) AND "
+            "d.id < ((s.id + 1) << 32) AND instr(d.text, ?) > 0)",
+            [needle],
+        )
+
+    def _session_calls(self, calls: str) -> str:
+        # Without statistics SQLite may take the model's index to find one session's calls,
+        # and read every call of that model for each session.
+        return "facts INDEXED BY facts_session" if calls == "facts" else calls
+
+    def _id_set(self, ids: list[int]) -> tuple[str, list[Any]]:
+        return "s.id IN (SELECT value FROM json_each(?))", [json.dumps(ids)]
+
+    def _rows_of(self, cur: Cursor, sql: str, params: Sequence[Any]) -> Iterator[Any]:
+        assert isinstance(cur, sqlite3.Cursor)
+        reader = cur.connection.execute(sql, params)
+        while rows := reader.fetchmany(500):
+            yield from rows
 
     def _put_blobs(self, cur: Cursor, rows: list[tuple[bytes, bytes]]) -> None:
         assert isinstance(cur, sqlite3.Cursor)
