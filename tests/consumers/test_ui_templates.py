@@ -207,4 +207,6 @@ def test_the_rendering_stays_text_in_a_browser(browser: Any, trl_viewer: Running
         assert page.locator("script").count() == 1
         assert page.locator("img, svg, iframe").count() == 0
         assert page.locator("body > footer").is_visible()
+        tab.go("/rows?session=agent-1&kind=sft&profile=trl&template=qwen3")
+        assert "<think>" in page.locator(".rendered pre").first.inner_text()
         tab.shot("rows-template")

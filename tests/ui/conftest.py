@@ -198,16 +198,32 @@ def viewer(store: FactStore) -> Iterator[Running]:
         yield r
 
 
+_chromium: list[Any] = []  # [playwright, browser, fixtures using it]
+
+
 @pytest.fixture(scope="session")
 def browser() -> Iterator[Any]:
-    """Debian's Chromium (scripts/test installs it), never a browser Playwright downloads."""
+    """Debian's Chromium (scripts/test installs it), never a browser Playwright downloads.
+
+    One per process, however many test folders import this fixture: Playwright's sync API runs
+    once per thread, so a second one beside it would fail."""
     from playwright.sync_api import sync_playwright
 
     assert CHROMIUM.exists(), "apt-get install chromium (scripts/test does it)"
-    with sync_playwright() as p:
+    if not _chromium:
+        p = sync_playwright().start()
         b = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        yield b
-        b.close()
+        _chromium.extend([p, b, 0])
+    _chromium[2] += 1
+    try:
+        yield _chromium[1]
+    finally:
+        _chromium[2] -= 1
+        if _chromium[2] == 0:
+            p, b, _ = _chromium
+            _chromium.clear()
+            b.close()
+            p.stop()
 
 
 @dataclass
