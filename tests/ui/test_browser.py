@@ -12,8 +12,10 @@ from urllib.parse import quote
 
 from lithify.export import ExportOptions, export, from_store
 from lithify.export.profiles import SUPPORTED
+from lithify.ingest.tokens import new_token, token_hash, token_prefix
 from lithify.model import DEGRADATION_REASONS
-from lithify.store import FactFilter
+from lithify.store import FactFilter, FactStore
+from lithify.ui import UiConfig
 from tests.export.helpers import read_rows
 from tests.ui.conftest import (
     DEGRADED_SESSION,
@@ -26,6 +28,7 @@ from tests.ui.conftest import (
     Running,
     Tab,
     open_tab,
+    running,
 )
 
 
@@ -300,3 +303,25 @@ def test_readable_on_a_laptop_and_a_wide_screen(browser: Any, viewer: Running) -
             if viewport is WIDE:
                 tab.go("/sessions/agent-1")
                 tab.shot("session-wide")
+
+
+def test_sign_in_beyond_loopback(browser: Any, store: FactStore) -> None:
+    """Beyond loopback a browser signs in with a store token; a wrong one is refused."""
+    token = new_token()
+    store.create_token("alice", token_hash(token), token_prefix(token))
+    with running(store, UiConfig(host="0.0.0.0")) as v, open_tab(browser, v) as tab:
+        page = tab.page
+        tab.go("/sessions/chat-2")
+        assert page.url.endswith("/login")
+        page.fill("input[name=token]", "lith_wrong")
+        with page.expect_navigation():
+            page.get_by_role("button", name="Sign in").click()
+        assert page.locator(".error").count() == 1
+        page.fill("input[name=token]", token)
+        with page.expect_navigation():
+            page.get_by_role("button", name="Sign in").click()
+        assert "signed in as alice" in page.locator("header.top").inner_text()
+        tab.go("/sessions/chat-2")
+        tab.follow(page.locator(".session-curate").get_by_role("button", name="good"))
+        assert page.locator(".session-curate .tag-good").inner_text() == "label: good"
+        assert "alice" in page.locator(".session-curate .feedback").inner_text()
