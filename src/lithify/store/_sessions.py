@@ -7,9 +7,10 @@ first capture (``_calls``), never per capture."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -409,6 +410,15 @@ class SessionQueries(CaptureIndex):
                 updates = []
         self._set_counts(cur, updates)
         # Every capture's text, facts rows and variants, a session's documents in turn.
+        with self._text_index_off(cur):
+            self._fill_text(cur)
+
+    @contextlib.contextmanager
+    def _text_index_off(self, cur: Cursor) -> Iterator[None]:
+        """While the text index is filled whole: built once after rather than grown."""
+        yield
+
+    def _fill_text(self, cur: Cursor) -> None:
         join = self._cur_joiner(cur)
         for table, body in (("facts", self._fact_body), ("fact_variants", self._variant_body)):
             source = self._fact_from if table == "facts" else table
