@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.scale.s3 import FAKE_AWS
+
 RAY = Path(__file__).resolve().parents[2] / ".venv" / "bin" / "ray"
 # One authentication token for every cluster this test process starts: Ray keeps the first token
 # a process used, so a later cluster with another one could not be joined from it.
@@ -82,11 +84,12 @@ def _wait_nodes(address: str, n: int, env: dict[str, str], timeout: float = 90) 
 @contextmanager
 def ray_cluster() -> Iterator[tuple[str, dict[str, str]]]:
     """The address of a two-node cluster (one CPU each), and the environment a driver joins
-    it with (its own authentication token); torn down on leaving."""
+    it with (its own authentication token); torn down on leaving. Its workers read s3:// with
+    the fake S3's credentials (tests/scale/s3.py)."""
     port = _free_port()
     address = f"127.0.0.1:{port}"
     auth = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": _TOKEN}
-    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", **auth}
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", **FAKE_AWS, **auth}
     env.pop("RAY_ADDRESS", None)
     with tempfile.TemporaryDirectory(prefix="lray-", dir="/tmp") as tmp:
         logs = Path(tmp)

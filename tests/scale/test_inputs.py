@@ -232,3 +232,16 @@ def test_local_paths_stay_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     )
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "f.jsonl").read_bytes().startswith(b'{"inference_call_id":')
+
+
+def test_output_to_a_url_is_a_usage_error(tmp_path: Path) -> None:
+    for engine in ("local", "ray"):
+        done = subprocess.run(
+            [LITHIFY, "convert", "--engine", engine, str(EXAMPLES), "-o", "s3://bucket/out/"],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+        )
+        assert done.returncode == 2
+        assert "writing to a URL is not done yet" in done.stderr
+        assert not list(tmp_path.iterdir())  # no folder named s3:

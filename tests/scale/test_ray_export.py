@@ -4,13 +4,16 @@ arrive in; a killed task is retried; a rerun writes the same output (docs/scale.
 
 from __future__ import annotations
 
+import gzip
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import msgspec
@@ -24,7 +27,8 @@ from lithify.ingest.convert import convert, open_output
 from lithify.ingest.distributed import convert_ray
 from lithify.store import FactFilter
 from tests.conftest import CORPUS
-from tests.scale.facts import generated, one_big_session, write_files
+from tests.scale.facts import generated, jsonl_input, one_big_session, write_files
+from tests.scale.s3 import FakeS3, fake_s3
 
 pytestmark = pytest.mark.xdist_group("ray")  # one cluster, in one test process
 EXAMPLES = Path(__file__).resolve().parents[2] / "src" / "lithify" / "examples"
@@ -308,3 +312,82 @@ def test_export_from_postgresql_by_id_ranges(
         assert (tmp_path / "cli-ray" / name).read_bytes() == (
             tmp_path / "cli-local" / name
         ).read_bytes()
+
+
+@pytest.fixture(scope="module")
+def s3() -> Iterator[FakeS3]:
+    with fake_s3() as server:
+        yield server
+
+
+def _renamed(summary: object, old: str, new: str) -> object:
+    """A summary with its inputs' names moved from under ``old`` to under ``new``."""
+    return orjson.loads(orjson.dumps(summary).decode().replace(old, new))
+
+
+def _parts(folder: Path) -> bytes:
+    return b"".join(p.read_bytes() for p in sorted(folder.iterdir()))
+
+
+def test_convert_from_s3_is_the_local_convert(
+    cluster: tuple[str, dict[str, str]], s3: FakeS3, tmp_path: Path
+) -> None:
+    """A bucket prefix holding folders of OTLP documents, a large JSON lines file (read in
+    ranges) and a gzipped one, converted on the cluster, by the command on the cluster and by
+    the local command: the facts of the same files converted from disk, the summary the same
+    but for the names (URLs, without the credentials one of them holds)."""
+    tree = tmp_path / "in"
+    shutil.copytree(EXAMPLES, tree / "examples")
+    shutil.copytree(CORPUS / "otlp", tree / "corpus" / "otlp")
+    (tree / "lines").mkdir()
+    (tree / "lines" / "big.jsonl").write_bytes(jsonl_input(7, sessions=30))
+    (tree / "lines" / "small.jsonl.gz").write_bytes(gzip.compress(jsonl_input(8, 3), mtime=0))
+    s3.upload(tree, "lithify-in", "telemetry")
+    with open_output(str(tmp_path / "local.jsonl")) as out:
+        local = convert([tree], out)
+    expected = _renamed(local.to_json(), str(tree), "s3://lithify-in/telemetry")
+    assert local.corrupt and local.facts
+    big = (tree / "lines" / "big.jsonl").stat().st_size
+
+    url = s3.url("lithify-in", "telemetry/")
+    summary = convert_ray([url], tmp_path / "ray", split_bytes=big // 5)
+    assert len(list((tmp_path / "ray").iterdir())) >= local.inputs + 4  # big.jsonl: 5 tasks
+    assert _parts(tmp_path / "ray") == (tmp_path / "local.jsonl").read_bytes()
+    assert summary.to_json() == expected
+
+    address, auth = cluster
+    env = {**os.environ, **auth, "RAY_ADDRESS": address}
+    split = ["--split-bytes", str(big // 3)]
+    ray = subprocess.run(
+        [LITHIFY, "convert", "--engine", "ray", url, "-o", str(tmp_path / "cli"), "--json", *split],
+        capture_output=True,
+        env=env,
+    )
+    assert ray.returncode == 0, ray.stderr.decode()[-2000:]
+    assert orjson.loads(ray.stdout) == expected
+    assert _parts(tmp_path / "cli") == (tmp_path / "local.jsonl").read_bytes()
+
+    secret = "not-shown-4921"
+    with_key = s3.url("lithify-in", "telemetry", credentials=f"lithify-test:{secret}")
+    plain = subprocess.run(
+        [LITHIFY, "convert", with_key, "-o", str(tmp_path / "s3.jsonl"), "--json"],
+        capture_output=True,
+    )
+    assert plain.returncode == 0, plain.stderr.decode()[-2000:]
+    assert orjson.loads(plain.stdout) == expected
+    assert secret.encode() not in plain.stdout + plain.stderr + ray.stdout + ray.stderr
+    assert (tmp_path / "s3.jsonl").read_bytes() == (tmp_path / "local.jsonl").read_bytes()
+
+
+def test_convert_splits_one_large_file_into_tasks(cluster: object, tmp_path: Path) -> None:
+    """One JSON lines file of many sessions, cut into 7 ranges (so 7 tasks over the two
+    nodes): the local facts and summary, its corrupt lines counted from the file's start."""
+    path = tmp_path / "big.jsonl"
+    path.write_bytes(jsonl_input(9, sessions=200))
+    with open_output(str(tmp_path / "local.jsonl")) as out:
+        local = convert([path], out)
+    summary = convert_ray([path], tmp_path / "ray", split_bytes=path.stat().st_size // 7 + 1)
+    assert len(list((tmp_path / "ray").iterdir())) == 7
+    assert _parts(tmp_path / "ray") == (tmp_path / "local.jsonl").read_bytes()
+    assert summary.to_json() == local.to_json()
+    assert local.inputs == 1 and len(local.corrupt) == 2

@@ -211,7 +211,11 @@ def convert_cmd(
     import orjson
 
     from lithify.ingest.convert import JsonlSink, open_output
+    from lithify.ingest.remote import is_url
 
+    if is_url(output):
+        err.print("[red]-o takes a local file or folder:[/] writing to a URL is not done yet")
+        raise typer.Exit(Exit.USAGE)
     if check_engine(engine):
         summary = _convert_ray(
             paths, output, source, strict, ray_address, request, response, split_bytes

@@ -48,6 +48,15 @@ def shown(url: str) -> str:
     return urlunsplit((parts.scheme, parts.netloc.rpartition("@")[2], parts.path, "", ""))
 
 
+def scrubbed(message: str, url: str) -> str:
+    """An error about ``url`` without the secrets the URL may hold, should it quote them."""
+    parts = urlsplit(url)
+    for secret in (parts.password, parts.query):
+        if secret:
+            message = message.replace(secret, "…")
+    return message
+
+
 @functools.lru_cache(maxsize=64)
 def filesystem(url: str) -> tuple[FileSystem, str]:
     """The filesystem that reads ``url`` (pyarrow's own, else fsspec's wrapped in pyarrow's
@@ -106,9 +115,13 @@ class RemoteFile:
 
     def open(self) -> IO[bytes]:
         """The file for reading, buffered and seekable, gunzipped when it ends in ``.gz``;
-        ``OSError`` when it cannot be opened."""
-        fs, _ = filesystem(self.url)
-        raw = io.BufferedReader(fs.open_input_file(self.path), BUFFER)  # type: ignore[arg-type]
+        ``OSError`` (saying nothing secret) when it cannot be opened."""
+        try:
+            fs, _ = filesystem(self.url)
+            native = fs.open_input_file(self.path)
+        except OSError as e:
+            raise OSError(scrubbed(str(e), self.url)) from None
+        raw = io.BufferedReader(native, BUFFER)  # type: ignore[arg-type]
         if self.suffix == ".gz":  # what every reader of lithify takes .gz to mean
             return _Gunzip(raw)
         return raw
@@ -142,9 +155,9 @@ def expand_url(url: str) -> Iterator[RemoteFile]:
     missing local path does)."""
     from pyarrow.fs import FileSelector, FileType
 
-    fs, root = filesystem(url)
     base = shown(url)
     try:
+        fs, root = filesystem(url)
         info = fs.get_file_info(root)
         if info.type != FileType.Directory:
             size = info.size if info.type == FileType.File else None
@@ -152,7 +165,7 @@ def expand_url(url: str) -> Iterator[RemoteFile]:
             return
         found = fs.get_file_info(FileSelector(root, recursive=True))
     except OSError as e:
-        yield RemoteFile(url, root, base, error=str(e))
+        yield RemoteFile(url, "", base, error=scrubbed(str(e), url))
         return
     prefix = root.rstrip("/") + "/"
     files: list[tuple[str, Any]] = []
