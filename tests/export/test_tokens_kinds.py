@@ -407,3 +407,23 @@ def _dicts(messages: list[Message]) -> list[dict[str, Any]]:
     import msgspec
 
     return [msgspec.to_builtins(m) for m in messages]
+
+
+def test_a_tally_from_another_tokenizer_is_refused(qwen3: Path, tmp_path: Path) -> None:
+    # A Ray task counts with its node's copy of the tokenizer: the driver adds up its tally only
+    # when that copy is the driver's (the same SHA-256).
+    from lithify.export import ExportOptions, make_builder
+    from lithify.export.pipeline import token_budget
+    from lithify.export.tokens import TokenizerError
+
+    other = build_tokenizer("llama3_1", tmp_path / "llama")
+    budgets = []
+    for folder in (qwen3, other):
+        options = ExportOptions(kind="sft", profile="trl", tokenizer=str(folder))
+        budget = token_budget(options, make_builder(options))
+        assert budget is not None
+        budgets.append(budget)
+    mine, theirs = budgets
+    mine.merge(mine.tally())  # its own: fine
+    with pytest.raises(TokenizerError, match="every node needs the same files"):
+        mine.merge(theirs.tally())

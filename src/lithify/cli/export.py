@@ -268,9 +268,6 @@ def export_cmd(
         if options.images:
             err.print("[red]--images is written by the local engine only: drop --engine ray[/]")
             raise typer.Exit(Exit.USAGE)
-        if options.tokenizer is not None:
-            err.print("[red]--tokenizer is counted by the local engine only: drop --engine ray[/]")
-            raise typer.Exit(Exit.USAGE)
         url = None
         if facts_files:
             origin = cli_provenance(options, facts=facts_files, filters=filters)
@@ -359,6 +356,7 @@ def _run_ray(
 
     from lithify.cli.failures import export_failures
     from lithify.export.distributed import export_ray
+    from lithify.export.tokens import TokenizerError
 
     try:
         with export_failures("write", target), ray_session(address) as _, _bar(show, None) as tick:
@@ -367,7 +365,7 @@ def _run_ray(
                 progress=tick, provenance=origin, store=store,
             )  # fmt: skip
             return done.summary
-    except RayMissing as e:
+    except (RayMissing, TokenizerError) as e:  # no Ray; a tokenizer not here or on a node
         err.print(f"[red]{escape(str(e))}[/]")
         raise typer.Exit(Exit.USAGE) from None
 

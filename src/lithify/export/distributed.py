@@ -51,10 +51,25 @@ from lithify.export.manifest import (
     publish,
     unpublish,
 )
-from lithify.export.pipeline import ExportOptions, derive_rows, make_builder, summarize
+from lithify.export.pipeline import (
+    ExportOptions,
+    counted,
+    derive_rows,
+    make_builder,
+    note_tokens,
+    summarize,
+    token_budget,
+)
 from lithify.export.rows import Row
 from lithify.export.source import matcher
 from lithify.export.summary import ExportSummary
+from lithify.export.tokens import (
+    TextCounter,
+    TokenBudget,
+    TokenizerError,
+    fingerprint,
+    load_tokenizer,
+)
 from lithify.export.validate import RowInvalid
 from lithify.export.writers import SplitWriter, columns_for
 from lithify.model import Feedback, InferenceCall
@@ -183,6 +198,25 @@ class _Job:
 _indexes: dict[str, FeedbackIndex] = {}
 
 
+# Per worker process, the tokenizer of the job it last counted: (tokenizer, its SHA-256, its text
+# counter, which remembers the pieces it encoded). Loaded once per process, not per session.
+_tokenizers: dict[str, tuple[Any, str, TextCounter]] = {}
+
+
+def _budget(job: _Job, builder: Any) -> TokenBudget | None:
+    """A session's token stage (``--tokenizer``), with this process's copy of the tokenizer;
+    raises ``TokenizerError`` when this node does not have it."""
+    name = job.options.tokenizer
+    if name is None:
+        return None
+    held = _tokenizers.get(job.token)
+    if held is None:
+        _tokenizers.clear()
+        tok = load_tokenizer(name)
+        held = _tokenizers[job.token] = (tok, fingerprint(tok), TextCounter(tok))
+    return token_budget(job.options, builder, *held)
+
+
 def _index(job: _Job) -> FeedbackIndex:
     index = _indexes.get(job.token)
     if index is None:
@@ -231,7 +265,13 @@ def _derive_group(batch: Any, job: _Job) -> Iterator[Any]:
     seq = 0
     sizes: list[tuple[int, int]] = []  # (first seq, bytes) of each batch handed back
     try:
-        for row in flagger.apply(derive_rows(flagger.watch(facts), index, builder, stats)):
+        budget = _budget(job, builder)
+    except TokenizerError as e:  # the driver reports it (a usage error)
+        yield _record("tokenizer", order, str(e).encode())
+        return
+    try:
+        derived = derive_rows(flagger.watch(facts), index, builder, stats)
+        for row in counted(flagger.apply(derived), budget):
             rows.append(row)
             if len(rows) == _BATCH:
                 sizes.append((seq, sum(len(r.encoded) for r in rows)))
@@ -252,7 +292,10 @@ def _derive_group(batch: Any, job: _Job) -> Iterator[Any]:
     flags = (flagger.flagged, flagger.dropped)
     met = index.take_met()
     peak = (os.getpid(), _private_rss())  # with the session's facts still held
-    done = pickle.dumps((stats, tally, flags, met, len(facts), candidates, sizes, peak, counts))
+    tokens = None if budget is None else budget.tally()
+    done = pickle.dumps(
+        (stats, tally, flags, met, len(facts), candidates, sizes, peak, counts, tokens)
+    )
     yield _record("tally", order, done)
 
 
@@ -570,15 +613,15 @@ def export_ray(
             "TRL vision rows (--images) are written by the local engine only: "
             "run this export without --engine ray"
         )
-    if options.tokenizer is not None:
-        # Counted by the local export's token stage only (export.tokens).
-        raise ValueError("--tokenizer is counted by the local engine only: drop --engine ray")
     from ray.data.expressions import col
 
     filters = filters or FactFilter()
     if filters.limit is not None:
         raise ValueError("a distributed export reads every selected fact: no limit")
     builder = make_builder(options)
+    # The tokenizer, loaded before anything is read: each task counts its sessions' rows with
+    # its node's copy, whose SHA-256 must be this one's (TokenBudget.merge).
+    budget = token_budget(options, builder)
     out = Path(out_dir)
     if store is not None:
         if paths:
@@ -597,6 +640,8 @@ def export_ray(
         .map_groups(_derive_group, fn_kwargs={"job": job}, batch_format="pyarrow")
         .materialize()
     )
+    for r in derived.filter(expr=col("kind") == "tokenizer").take(1):
+        raise TokenizerError(bytes(r["tally"]).decode())
     for r in derived.filter(expr=col("kind") == "invalid").take(1):
         raise RowInvalid(*pickle.loads(r["tally"]))
     stats = DeriveStats(duplicates=duplicates)
@@ -607,9 +652,11 @@ def export_ray(
     peaks: dict[int, int] = {}
     digests = FactDigests()
     for r in derived.filter(expr=col("kind") == "tally").iter_rows():
-        part, tally, (flagged, flag_dropped), met, n, named, batches, (pid, rss), counts = (
+        part, tally, (flagged, flag_dropped), met, n, named, batches, (pid, rss), counts, tokens = (
             pickle.loads(r["tally"])
         )
+        if budget is not None:
+            budget.merge(tokens)
         digests.merge(counts)
         peaks[pid] = max(peaks.get(pid, 0), rss)
         sizes += (((r["order"], seq), size) for seq, size in batches)
@@ -636,7 +683,9 @@ def export_ray(
         .map_groups(_write_shard, fn_kwargs={"folder": str(staging)}, batch_format="pyarrow")
         .take_all()
     )
-    pairs = [(r.split, r.prompt, r.encoded) for r in flagger.apply(builder.pairs())]
+    pairs = [
+        (r.split, r.prompt, r.encoded) for r in counted(flagger.apply(builder.pairs()), budget)
+    ]
     if pairs:  # after every session's rows, as the local export writes them
         shards.append(_shard_files(pairs, staging, len(cuts) + 1))
     manifest = _publish_shards(staging, out / SHARDS, shards)
@@ -652,6 +701,8 @@ def export_ray(
             for row in _merged(out / SHARDS, manifest, options.fmt != "jsonl"):
                 writer.write(row)
     summary = note_flags(summarize(options, builder, stats, writer, index.dropped()), flagger)
+    if budget is not None:
+        summary = note_tokens(summary, budget, writer.left_out)
     if merge:
         for n in manifest["shards"]:
             with open(out / SHARDS / f"part-{n:05d}.facts", "rb") as fh:

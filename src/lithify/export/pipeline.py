@@ -19,7 +19,7 @@ from lithify.export.profiles import ProfileError, resolve
 from lithify.export.rows import Row, RowBuilder
 from lithify.export.source import Selection
 from lithify.export.summary import ExportSummary
-from lithify.export.tokens import TokenBudget, check_options, load_tokenizer
+from lithify.export.tokens import TextCounter, TokenBudget, check_options, load_tokenizer
 from lithify.export.where import Condition, parse
 from lithify.export.writers import FORMATS, SplitWriter, columns_for
 from lithify.model import InferenceCall
@@ -95,9 +95,11 @@ def token_budget(
     builder: RowBuilder,
     tokenizer: Any = None,
     sha256: str | None = None,
+    text: TextCounter | None = None,
 ) -> TokenBudget | None:
     """The token stage of an export with ``--tokenizer`` (its tokenizer loaded once, here,
-    unless given with its ``sha256``); raises ``TokenizerError`` when it cannot be had."""
+    unless given with its ``sha256`` and ``text`` counter); raises ``TokenizerError`` when it
+    cannot be had."""
     if options.tokenizer is None:
         return None
     return TokenBudget(
@@ -110,6 +112,7 @@ def token_budget(
         validator=builder.validator,
         compares=0 < options.eval_fraction < 1,
         sha256=sha256,
+        text=text,
     )
 
 
@@ -157,9 +160,9 @@ def export(
     columns = columns_for(options.kind, builder.shape, images=options.images)
     writer = SplitWriter(out, options.fmt, columns, before_commit=lambda: unpublish(out))
     with writer:
-        for row in _counted(flagger.apply(derive_rows(facts, index, builder, stats)), budget):
+        for row in counted(flagger.apply(derive_rows(facts, index, builder, stats)), budget):
             writer.write(row)
-        for row in _counted(flagger.apply(builder.pairs()), budget):
+        for row in counted(flagger.apply(builder.pairs()), budget):
             writer.write(row)
     summary = note_flags(summarize(options, builder, stats, writer, index.dropped()), flagger)
     if budget is not None:
@@ -176,7 +179,8 @@ def export(
     return summary
 
 
-def _counted(rows: Iterable[Row], budget: TokenBudget | None) -> Iterable[Row]:
+def counted(rows: Iterable[Row], budget: TokenBudget | None) -> Iterable[Row]:
+    """``rows`` through the token stage, when there is one."""
     return rows if budget is None else budget.apply(rows)
 
 

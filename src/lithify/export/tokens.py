@@ -258,13 +258,15 @@ class TokenCounter:
     added), RL rows of the canonical and NeMo Gym profiles the whole trajectory; both through
     the chat messages they become (``responses_chat``, ``canonical_chat``)."""
 
-    def __init__(self, tokenizer: Any, shape: str, kind: str = "sft") -> None:
+    def __init__(
+        self, tokenizer: Any, shape: str, kind: str = "sft", text: TextCounter | None = None
+    ) -> None:
         self.tokenizer = tokenizer
         self.shape = shape
         self.prompt_only = kind == "nemo-gym"
         self.sequences = _SEQUENCES.get(shape, ())
         self.tools = _TOOLS.get(shape, "tools")
-        self.encoder = TextCounter(tokenizer)
+        self.encoder = text if text is not None else TextCounter(tokenizer)
         _memoize_sandbox(tokenizer)
 
     def conversations(self, data: dict[str, Any]) -> list[Conversation]:
@@ -512,8 +514,11 @@ class TokenBudget:
         validator: RowValidator,
         compares: bool,
         sha256: str | None = None,
+        text: TextCounter | None = None,
     ) -> None:
-        self.counter = TokenCounter(tokenizer, shape, kind)
+        # ``sha256`` and ``text``: the tokenizer's fingerprint and text counter, when a process
+        # that counts many exports' parts (a Ray worker) keeps them.
+        self.counter = TokenCounter(tokenizer, shape, kind, text)
         self.name = name
         self.sha256 = sha256 if sha256 is not None else fingerprint(tokenizer)
         self.shape = shape
