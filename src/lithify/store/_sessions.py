@@ -68,11 +68,6 @@ _DOC_BITS = 32  # SQLite: a document's rowid is its session's id << 32 | its num
 _SEP = "\x1f"
 _TEXT_MIN = 3
 _UNINDEXABLE = ("\x00", _SEP, "\ufffd")
-# A search asks the index for at most this many documents holding the needle: fewer, and the
-# page is those sessions in order; more (a common word), and it walks the list in order asking
-# the index about each session, at most _WALK sessions a page.
-_CANDIDATES = 2000
-_WALK = 5000
 _SEARCH_BATCH = 100  # the reading search (no index): sessions per batch, calls per page
 _SEARCH_CALLS = 10_000
 
@@ -237,6 +232,12 @@ def _needle_indexed(needle: str) -> bool:
 class SessionQueries(CaptureIndex):
     """The session-browsing half of a store: the summaries and text index it keeps as it
     writes, and the list it reads from them."""
+
+    # A search asks the index for at most this many documents holding the needle: fewer, and
+    # the page is those sessions in order; more (a common word), and it walks the list in
+    # order reading each session's documents, at most ``search_walk`` sessions a page.
+    search_candidates = 2000
+    search_walk = 5000
 
     # Whether this store's schema has the summaries (a store opened with older migrations, as
     # tests of upgrades do, has not: its writes leave them alone).
@@ -647,8 +648,10 @@ class SessionQueries(CaptureIndex):
             return self._read_search(f, after, limit, needle)
 
         def search(cur: Cursor) -> tuple[list[_Row], str | None, int, bool]:
-            docs = self._text_docs(cur, needle, _CANDIDATES + 1)
-            if len(docs) <= _CANDIDATES:  # every session that holds it: the page is theirs
+            docs = self._text_docs(cur, needle, self.search_candidates + 1)
+            if (
+                len(docs) <= self.search_candidates
+            ):  # every session that holds it: the page is theirs
                 ids = sorted(set(docs))
                 rows = self._list_rows(cur, f, after, limit + 1, self._id_set(ids))
                 more = len(rows) > limit
@@ -658,7 +661,7 @@ class SessionQueries(CaptureIndex):
             sql, params, order = self._list_sql(cur, f, after)
             probe, p = self._text_probe(needle)
             cur.execute(
-                f"SELECT * FROM ({sql}{order} LIMIT {_WALK}) AS s WHERE {probe}{order} "
+                f"SELECT * FROM ({sql}{order} LIMIT {self.search_walk}) AS s WHERE {probe}{order} "
                 f"LIMIT {limit + 1}",
                 [*params, *p],
             )
@@ -670,16 +673,16 @@ class SessionQueries(CaptureIndex):
                 op = ">=" if f.descending else "<="
                 cur.execute(
                     f"SELECT COUNT(*) FROM ({sql} AND (s.{column}, s.session_id) {op} (?, ?)"
-                    f"{order} LIMIT {_WALK}) AS w",
+                    f"{order} LIMIT {self.search_walk}) AS w",
                     [*params, *last],
                 )
                 return rows, next_of(rows), int(cur.fetchone()[0]), contested  # type: ignore[arg-type]
-            cur.execute(f"{sql}{order} LIMIT 1 OFFSET {_WALK - 1}", params)
+            cur.execute(f"{sql}{order} LIMIT 1 OFFSET {self.search_walk - 1}", params)
             edge = cur.fetchone()
             nxt = None
             if edge is not None:
                 nxt = _cursor(f.sort, f.descending, _key(tuple(edge), column), edge[1])  # type: ignore[arg-type]
-            return rows, nxt, _WALK if edge is not None else len(rows), contested  # type: ignore[return-value]
+            return rows, nxt, self.search_walk if edge is not None else len(rows), contested  # type: ignore[return-value]
 
         rows, nxt, scanned, contested = self._run(search, write=False)
         if contested and rows:

@@ -1,0 +1,291 @@
+"""The session summaries and the text index a store keeps as it writes (docs/store.md, Browsing
+sessions): equal to a computation from scratch over the calls reads give, whatever the writes
+(redeliveries, other captures of a call, ids that collide, feedback, any order, prepared or
+plain); every sort's keyset pages cover every session once, in order; a search finds what a
+substring test over the calls' message text finds; and an older store gains them when opened."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import replace
+from datetime import datetime, timedelta
+from typing import Any
+
+import msgspec
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from lithify.core import codec
+from lithify.model import Feedback, InferenceCall, Message, TextPart, ToolCallPart
+from lithify.store import FactFilter, FactStore, SessionFilter, open_store
+from lithify.store._sessions import message_text
+from lithify.store.migrations import MIGRATIONS
+from tests.store.helpers import drop_summaries, make_fact, raw_execute
+
+SORTS = ("last", "first", "calls", "tokens", "duration")
+TIMES = [None, "2025-06-01T10:00:00Z", "2025-06-01T10:00:07.250Z", "2025-06-02T00:00:00.5Z"]
+TIMES += ["2025-06-01T09:59:59.999999999Z", "not a time"]
+# Words that share substrings, case pairs that casefold alike (ß and SS), the index's separator
+# and a NUL, so that a needle may sit across pieces or need the reading search.
+WORDS = ["ab", "abc", "BCD", "ß", "ss", "x\x1fy", "q\x00r", "needle", "Needles", "€uro", " "]
+ALPHABET = "abcdSsßq\x1f\x00 €"
+
+
+@st.composite
+def _fact(draw: st.DrawFn) -> InferenceCall:
+    key = draw(st.sampled_from(["k0", "k1", "k2", "k3", "k4", "k5", "k6"]))
+    text = " ".join(draw(st.lists(st.sampled_from(WORDS), min_size=1, max_size=4)))
+    args = draw(st.sampled_from([{}, {"q": "needle"}, {"n": 10**30}]))
+    return make_fact(
+        key,
+        session_id=draw(st.sampled_from(["s1", "s2", "s\x00z", "s4", None])),
+        started_at=draw(st.sampled_from(TIMES)),
+        observed_at=draw(st.sampled_from(TIMES)),
+        input_tokens=draw(st.sampled_from([None, 0, 5, 100])),
+        output_tokens=draw(st.sampled_from([None, 1, 7])),
+        degradations=draw(st.sampled_from([{}, {"opaque_reasoning": 1}])),
+        input_messages=[Message("user", [TextPart(text)])],
+        output_messages=[Message("assistant", [ToolCallPart("c1", "find", args)], "tool_call")],
+        raw={"capture": draw(st.integers(0, 1))},  # another capture of the same call, or not
+    )
+
+
+def _feedback(i: int, target: str) -> Feedback:
+    return Feedback(
+        feedback_id=f"fb-{i}",
+        target_kind="session",
+        target_id=target,
+        name="label",
+        value="good",
+        source="test",
+        observed_at="2025-06-03T00:00:00Z",
+    )
+
+
+WRITES = st.lists(_fact(), min_size=1, max_size=14)
+
+
+def _write(store: FactStore, facts: list[InferenceCall], rng: random.Random) -> None:
+    """The facts (each perhaps twice: a redelivery) in random batches, in random order, some
+    through ``insert_prepared`` (the receiver's path, which decodes bodies), feedback between."""
+    items = facts + [facts[i] for i in range(0, len(facts), 3)]
+    rng.shuffle(items)
+    i = 0
+    while i < len(items):
+        n = rng.randint(1, 4)
+        batch = items[i : i + n]
+        if rng.random() < 0.5:
+            store.insert_prepared([store.preparer()(batch, [_feedback(i, "s1")])])
+        else:
+            store.insert_facts(batch)
+            store.insert_feedback([_feedback(i, batch[0].session_id or "none")])
+        i += n
+
+
+def _at(f: InferenceCall) -> str:
+    return f.started_at or f.observed_at or ""
+
+
+def _duration(first: str, last: str) -> int | None:
+    try:
+        a = datetime.fromisoformat(first[:26].replace("Z", "") + "+00:00")
+        b = datetime.fromisoformat(last[:26].replace("Z", "") + "+00:00")
+    except ValueError:
+        return None
+    return (b - a) // timedelta(milliseconds=1)
+
+
+def _expected(store: FactStore) -> dict[str, dict[str, Any]]:
+    """Each session's summary computed from scratch: from the calls reads give."""
+    out: dict[str, dict[str, Any]] = {}
+    for f in store.iter_facts(FactFilter(order="session")):
+        if f.session_id is None:
+            continue
+        s = out.setdefault(
+            f.session_id,
+            {"calls": 0, "ats": [], "input_tokens": 0, "output_tokens": 0, "degraded": 0},
+        )
+        s["calls"] += 1
+        s["ats"].append(_at(f))
+        s["input_tokens"] += f.input_tokens or 0
+        s["output_tokens"] += f.output_tokens or 0
+        s["degraded"] += bool(f.degradations)
+    for s in out.values():
+        s["first_at"], s["last_at"] = min(s["ats"]), max(s["ats"])
+        s["duration_ms"] = _duration(s["first_at"], s["last_at"])
+        del s["ats"]
+    return out
+
+
+def _pages(store: FactStore, f: SessionFilter) -> list[Any]:
+    out: list[Any] = []
+    after = None
+    for _ in range(100):
+        page = store.sessions(replace(f, after=after))
+        out += page.sessions
+        after = page.next
+        if after is None:
+            return out
+    raise AssertionError("pagination did not end")
+
+
+def _sort_key(sort: str, s: dict[str, Any]) -> Any:
+    if sort == "tokens":
+        return s["input_tokens"] + s["output_tokens"]
+    if sort == "duration":
+        return -1 if s["duration_ms"] is None else s["duration_ms"]
+    return s[{"last": "last_at", "first": "first_at", "calls": "calls"}[sort]]
+
+
+def _texts(store: FactStore) -> dict[str, list[str]]:
+    """Each session's message text pieces, from the calls reads give."""
+    out: dict[str, list[str]] = {}
+    for f in store.iter_facts(FactFilter(order="session")):
+        if f.session_id is not None:
+            pieces = message_text([*f.input_messages, *f.output_messages])
+            out.setdefault(f.session_id, []).extend(pieces)
+    return out
+
+
+PROPERTY = settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+
+
+@PROPERTY
+@given(facts=WRITES, seed=st.integers(0, 2**16))
+def test_summaries_equal_a_computation_from_scratch(
+    new_store_url: Callable[[], str], facts: list[InferenceCall], seed: int
+) -> None:
+    with open_store(new_store_url()) as store:
+        _write(store, facts, random.Random(seed))
+        expected = _expected(store)
+        listed = {s.session_id: s for s in _pages(store, SessionFilter(limit=2))}
+        assert set(listed) == set(expected)
+        for sid, s in listed.items():
+            e = expected[sid]
+            got = (s.calls, s.first_at or "", s.last_at or "", s.input_tokens, s.output_tokens)
+            assert got == (
+                e["calls"],
+                e["first_at"],
+                e["last_at"],
+                e["input_tokens"],
+                e["output_tokens"],
+            )
+            assert (s.degraded_calls, s.duration_ms) == (e["degraded"], e["duration_ms"])
+
+
+@PROPERTY
+@given(
+    facts=WRITES,
+    seed=st.integers(0, 2**16),
+    sort=st.sampled_from(SORTS),
+    descending=st.booleans(),
+    limit=st.integers(1, 3),
+)
+def test_every_sort_pages_every_session_once_in_order(
+    new_store_url: Callable[[], str],
+    facts: list[InferenceCall],
+    seed: int,
+    sort: str,
+    descending: bool,
+    limit: int,
+) -> None:
+    with open_store(new_store_url()) as store:
+        _write(store, facts, random.Random(seed))
+        expected = _expected(store)
+        got = [
+            s.session_id
+            for s in _pages(store, SessionFilter(sort=sort, descending=descending, limit=limit))
+        ]
+
+        # Ties broken by session id in the database's order: that of the column form (a NUL
+        # is escaped).
+        def rank(sid: str) -> tuple[Any, str]:
+            return _sort_key(sort, expected[sid]), codec.col(sid)
+
+        assert got == sorted(expected, key=rank, reverse=descending)
+
+
+@PROPERTY
+@given(
+    facts=WRITES,
+    seed=st.integers(0, 2**16),
+    needle=st.one_of(st.sampled_from(WORDS), st.text(ALPHABET, min_size=1, max_size=5)),
+    walk=st.booleans(),
+)
+def test_a_search_finds_the_sessions_whose_text_holds_the_needle(
+    new_store_url: Callable[[], str],
+    facts: list[InferenceCall],
+    seed: int,
+    needle: str,
+    walk: bool,
+) -> None:
+    with open_store(new_store_url()) as store:
+        if walk:  # as for a common needle: the list walked, each session asked in turn
+            store.search_candidates = 0  # type: ignore[attr-defined]
+            store.search_walk = 2  # type: ignore[attr-defined]
+        _write(store, facts, random.Random(seed))
+        wanted = needle.strip().casefold()
+        texts = _texts(store)
+        order = [s.session_id for s in _pages(store, SessionFilter(limit=500))]
+        expected = [
+            sid for sid in order if wanted and any(wanted in t.casefold() for t in texts[sid])
+        ]
+        found = [s.session_id for s in _pages(store, SessionFilter(text=needle, limit=2))]
+        assert found == (expected if wanted else order)
+
+
+def test_an_older_store_gains_its_summaries_and_text_index(store_url: str) -> None:
+    """A version 6 store (no summaries) opened by this version: the migration fills them from
+    its calls, and writes after it keep them."""
+    facts = [
+        make_fact(
+            "a1",
+            session_id="s-a",
+            started_at=TIMES[1],
+            input_tokens=3,
+            input_messages=[Message("user", [TextPart("Where is the Needle?")])],
+        ),
+        make_fact("a2", session_id="s-a", started_at=TIMES[2], output_tokens=4),
+        make_fact("b1", session_id="s-b", started_at=TIMES[3]),
+    ]
+    variant = msgspec.structs.replace(facts[2], raw={"other": 1})
+    with open_store(store_url) as store:
+        store.insert_facts([*facts, variant])
+    raw_execute(
+        store_url, *drop_summaries(store_url), "DELETE FROM schema_version WHERE version >= 7"
+    )
+    with open_store(store_url, migrations=MIGRATIONS[:6]) as old:
+        assert old.schema_version() == 6
+        old.insert_facts([make_fact("c1", session_id="s-c", started_at=TIMES[1])])
+    with open_store(store_url) as store:
+        assert store.schema_version() == 7
+        page = store.sessions()
+        assert [(s.session_id, s.calls) for s in page.sessions] == [
+            ("s-b", 1),
+            ("s-a", 2),
+            ("s-c", 1),
+        ]
+        a = page.sessions[1]
+        assert (a.input_tokens, a.output_tokens, a.duration_ms) == (3, 4, 7250)
+        assert [s.session_id for s in store.sessions(SessionFilter(text="NEEDLE")).sessions] == [
+            "s-a"
+        ]
+        store.insert_facts(
+            [
+                make_fact(
+                    "a3",
+                    session_id="s-a",
+                    started_at=TIMES[3],
+                    input_messages=[Message("user", [TextPart("haystack")])],
+                )
+            ]
+        )
+        assert [s.session_id for s in store.sessions(SessionFilter(text="hayst")).sessions] == [
+            "s-a"
+        ]
+        assert store.sessions(SessionFilter(sort="calls")).sessions[0].calls == 3
