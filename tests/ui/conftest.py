@@ -295,7 +295,8 @@ def degraded_facts(tmp: Path) -> list[InferenceCall]:
     """Two calls of session ``degraded-1`` whose degradations show on their parts, each made by
     a real translator: an OpenAI Chat exchange (an API key in a message, an uploaded file, a
     tool call without an id and its result, a result answering no call, arguments that are not
-    JSON) and an OTLP/JSON line with a lone surrogate in a message."""
+    JSON) and an OTLP/JSON line with a lone surrogate in a message; hostile markup in the text
+    and a tool result, which must stay text beside the marks."""
     from lithify.ingest.files import read_file
     from lithify.translate import translate_document
     from tests.conftest import CORPUS
@@ -305,14 +306,14 @@ def degraded_facts(tmp: Path) -> list[InferenceCall]:
             "model": "gpt-4o",
             "messages": [
                 {"role": "user", "content": [
-                    {"type": "text", "text": "my key is sk-proj-abcdefghijklmnopqrstuvwxyz0123 ok"},
+                    {"type": "text", "text": f"my key is sk-proj-abcdefghijklmnopqrstuvwxyz0123 {SCRIPT}"},
                     {"type": "file", "file": {"file_id": "file-abc"}},
                 ]},
                 {"role": "assistant", "content": None, "tool_calls": [
                     {"type": "function",
                      "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'}},
                 ]},
-                {"role": "tool", "content": "sunny"},
+                {"role": "tool", "content": f"sunny {IMG}"},
                 {"role": "tool", "content": "a result for no call"},
             ],
         },

@@ -256,6 +256,7 @@ def test_degradations_marked_on_their_parts(browser: Any, degraded_viewer: Runni
         page = tab.page
         tab.go(f"/sessions/{DEGRADED_SESSION}")
         first = page.locator("article.call").first
+        first_call = str(first.get_attribute("id"))[len("call-") :]
         mark = first.locator(".msg .partdeg a.deg", has_text="content_reference")
         assert mark.get_attribute("title", timeout=5000).startswith(
             DEGRADATION_REASONS["content_reference"]
@@ -264,6 +265,8 @@ def test_degradations_marked_on_their_parts(browser: Any, degraded_viewer: Runni
         assert "file-abc" in first.locator(".msg.role-user").inner_text()
         arguments = first.locator(".msg.role-assistant .partdeg", has_text="malformed_arguments")
         assert arguments.count() == 1
+        assert SCRIPT in first.locator(".msg.role-user").inner_text()
+        _inert(tab)
         tab.shot("degradations")
         tab.follow(mark)
         assert page.url.endswith("/sessions?degradation=content_reference")
@@ -272,6 +275,9 @@ def test_degradations_marked_on_their_parts(browser: Any, degraded_viewer: Runni
         tab.go(f"/sessions/{DEGRADED_SESSION}")
         tab.follow(page.locator("article.call").nth(1).get_by_role("link", name="captures & raw"))
         assert page.locator(".conversation .partdeg", has_text="invalid_text").count() == 1
+        tab.go("/calls/" + first_call)  # the element's id holds it percent-encoded
+        assert "sunny " + IMG in page.locator(".conversation .toolcall .result").first.inner_text()
+        _inert(tab)
 
 
 WIDE = {"width": 2560, "height": 1440}
