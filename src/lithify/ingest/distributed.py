@@ -51,6 +51,16 @@ def _size(path: Path | RemoteFile) -> int | None:
         return None
 
 
+def _ranges(path: Path | RemoteFile | LineRange, split_bytes: int) -> list[LineRange]:
+    """The ranges of a plain JSON lines input larger than ``split_bytes``; none of another."""
+    if isinstance(path, LineRange):
+        return []
+    size = _size(path)
+    if size is None or size <= split_bytes or not splittable(path):
+        return []
+    return [LineRange(path, start, end) for start, end in byte_ranges(size, split_bytes)]
+
+
 @dataclass(frozen=True, slots=True)
 class Task:
     """One task: ``index`` names its part; ``file`` is its input's place in input order."""
@@ -65,13 +75,8 @@ def convert_tasks(paths: Iterable[str | Path], split_bytes: int = SPLIT_BYTES) -
     ``split_bytes`` of a plain JSON lines input larger than that."""
     index = 0
     for number, path in enumerate(expand(paths)):
-        size = _size(path)
-        if size is not None and size > split_bytes and splittable(path):
-            for start, end in byte_ranges(size, split_bytes):
-                yield Task(index, number, LineRange(path, start, end))
-                index += 1
-        else:
-            yield Task(index, number, path)
+        for source in _ranges(path, split_bytes) or [path]:
+            yield Task(index, number, source)
             index += 1
 
 

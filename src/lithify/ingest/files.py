@@ -1,12 +1,14 @@
 """Reading input files into translator results, one unit at a time, in constant memory.
 
 A unit is what one translator call sees: a JSONL line, a whole JSON document, an OTLP protobuf
-request, an SSE body. An input is a local file, a file under a URL (ingest/remote.py), or a
-``LineRange``: the lines of a JSON lines input that start in a range of its bytes, one task's
-share of a large input (docs/scale.md, Splitting one large input). A line of lithify's own fact files (core/factfile.py) is a unit too, read
+request, an SSE body. A line of lithify's own fact files (core/factfile.py) is a unit too, read
 back as the fact it holds, not translated. A unit that cannot be decoded becomes a
 ``Skip("undecodable")`` that names the file and line; a file that cannot be read at all raises
 ``InputError``.
+
+An input is a local file, a file under a URL (ingest/remote.py), or a ``LineRange``: the lines
+of a JSON lines input that start in a range of its bytes, one task's share of a large input
+(docs/scale.md, Splitting one large input).
 """
 
 from __future__ import annotations
@@ -74,13 +76,13 @@ class LineRange:
 Input: TypeAlias = Path | RemoteFile | LineRange
 
 
-def expand(paths: Iterable[str | Input]) -> Iterator[Path | RemoteFile]:
+def expand(paths: Iterable[str | Input]) -> Iterator[Input]:
     """Files in the order given; folders contribute their files in sorted order, recursively,
-    and so do URLs (``remote.expand_url``). Raises ``remote.NoFilesystem`` for a URL that no
-    installed filesystem reads."""
+    and so do URLs (``remote.expand_url``); a listed file or a ``LineRange`` stays as it is.
+    Raises ``remote.NoFilesystem`` for a URL that no installed filesystem reads."""
     for given in paths:
         if isinstance(given, RemoteFile | LineRange):
-            yield given  # type: ignore[misc]  # a LineRange is read as it is (read_file)
+            yield given
             continue
         if is_url(given):
             yield from expand_url(str(given))
@@ -176,7 +178,7 @@ def _read_all(path: Path | RemoteFile, fh: IO[bytes]) -> bytes:
 
 def owned_lines(fh: IO[bytes], start: int, end: int, *, piece: int = 1 << 20) -> Iterator[bytes]:
     """The lines of the seekable file ``fh`` that start in its bytes ``[start, end)``, each
-    whole (the last may run past ``end``): a line starts at 0 or right after a ``\n``. Ranges
+    whole (the last may run past ``end``): a line starts at 0 or right after a newline. Ranges
     that cover a file without overlapping give each of its lines (as iterating over the file
     gives them) to exactly one range."""
     if start > 0:

@@ -26,7 +26,16 @@ from urllib.parse import urlsplit, urlunsplit
 if TYPE_CHECKING:
     from pyarrow.fs import FileSystem
 
-__all__ = ["NoFilesystem", "RemoteFile", "expand_url", "filesystem", "is_url", "walk_key"]
+__all__ = [
+    "NoFilesystem",
+    "RemoteFile",
+    "expand_url",
+    "filesystem",
+    "is_url",
+    "scrubbed",
+    "shown",
+    "walk_key",
+]
 
 _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 # Reads of an object store are round trips: fewer, larger ones.
