@@ -23,6 +23,7 @@ from typing import Any
 from lithify.model import encode
 from tests.consumers import sessions
 from tests.export.helpers import media_sessions
+from tests.export.test_tokens import build_tokenizer
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = ROOT / "tests" / "consumers"
@@ -34,6 +35,14 @@ SETUP = "bash scripts/consumers-setup"
 # The chat template checks need every tool-call shape the corpus has, also calls whose tool
 # definitions the capture did not record (dropped by default: docs/export.md, Quality flags).
 UNDEFINED_TOOLS = ("--keep-flag", "undefined_tool_call")
+# Token budgets (docs/export.md): counted with the tokenizers build_exports trains (nothing is
+# downloaded), named in the arguments as {qwen3} (Qwen3's template) and {qwen3_vl} (Qwen3-VL's,
+# for vision rows); build_exports puts their folders there.
+TOKENIZERS = {
+    "qwen3": ("<|im_start|>", "<think>", "</think>", "<tool_call>", "</tool_call>"),
+    "qwen3_vl": ("<|im_start|>", "<|vision_start|>", "<|image_pad|>", "<|vision_end|>"),
+}
+TOKENS = ("--tokenizer", "{qwen3}")
 # Export id → `lithify export` arguments (without the store and the folder).
 EXPORTS: dict[str, tuple[str, ...]] = {
     "sft-canonical": ("sft", "--eval-fraction", "0.5"),
@@ -76,7 +85,25 @@ EXPORTS: dict[str, tuple[str, ...]] = {
     # image bytes in Parquet.
     "sft-trl-images": ("sft", "--profile", "trl", "--images"),
     "sft-trl-images-parquet": ("sft", "--profile", "trl", "--images", "--format", "parquet"),
-}
+    # Every kind counted (metadata.tokens on every row; the card's Token budget), JSONL and
+    # Parquet; rows over the budget dropped, or SFT rows cut to fit.
+    "sft-trl-tokens": ("sft", "--profile", "trl", *TOKENS, "--max-tokens", "1000", "--fit", "split"),
+    "sft-trl-tokens-parquet": (
+        "sft", "--profile", "trl", *TOKENS, "--max-tokens", "1000", "--fit", "split",
+        "--format", "parquet",
+    ),
+    "sft-openai-tokens": ("sft", "--profile", "openai", *TOKENS, "--eval-fraction", "0.5"),
+    "sft-trl-images-tokens": ("sft", "--profile", "trl", "--images", "--tokenizer", "{qwen3_vl}"),
+    "nemo-gym-native-tokens": ("nemo-gym", "--profile", "nemo-gym", *TOKENS, "--max-tokens", "800"),
+    "nemo-gym-canonical-tokens": ("nemo-gym", *TOKENS),
+    "nemo-gym-canonical-tokens-parquet": ("nemo-gym", *TOKENS, "--format", "parquet"),
+    "dpo-trl-tokens": ("dpo", "--profile", "trl", *TOKENS),
+    "rl-canonical-tokens": ("rl", *TOKENS),
+    "rl-nemo-gym-tokens": ("rl", "--profile", "nemo-gym", *TOKENS),
+    "rl-nemo-gym-tokens-parquet": ("rl", "--profile", "nemo-gym", *TOKENS, "--format", "parquet"),
+}  # fmt: skip
+# The exports counted with a tokenizer (tests/consumers/test_tokens.py).
+TOKEN_EXPORTS = tuple(k for k, args in EXPORTS.items() if "--tokenizer" in args)
 # A Parquet export → the JSONL export with the same rows (same kind, profile and split).
 PARQUET_TWINS = {
     "sft-canonical-parquet": "sft-canonical",
@@ -86,6 +113,9 @@ PARQUET_TWINS = {
     "dpo-trl-parquet": "dpo-trl",
     "rl-canonical-parquet": "rl-canonical",
     "sft-trl-images-parquet": "sft-trl-images",
+    "sft-trl-tokens-parquet": "sft-trl-tokens",
+    "nemo-gym-canonical-tokens-parquet": "nemo-gym-canonical-tokens",
+    "rl-nemo-gym-tokens-parquet": "rl-nemo-gym-tokens",
 }
 # Exports whose rows show images: datasets decodes them (run_trl.py, images).
 IMAGE_EXPORTS = ("sft-trl-images", "sft-trl-images-parquet")
@@ -115,6 +145,8 @@ NEMO_GYM_FILES = {
     "nemo-gym-native/train": "nemo-gym-native/train.jsonl",
     "nemo-gym-native/eval": "nemo-gym-native/eval.jsonl",
     "rl-nemo-gym/train": "rl-nemo-gym/train.jsonl",
+    "nemo-gym-native-tokens/train": "nemo-gym-native-tokens/train.jsonl",
+    "rl-nemo-gym-tokens/train": "rl-nemo-gym-tokens/train.jsonl",
     "control/chat-style": "control-chat-style.jsonl",
     "control/no-item": "control-no-item.jsonl",
 }
@@ -272,11 +304,16 @@ def build_exports(root: Path) -> dict[str, dict[str, Any]]:
         cwd=root,
     )
     (root / "import.json").write_text(out)
+    tokenizers = {
+        name: str(build_tokenizer(name, root / "tokenizers" / name, added))
+        for name, added in TOKENIZERS.items()
+    }
 
     def export(key: str) -> tuple[str, dict[str, Any]]:
         folder = root / "exports" / key
+        args = [a.format(**tokenizers) if a.startswith("{") else a for a in EXPORTS[key]]
         out = _run(
-            [str(LITHIFY), "export", *EXPORTS[key], "--store", store, "-o", str(folder), "--json"],
+            [str(LITHIFY), "export", *args, "--store", store, "-o", str(folder), "--json"],
             f"lithify export ({key})",
             env=env,
             cwd=root,

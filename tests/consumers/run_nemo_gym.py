@@ -15,7 +15,9 @@ Usage: ``python run_nemo_gym.py MANIFEST.json OUT.json``. The manifest maps an i
 - ``chat``: the Chat Completions request NeMo Gym's vLLM model server sends for the row
   (``VLLMConverter.responses_to_chat_completion_create_params``), or ``chat_error``;
 - ``trajectory_error`` / ``trajectory_dump``: the same model and dump for the whole trajectory
-  (``input`` followed by lithify's ``recorded_output``), as one would replay it.
+  (``input`` followed by lithify's ``recorded_output``), as one would replay it, and
+  ``trajectory_chat``: the Chat Completions request of that trajectory (or
+  ``trajectory_chat_error``).
 """
 
 from __future__ import annotations
@@ -64,6 +66,13 @@ def check_line(line: str) -> dict[str, Any]:
         out["trajectory_dump"] = model.model_dump(mode="json", exclude_unset=True)
     except ValidationError as e:
         out["trajectory_error"] = str(e)
+    else:
+        try:
+            converter = VLLMConverter(return_token_id_information=False, uses_reasoning_parser=True)
+            chat = converter.responses_to_chat_completion_create_params(model)
+            out["trajectory_chat"] = _jsonable(chat)
+        except Exception:  # NeMo Gym converts no input_file, e.g.
+            out["trajectory_chat_error"] = traceback.format_exc(limit=4)
     try:
         BaseRunRequest.model_validate(row)
     except ValidationError as e:

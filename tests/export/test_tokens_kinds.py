@@ -427,3 +427,34 @@ def test_a_tally_from_another_tokenizer_is_refused(qwen3: Path, tmp_path: Path) 
     mine.merge(mine.tally())  # its own: fine
     with pytest.raises(TokenizerError, match="every node needs the same files"):
         mine.merge(theirs.tally())
+
+
+@pytest.mark.parametrize("kind", ["nemo-gym", "rl"])
+def test_canonical_rows_show_their_images_as_placeholders(
+    vision: Path, qwen3: Path, tmp_path: Path, kind: str
+) -> None:
+    # An image in a canonical row is a content list with an image entry, as in TRL vision rows:
+    # a vision template counts its placeholder.
+    facts = _vision_session("v", 2)
+    fb = [feedback("v", 1.0, kind="session")]
+    run_export(facts, tmp_path / "vl", fb, kind=kind, tokenizer=str(vision))
+    [row] = read_rows(tmp_path / "vl" / "train.jsonl")
+    tok = load_tokenizer(str(vision))
+    ids = tok.apply_chat_template(
+        canonical_chat(
+            row["responses_create_params"]["input"]
+            + ([] if kind == "nemo-gym" else [m for t in row["turns"] for m in t["messages"]])
+            + ([] if kind == "nemo-gym" else [t["output"] for t in row["turns"]][-1:])
+        ),
+        tools=row["tools"],
+        add_generation_prompt=kind == "nemo-gym",
+        tokenize=True,
+    )["input_ids"]
+    shown = 1 if kind == "nemo-gym" else 2
+    assert ids.count(tok.convert_tokens_to_ids("<|image_pad|>")) == shown
+    if kind == "nemo-gym":
+        assert row["metadata"]["tokens"] == len(ids)
+    # Qwen3's text template writes no content for a list: counted without the image.
+    run_export(facts, tmp_path / "text", fb, kind=kind, tokenizer=str(qwen3))
+    [plain] = read_rows(tmp_path / "text" / "train.jsonl")
+    assert plain["metadata"]["tokens"] == expected(load_tokenizer(str(qwen3)), kind, plain)

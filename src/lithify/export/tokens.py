@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 import orjson
 
+from lithify.export.media import MEDIA_TYPES, Media
 from lithify.export.profiles import ProfileError
 from lithify.export.rows import Row, has_prompt, prompt_digest
 from lithify.export.trainer import RowSkip, trainer_messages
@@ -231,15 +232,25 @@ def responses_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+_IMAGES, _NO_MEDIA = Media("images"), Media()
+
+
 def canonical_chat(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Canonical messages (as canonical NeMo Gym and RL rows hold them) as the chat messages the
     canonical trainer form writes (``thinking``, which transformers passes to templates as
-    ``reasoning_content``; arguments as objects). Raises ``TemplateFailed`` with the reason a
-    trainer row would be skipped for (media, a server tool, an orphan tool result…)."""
+    ``reasoning_content``; arguments as objects); a message that shows images has a content
+    list with an ``{"type": "image"}`` entry for each, as TRL vision rows do. Raises
+    ``TemplateFailed`` with the reason a trainer row would be skipped for (an image by URL or
+    file id, a document, a server tool, an orphan tool result…)."""
+    calls: dict[str, str] = {}  # tool-call ids seen so far → names, for the tool results
+    out: list[dict[str, Any]] = []
     try:
-        return trainer_messages(msgspec.convert(messages, list[Message]))
+        for m in msgspec.convert(messages, list[Message]):
+            media = _IMAGES if any(isinstance(p, MEDIA_TYPES) for p in m.parts) else _NO_MEDIA
+            out += trainer_messages([m], calls, media, [])
     except RowSkip as e:
         raise TemplateFailed(str(e), e.reason) from None
+    return out
 
 
 # -- counting --------------------------------------------------------------------------------
