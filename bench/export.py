@@ -21,6 +21,15 @@ of the rounds of this run; ratios are against the baseline of this run. A second
 docs/export.md, Token budgets) beside the plain export, and prints the ratio of their rows/s;
 ``--tokenizer built`` trains a small BPE tokenizer here on the bench's words, with the Qwen3
 chat template of tests/export/chat_templates, and saves it in bench/out/ (nothing downloaded).
+
+``--stages CALLS`` shows where the time goes instead: the pipeline run up to each stage (the
+store read, the fact digests, the flags' look at the facts, sessions and segments, rows, flags on
+the rows, then the whole export to JSONL and to Parquet), one process each, their CPU time (all
+threads') as medians of the rounds, and what each stage adds.
+
+``--before OLD/src`` runs each export again with lithify imported from another checkout's
+``src`` (PYTHONPATH), in the same rounds, so that a change is measured against its starting
+point under the same load. The load average at the start and the end of each size is printed.
 """
 
 from __future__ import annotations
@@ -223,12 +232,84 @@ print(n)
 """
 
 
-def _run(argv: list[str]) -> tuple[float, float, float, bytes]:
+# Where an export's time goes: the pipeline run up to one stage, in one process, its CPU time
+# (every thread's) printed. Each stage adds one step to the one before.
+STAGES = (
+    "store read",
+    "+ fact digests (manifest)",
+    "+ flags' look at the facts",
+    "+ sessions and segments",
+    "+ rows, validated",
+    "+ flags on the rows",
+    "whole export → jsonl",
+    "whole export → parquet",
+)
+STAGE = """
+import shutil, sys, tempfile, time
+from lithify.derive.feedback import FeedbackIndex
+from lithify.derive.segments import iter_segments
+from lithify.derive.sessions import DeriveStats
+from lithify.export.flags import Flagger, dropped_flags
+from lithify.export.manifest import FactDigests
+from lithify.export.pipeline import ExportOptions, export, make_builder
+from lithify.export.source import from_store
+from lithify.store import FactFilter, open_store
+
+url, stage = sys.argv[1], int(sys.argv[2])
+with open_store(url) as store:
+    selection = from_store(store, FactFilter())
+    t0 = time.process_time()
+    if stage >= 6:
+        out = tempfile.mkdtemp()
+        export(selection, out, ExportOptions("sft", fmt="jsonl" if stage == 6 else "parquet"))
+        shutil.rmtree(out)
+    else:
+        options = ExportOptions("sft")
+        builder = make_builder(options)
+        flagger = Flagger("sft", dropped_flags((), ()), builder.validator)
+        facts = selection.facts
+        if stage >= 1:
+            facts = FactDigests().watch(facts)
+        if stage >= 2:
+            facts = flagger.watch(facts)
+        items = facts
+        if stage >= 3:
+            index = FeedbackIndex(selection.feedback, selection.aliases)
+            items = iter_segments(facts, index, DeriveStats())
+        if stage >= 4:
+            items = (row for segment in items for row in builder.rows(segment))
+        if stage >= 5:
+            items = flagger.apply(items)
+        for _ in items:
+            pass
+    print(time.process_time() - t0)
+"""
+
+
+def stages(db: Path, rounds: int) -> None:
+    """CPU seconds of the pipeline up to each stage (median of ``rounds``, interleaved), and
+    what each stage adds."""
+    cpu: list[list[float]] = [[] for _ in STAGES]
+    for _ in range(rounds):
+        for i in range(len(STAGES)):
+            cpu[i].append(float(_run(peak.python(STAGE, f"sqlite:///{db}", str(i)))[3]))
+    medians = [statistics.median(c) for c in cpu]
+    print(f"{'stage':<32}{'CPU s':>8}{'adds':>8}{'× read':>8}")
+    for i, (name, m) in enumerate(zip(STAGES, medians, strict=True)):
+        # The whole exports add the writers, the manifest and the card to the flagged rows.
+        adds = m - medians[min(i - 1, 5)] if i else m
+        print(f"{name:<32}{m:>8.2f}{adds:>8.2f}{m / medians[0]:>8.2f}")
+
+
+def _run(argv: list[str], src: str | None = None) -> tuple[float, float, float, bytes]:
     """Run a command (one that reports its peak, bench/peak.py); (wall seconds, CPU seconds,
-    its own peak RSS in MB, stdout)."""
+    its own peak RSS in MB, stdout). ``src``: import lithify from this ``src`` folder."""
+    env = dict(os.environ)
+    if src is not None:
+        env["PYTHONPATH"] = str(Path(src).resolve())
     t0 = time.perf_counter()
     with tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err)
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err, env=env)
         assert proc.stdout is not None
         out = proc.stdout.read()
         _, status, usage = os.wait4(proc.pid, 0)  # this child's own CPU time
@@ -273,16 +354,22 @@ def built_tokenizer(vocab: int = 2000) -> Path:
     return folder
 
 
-def _steps(db: Path, out_dir: Path, tokenizer: str | None) -> Iterator[tuple[str, list[str]]]:
+def _steps(
+    db: Path, out_dir: Path, tokenizer: str | None, before: str | None = None
+) -> Iterator[tuple[str, list[str], str | None]]:
     url = f"sqlite:///{db}"
-    yield "store read (baseline)", peak.python(READ, url)
+    yield "store read (baseline)", peak.python(READ, url), None
     for fmt in ("jsonl", "parquet"):
         argv = ["export", "sft", "-s", url, "-o", str(out_dir / fmt), "--format", fmt]
-        yield f"export sft → {fmt}", peak.lithify(*argv, "--no-progress", "--json")
+        yield f"export sft → {fmt}", peak.lithify(*argv, "--no-progress", "--json"), None
+        if before is not None:
+            argv[argv.index("-o") + 1] += "-before"
+            cmd = peak.lithify(*argv, "--no-progress", "--json")
+            yield f"  before: → {fmt}", cmd, before
     if tokenizer is not None:
         argv = ["export", "sft", "-s", url, "-o", str(out_dir / "tokens"), "--profile", "trl"]
         argv += ["--tokenizer", tokenizer, "--no-progress", "--json"]
-        yield "export sft → jsonl, tokens", peak.lithify(*argv)
+        yield "export sft → jsonl, tokens", peak.lithify(*argv), None
 
 
 class Step(NamedTuple):
@@ -295,7 +382,9 @@ class Step(NamedTuple):
     size: int  # bytes written
 
 
-def bench(db: Path, rounds: int, tokenizer: str | None = None) -> list[Step]:
+def bench(
+    db: Path, rounds: int, tokenizer: str | None = None, before: str | None = None
+) -> list[Step]:
     """Each step ``rounds`` times, rounds interleaved so that load drifts hit all alike."""
     wall: dict[str, list[float]] = {}
     cpu: dict[str, list[float]] = {}
@@ -303,12 +392,12 @@ def bench(db: Path, rounds: int, tokenizer: str | None = None) -> list[Step]:
     counts: dict[str, tuple[int, int, int]] = {}
     with tempfile.TemporaryDirectory(dir=OUT, prefix="export-run-") as tmp:
         for _ in range(rounds):
-            for name, argv in _steps(db, Path(tmp), tokenizer):
-                secs, used, peak, out = _run(argv)
+            for name, argv, src in _steps(db, Path(tmp), tokenizer, before):
+                secs, used, peak, out = _run(argv, src)
                 wall.setdefault(name, []).append(secs)
                 cpu.setdefault(name, []).append(used)
                 rss[name] = max(rss.get(name, 0.0), peak)
-                if name.startswith("export"):
+                if name != "store read (baseline)":
                     summary = orjson.loads(out)
                     written = sum(Path(f).stat().st_size for f in summary["files"].values())
                     rows = sum(summary["rows"].values())
@@ -323,11 +412,12 @@ def bench(db: Path, rounds: int, tokenizer: str | None = None) -> list[Step]:
 
 
 def _print(title: str, steps: list[Step]) -> None:
-    base = steps[0].secs
+    base, base_cpu = steps[0].secs, steps[0].cpu
     print(title)
     print(
         f"{'step':<24}{'wall s':>8}{'cpu s':>8}{'facts/s':>10}{'rows/s':>10}"
-        f"{'rows/cpu-s':>12}{'× baseline':>12}{'peak RSS MB':>13}{'output GB':>11}"
+        f"{'rows/cpu-s':>12}{'× baseline':>12}{'× by CPU':>10}{'peak RSS MB':>13}"
+        f"{'output GB':>11}"
     )
     for st in steps:
         rate = f"{st.rows / st.secs:,.0f}" if st.rows else "-"
@@ -335,7 +425,8 @@ def _print(title: str, steps: list[Step]) -> None:
         out = f"{st.size / 1e9:.2f}" if st.size else "-"
         print(
             f"{st.name:<24}{st.secs:>8.1f}{st.cpu:>8.1f}{st.facts / st.secs:>10,.0f}{rate:>10}"
-            f"{per_cpu:>12}{st.secs / base:>12.2f}{st.rss:>13.0f}{out:>11}"
+            f"{per_cpu:>12}{st.secs / base:>12.2f}{st.cpu / base_cpu:>10.2f}{st.rss:>13.0f}"
+            f"{out:>11}"
         )
 
 
@@ -348,11 +439,25 @@ def main() -> None:
         "--small", type=int, default=100_000, help="facts in the second store (0: none)"
     )
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--before", help="also export with lithify from this src folder, interleaved")
+    ap.add_argument(
+        "--stages",
+        type=int,
+        metavar="CALLS",
+        help="only: where the time goes, stage by stage, on a store of CALLS calls",
+    )
     ap.add_argument(
         "--tokenizer",
         help="also export with --tokenizer (a folder, a cached name, or 'built': see above)",
     )
     args = ap.parse_args()
+    if args.stages:
+        db, note = store_for(args.stages)
+        print(note, flush=True)
+        load = os.getloadavg()[0]
+        stages(db, args.rounds)
+        print(f"load average {load:.2f} at the start, {os.getloadavg()[0]:.2f} at the end")
+        return
     tokenizer = args.tokenizer
     if tokenizer == "built":
         tokenizer = str(built_tokenizer())
@@ -361,10 +466,12 @@ def main() -> None:
     for calls in sorted(sizes):
         db, note = store_for(calls)
         print(note, flush=True)
-        runs[calls] = bench(db, args.rounds, tokenizer)
+        load = os.getloadavg()[0]
+        runs[calls] = bench(db, args.rounds, tokenizer, args.before)
         title = (
             f"{calls:,} calls in {calls // CALLS_PER_SESSION:,} sessions, "
-            f"median of {args.rounds} rounds"
+            f"median of {args.rounds} rounds; load average {load:.2f} at the start, "
+            f"{os.getloadavg()[0]:.2f} at the end ({os.cpu_count()} CPUs)"
         )
         _print(title, runs[calls])
         if tokenizer is not None:

@@ -17,6 +17,7 @@ import threading
 from array import array
 from collections.abc import Callable, Iterator
 from functools import partial
+from itertools import accumulate
 from pathlib import Path
 from typing import IO, Any
 
@@ -247,6 +248,10 @@ class _Parquet:
         spans: dict[str, tuple[int, int]] | None = None,
     ) -> None:
         """Append a row; ``spans`` (with ``encoded``) say where its values' JSON already is."""
+        # Values found in ``encoded`` are views of it, joined into the column once at flush
+        # (no copy per value); an ASCII row has as many characters as bytes in each of them.
+        view = memoryview(encoded) if encoded is not None and spans else None
+        ascii_row = view is not None and encoded.isascii()  # type: ignore[union-attr]
         for i, (name, kind) in enumerate(self.columns):
             value: Any = data.get(name)
             if kind == "images":
@@ -258,12 +263,13 @@ class _Parquet:
                 self.size += sum(len(v["bytes"]) for v in value)
             elif kind == "json" and value is not None:
                 span = spans.get(name) if spans else None
-                if encoded is not None and span is not None:
-                    value = encoded[span[0] : span[1]]
+                # Characters, not bytes: where row groups end must not change with the encoding.
+                if view is not None and span is not None:
+                    value = view[span[0] : span[1]]
+                    self.size += len(value) if ascii_row else len(str(value, "utf-8"))
                 else:
                     value = orjson.dumps(value)
-                # Characters, not bytes: where row groups end must not change with the encoding.
-                self.size += len(value) if value.isascii() else len(value.decode())
+                    self.size += len(value) if value.isascii() else len(value.decode())
             self.buffer[i].append(value)
         if len(self.buffer[0]) >= ROW_GROUP or self.size >= ROW_GROUP_BYTES:
             self.flush()
@@ -273,13 +279,11 @@ class _Parquet:
             # Images: one row group's bytes at most are in memory (ROW_GROUP_BYTES counts them).
             return self._pa.array(values, type=type_)
         if None in values:
-            return self._pa.array([None if v is None else v.decode() for v in values], type=type_)
+            return self._pa.array(
+                [None if v is None else str(v, "utf-8") for v in values], type=type_
+            )
         # JSON text straight into the array's buffers: no str per value.
-        offsets = array("i", [0])
-        end = 0
-        for v in values:
-            end += len(v)
-            offsets.append(end)
+        offsets = array("i", accumulate(map(len, values), initial=0))
         data = b"".join(values)
         return self._pa.StringArray.from_buffers(
             len(values), self._pa.py_buffer(offsets), self._pa.py_buffer(data)
