@@ -453,3 +453,8 @@ def test_every_page_links_its_json_twin(viewer: Running) -> None:
         twin = _get(viewer, twin_path)
         assert twin.status == 200 and twin.headers["content-type"] == "application/json"
         assert key in twin.json(), path
+    # a form's answer is no page of data: it links no twin (its script twin is a POST)
+    form = request(viewer.port, "POST", "/curate-selection", urlencode({
+        "csrf": _csrf(viewer), "model": "gpt-4o", "action": "good"}).encode(), FORM)  # fmt: skip
+    assert form.status == 200 and b"Labelled 2 of 2 sessions" in form.body
+    assert b'class="twin"' not in form.body

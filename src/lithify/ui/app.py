@@ -100,9 +100,12 @@ def build_app(store: FactStore, config: UiConfig | None = None) -> Starlette:
     def html(
         request: Request, template: str, data: Any, status: int = 200, **extra: Any
     ) -> Response:
-        twin = "/api" + request.url.path + (f"?{request.url.query}" if request.url.query else "")
+        query = f"?{request.url.query}" if request.url.query else ""
+        twin: str | None = "/api" + request.url.path + query
         if request.url.path == "/":
             twin = "/api/overview"
+        elif request.method != "GET" or request.url.path == "/login":
+            twin = None  # a form's answer and the sign-in page have no page of data to fetch
         body = env.get_template(template).render(
             data=data,
             csrf=guard.csrf,
