@@ -16,15 +16,147 @@ most about 20,000 calls per page: the worst case).
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 import random
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
-from export import store_for  # bench/export.py: the same generated store
-from lithify.store import FactFilter, FactStore, open_store
+import psycopg
+
+import export  # bench/export.py: its messages, tools and sessions of 10 calls
+from lithify.model import (
+    InferenceCall,
+    Message,
+    ReasoningPart,
+    Source,
+    TextPart,
+    ToolCallPart,
+    ToolCallResponsePart,
+)
+from lithify.store import FactFilter, FactStore, FeedbackFilter, SessionFilter, open_store
+from lithify.store.migrations import MIGRATIONS
 from lithify.ui import listing, views
+
+LONG = 200  # calls of a long agent session
+LONG_EVERY = 10_000  # one long session per this many calls: 1% of the calls at 1,000,000
+LONG_CONCURRENT = 10
+SPAN = 3 * 100_000  # seconds the short sessions' calls cover (export.generate: 3 s apart)
+
+
+def _long_session(
+    texts: export.Texts, rng: random.Random, s: int, systems: list[Message]
+) -> list[tuple[list[Message], Message]]:
+    """The (input, output) of a long session's calls: a tool loop of ``LONG`` calls with
+    shorter messages than export's (call k replays 2k messages)."""
+    history = [systems[s % len(systems)], Message("user", [TextPart(texts(150, 900))])]
+    calls = []
+    for k in range(LONG):
+        parts: list = [ReasoningPart(texts(40, 240))]
+        if k == LONG - 1:
+            parts.append(TextPart(texts(300, 1500)))
+            calls.append((list(history), Message("assistant", parts, "stop")))
+            break
+        call_id = f"call_long_{s:05d}_{k}"
+        args = {"order_id": f"A-{rng.randrange(10**6)}", "fields": ["status"]}
+        parts.append(ToolCallPart(call_id, export.TOOLS[k % len(export.TOOLS)].name, args))
+        out = Message("assistant", parts, "tool_calls")
+        calls.append((list(history), out))
+        history += [
+            Message("assistant", out.parts),
+            Message("tool", [ToolCallResponsePart(call_id, texts(60, 400))]),
+        ]
+    return calls
+
+
+def _fact(s: str, k: int, t: int, inputs: list[Message], output: Message) -> InferenceCall:
+    model = "claude-sonnet-4" if int(s[-7:]) % 3 == 0 else "gpt-4o-mini"
+    ident = hashlib.blake2b(f"{s}/{k}".encode(), digest_size=16).hexdigest()
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t))
+    return InferenceCall(
+        inference_call_id=ident,
+        session_id=s,
+        trace_id=ident,
+        span_id=ident[:16],
+        source=Source("otel.genai"),
+        provider="openai",
+        model=model,
+        input_messages=inputs,
+        output_messages=[output],
+        tools=export.TOOLS,
+        request={"temperature": 0.7, "max_tokens": 2048},
+        input_tokens=sum(len(m.parts) for m in inputs) * 150,
+        output_tokens=200,
+        duration_ms=900.0,
+        started_at=f"{stamp}.{k % 1000:03d}000Z",
+        observed_at=f"{stamp}.{k % 1000:03d}900Z",
+        raw=export._raw(inputs, output, model),
+    )
+
+
+def generate(path: Path, calls: int, seed: int = 11) -> tuple[int, float]:
+    """Write ``calls`` facts into a new store: sessions of 10 calls (export's, 200 interleaving
+    in time) and one long session of ``LONG`` calls per ``LONG_EVERY`` calls, spread over the
+    same time span, 10 interleaving; (facts, seconds)."""
+    rng = random.Random(seed)
+    texts = export.Texts(rng)
+    systems = [Message("system", [TextPart(texts(600, 2000))]) for _ in range(4)]
+    longs = calls // LONG_EVERY
+    shorts = (calls - longs * LONG) // export.CALLS_PER_SESSION
+    base = 1_760_000_000
+    t0 = time.perf_counter()
+    written = 0
+    tmp = path.with_suffix(".tmp")
+    for p in (tmp, Path(f"{tmp}-wal"), Path(f"{tmp}-shm")):
+        p.unlink(missing_ok=True)
+    with open_store(f"sqlite:///{tmp}") as store:
+        batch: list[InferenceCall] = []
+
+        def add(fact: InferenceCall) -> None:
+            nonlocal written, batch
+            batch.append(fact)
+            if len(batch) >= export.BATCH:
+                written += store.insert_facts(batch).inserted
+                batch = []
+
+        for first in range(0, shorts, export.CONCURRENT):
+            group = range(first, min(first + export.CONCURRENT, shorts))
+            convs = {s: export._session(texts, rng, s, systems) for s in group}
+            for k in range(export.CALLS_PER_SESSION):
+                for s in group:
+                    add(_fact(f"sess-{s:07d}", k, base + s * 3 + k * 7, *convs[s][k]))
+            del convs
+        step = (shorts * 3) // max(1, longs)
+        for first in range(0, longs, LONG_CONCURRENT):
+            group = range(first, min(first + LONG_CONCURRENT, longs))
+            convs = {s: _long_session(texts, rng, s, systems) for s in group}
+            for k in range(LONG):
+                for s in group:
+                    add(_fact(f"long-{s:07d}", k, base + s * step + k * 13, *convs[s][k]))
+            del convs
+        if batch:
+            written += store.insert_facts(batch).inserted
+    wal = Path(f"{tmp}-wal")
+    if wal.exists() and wal.stat().st_size:
+        raise SystemExit(f"{wal} still holds data: not renaming a partial store")
+    tmp.replace(path)
+    return written, time.perf_counter() - t0
+
+
+def store_for(calls: int) -> tuple[Path, str]:
+    """The cached store of ``calls`` facts (made when missing), and a note on it."""
+    export.OUT.mkdir(parents=True, exist_ok=True)
+    path = export.OUT / f"ui-{calls}-calls-{LONG}-long-v1.db"
+    if path.exists():
+        return path, f"cached {path.name} ({path.stat().st_size / 1e9:.1f} GB)"
+    n, secs = generate(path, calls)
+    size = path.stat().st_size / 1e9
+    return path, f"generated {n:,} facts in {secs:.0f} s ({size:.1f} GB): {path.name}"
 
 
 def _time(fn: Callable[[], Any], rounds: int) -> tuple[float, float]:
@@ -39,33 +171,173 @@ def _time(fn: Callable[[], Any], rounds: int) -> tuple[float, float]:
     return statistics.median(times), times[min(len(times) - 1, int(0.95 * len(times)))]
 
 
-def _copy(source: FactStore, target: FactStore) -> None:
-    if target.count() >= source.count():
-        return
-    batch = []
-    for fact in source.iter_facts(FactFilter(order="session")):
-        batch.append(fact)
-        if len(batch) == 2000:
-            target.insert_facts(batch)
+def _copy(source: FactStore, url: str) -> str:
+    """Copy the facts into PostgreSQL once (at schema version 6, the bulk rows as an existing
+    store holds them), then open it migrated: the session summaries and text index are filled
+    by the migration, as an upgraded store's are. A note on what was done."""
+    with open_store(url, migrations=MIGRATIONS[:6]) as pg:
+        done = pg.schema_version() >= 6 and pg.count() >= source.count()
+    note = "copied before"
+    if not done:
+        t0 = time.perf_counter()
+        with open_store(url, migrations=MIGRATIONS[:6]) as pg:
             batch = []
-    target.insert_facts(batch)
+            for fact in source.iter_facts(FactFilter(order="session")):
+                batch.append(fact)
+                if len(batch) == 2000:
+                    pg.insert_facts(batch)
+                    batch = []
+            pg.insert_facts(batch)
+        note = f"copied in {time.perf_counter() - t0:.0f} s"
+    t0 = time.perf_counter()
+    with open_store(url):
+        pass
+    return f"{note}, opened (migrating if needed) in {time.perf_counter() - t0:.0f} s"
+
+
+def _session_reads(store: FactStore, sid: str) -> int:
+    """What a session page reads of the store (views.session's reads, nothing derived)."""
+    calls = list(store.iter_facts(FactFilter(session_id=sid, order="session")))
+    ids = [c.inference_call_id for c in calls]
+    n = sum(1 for _ in store.iter_feedback(FeedbackFilter(target_kind="session", target_id=sid)))
+    n += sum(1 for _ in store.iter_feedback(FeedbackFilter(target_kind="call", target_id=ids)))
+    store.call_aliases(ids)
+    return len(calls) + n
 
 
 def bench(store: FactStore, rounds: int) -> list[tuple[str, float, float]]:
+    """(request kind, median ms, p95 ms) of each kind; the first is the baseline."""
     rng = random.Random(3)
-    deep = {}
+    deep: dict[str, Any] = {}
     for _ in range(10):
         deep = listing.sessions(store, {"after": deep.get("next") or ""})
-    sids = [s.key for s in store.stats(session_limit=1000).by_session if s.key]
+    short = [s.session_id for s in store.sessions(SessionFilter(limit=200)).sessions]
+    long = [
+        s.session_id
+        for s in store.sessions(SessionFilter(sort="calls", limit=200)).sessions
+        if s.calls >= LONG
+    ] or short
+
+    def cold(params: dict[str, str]) -> Callable[[], Any]:
+        def run() -> Any:
+            listing.forget_segment_counts()
+            return listing.sessions(store, params)
+
+        return run
+
     steps: list[tuple[str, Callable[[], Any]]] = [
+        ("baseline: a 10-call session's facts", lambda: _session_reads(store, rng.choice(short))),
         ("session list, first page", lambda: listing.sessions(store, {})),
+        ("  the same, first view", cold({})),
         ("session list, 10 pages in", lambda: listing.sessions(store, {"after": deep["next"]})),
+        ("session list, most calls first", lambda: listing.sessions(store, {"sort": "calls"})),
+        ("  the same, first view", cold({"sort": "calls"})),
+        (
+            "session list, by duration, asc",
+            lambda: listing.sessions(store, {"sort": "duration", "dir": "asc"}),
+        ),
         ("session list, one model", lambda: listing.sessions(store, {"model": "claude-sonnet-4"})),
-        ("a session", lambda: views.session(store, rng.choice(sids))),
+        ("a 10-call session: store reads", lambda: _session_reads(store, rng.choice(short))),
+        ("a 200-call session: store reads", lambda: _session_reads(store, rng.choice(long))),
+        ("a 10-call session page", lambda: views.session(store, rng.choice(short))),
+        ("a 200-call session page", lambda: views.session(store, rng.choice(long))),
         ("search, a common word", lambda: listing.sessions(store, {"q": "shipping"})),
+        ("search, a rare string", lambda: listing.sessions(store, {"q": "a-12345"})),
         ("search, a word in no session", lambda: listing.sessions(store, {"q": "zyxwvut"})),
+        ("search, 2 letters (no index)", lambda: listing.sessions(store, {"q": "qz"})),
     ]
     return [(name, *_time(fn, rounds)) for name, fn in steps]
+
+
+def _peak_mb() -> float:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def child(backend: str, calls: int, rounds: int, url: str | None) -> None:
+    """One backend's figures, as JSON on stdout, with this process's peak RSS."""
+    path, note = store_for(calls)
+    out: dict[str, Any] = {"note": note}
+    with open_store(f"sqlite:///{path}") as sqlite:
+        if backend == "SQLite":
+            out["rows"] = bench(sqlite, rounds)
+        else:
+            assert url is not None
+            out["copy"] = _copy(sqlite, url)
+            with open_store(url) as pg:
+                out["rows"] = bench(pg, rounds)
+    out["peak_mb"] = _peak_mb()
+    print(json.dumps(out))
+
+
+def _facts(n: int, seed: int = 5) -> list[InferenceCall]:
+    """``n`` facts of the bench's mix, in memory: for the ingest figures."""
+    rng = random.Random(seed)
+    texts = export.Texts(rng, size=1 << 20)
+    systems = [Message("system", [TextPart(texts(600, 2000))]) for _ in range(4)]
+    out: list[InferenceCall] = []
+    s = 0
+    while len(out) < n:
+        if s % 200 == 199:
+            conv = _long_session(texts, rng, s, systems)
+            out += [_fact(f"long-{s:07d}", k, 1_760_000_000 + k, *conv[k]) for k in range(LONG)]
+        else:
+            conv = export._session(texts, rng, s, systems)
+            out += [
+                _fact(f"sess-{s:07d}", k, 1_760_000_000 + k * 7, *c) for k, c in enumerate(conv)
+            ]
+        s += 1
+    return out[:n]
+
+
+def ingest(n: int, rounds: int, url: str | None) -> None:
+    """Facts per second written with the session summaries and text index (schema 7) and
+    without (6), alternating in this run, through insert_facts and insert_prepared."""
+    import tempfile
+
+    facts = _facts(n)
+    batches = [facts[i : i + export.BATCH] for i in range(0, n, export.BATCH)]
+    targets = [("SQLite", None)] + ([("PostgreSQL", url)] if url else [])
+    for backend, base in targets:
+        times: dict[tuple[str, int], list[float]] = {}
+        for r in range(rounds):
+            for version in (6, 7):
+                for path in ("insert_facts", "insert_prepared"):
+                    with tempfile.TemporaryDirectory(dir=export.OUT) as tmp:
+                        target = f"sqlite:///{tmp}/i.db"
+                        if base is not None:
+                            schema = f"bench_ingest_{r}_{version}_{path[7]}"
+                            with psycopg.connect(base, autocommit=True) as conn:
+                                conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+                                conn.execute(f"CREATE SCHEMA {schema}")
+                            target = f"{base}?options=-csearch_path%3D{schema}"
+                        with open_store(target, migrations=MIGRATIONS[:version]) as store:
+                            prep = store.preparer()
+                            ready = [prep(b) for b in batches] if path == "insert_prepared" else []
+                            t0 = time.perf_counter()
+                            if ready:
+                                for b in ready:
+                                    store.insert_prepared([b])
+                            else:
+                                for b in batches:
+                                    store.insert_facts(b)
+                            times.setdefault((path, version), []).append(time.perf_counter() - t0)
+                        if base is not None:
+                            with psycopg.connect(base, autocommit=True) as conn:
+                                conn.execute(f"DROP SCHEMA {schema} CASCADE")
+        print(
+            f"\n{backend}: ingest of {n:,} facts in batches of {export.BATCH}, median of {rounds}"
+        )
+        for path in ("insert_facts", "insert_prepared"):
+            a = statistics.median(times[path, 6])
+            b = statistics.median(times[path, 7])
+            print(
+                f"  {path:16s} schema 6 {n / a:8.0f} facts/s   schema 7 {n / b:8.0f} facts/s"
+                f"   time ratio {b / a:5.2f}"
+            )
 
 
 def main() -> None:
@@ -73,19 +345,34 @@ def main() -> None:
     ap.add_argument("--calls", type=int, default=100_000)
     ap.add_argument("--rounds", type=int, default=20)
     ap.add_argument("--postgres", help="also copy the facts into this PostgreSQL and measure it")
+    ap.add_argument("--ingest", type=int, help="measure the write path on this many facts instead")
+    ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
-    path, note = store_for(args.calls)
-    print(note)
-    with open_store(f"sqlite:///{path}") as sqlite:
-        results = {"SQLite": bench(sqlite, args.rounds)}
-        if args.postgres:
-            with open_store(args.postgres) as pg:
-                _copy(sqlite, pg)
-                results["PostgreSQL"] = bench(pg, args.rounds)
-    for backend, rows in results.items():
-        print(f"\n{backend}, {args.calls:,} calls: server time in ms (median / p95)")
-        for name, med, p95 in rows:
-            print(f"  {name:32s} {med:8.1f} {p95:8.1f}")
+    if args.child:
+        child(args.child, args.calls, args.rounds, args.postgres)
+        return
+    if args.ingest:
+        ingest(args.ingest, max(1, min(args.rounds, 5)), args.postgres)
+        return
+    backends = ["SQLite"] + (["PostgreSQL"] if args.postgres else [])
+    for backend in backends:
+        argv = [sys.executable, __file__, "--child", backend, "--calls", str(args.calls)]
+        argv += ["--rounds", str(args.rounds)] + (
+            ["--postgres", args.postgres] if args.postgres else []
+        )
+        t0 = time.perf_counter()
+        res = json.loads(subprocess.run(argv, check=True, capture_output=True).stdout)
+        with open("/proc/loadavg") as f:
+            load = " ".join(f.read().split()[:3])
+        print(f"\n{backend}, {args.calls:,} calls ({res['note']}; {res.get('copy', '')})")
+        print(
+            f"server time in ms, {args.rounds} rounds; bench process peak RSS "
+            f"{res['peak_mb']:.0f} MB; load after {load}; {time.perf_counter() - t0:.0f} s"
+        )
+        base = res["rows"][0][1] or 1e-9
+        print(f"  {'request':40s} {'median':>8s} {'p95':>8s} {'median/baseline':>16s}")
+        for name, med, p95 in res["rows"]:
+            print(f"  {name:40s} {med:8.1f} {p95:8.1f} {med / base:16.1f}")
 
 
 if __name__ == "__main__":

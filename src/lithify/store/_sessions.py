@@ -14,11 +14,11 @@ from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
+import msgspec
 import orjson
 
 from lithify.core import codec
 from lithify.model import (
-    InferenceCall,
     Message,
     ReasoningPart,
     ServerToolCallPart,
@@ -29,7 +29,7 @@ from lithify.model import (
 )
 from lithify.store._captures import _DUPLICATE, _STORED, CaptureIndex
 from lithify.store._query import Cursor, _select_in, fact_where
-from lithify.store._rows import FACT_COLUMNS, _feedback_decoder, time_bound
+from lithify.store._rows import FACT_COLUMNS, _fact_decoder, _feedback_decoder, time_bound
 from lithify.store._types import (
     Activity,
     FactFilter,
@@ -185,37 +185,81 @@ def _indexable(piece: str) -> str:
     return "".join("\ufffd" if c == "\x00" or "\ud800" <= c <= "\udfff" else c for c in piece)
 
 
-def _digest(piece: str) -> bytes:
-    return hashlib.blake2b(piece.encode("utf-8", "surrogatepass"), digest_size=_DIGEST).digest()
+class _Said(msgspec.Struct):
+    """What a fact said, its messages as their msgpack bytes (codec bodies are maps: the rest
+    is skipped)."""
+
+    input_messages: list[msgspec.Raw] = []
+    output_messages: list[msgspec.Raw] = []
+
+
+_said = msgspec.msgpack.Decoder(_Said)
+_message = msgspec.msgpack.Decoder(Message)
 
 
 class _Texts:
-    """The text pieces of one session not in its index yet (``have``: their digests)."""
+    """The messages of one session not in its text index yet, and their text. A message is
+    known by the digest of its bytes, so a call's replay of the conversation is neither
+    decoded nor indexed again; and the input of the session's last call indexed is known as a
+    whole (its count and digest), so a call that replays it as its first messages is checked
+    with one hash of their bytes, not a digest each. ``state``: the summary's ``texts`` (that
+    count, 4 bytes, and digest, then the digests of the messages indexed)."""
 
-    def __init__(self, have: bytes) -> None:
-        self.have = {have[i : i + _DIGEST] for i in range(0, len(have), _DIGEST)}
-        self.seen: set[int] = set()  # message objects read: replays shared by a FactReader
-        self.held: list[Message] = []  # keeps those ids theirs
+    def __init__(self, state: bytes) -> None:
+        state = bytes(state)
+        self.replay_n = int.from_bytes(state[:4], "big") if state else 0
+        self.replay = state[4 : 4 + _DIGEST]
+        known = state[4 + _DIGEST :]
+        self.have = {known[i : i + _DIGEST] for i in range(0, len(known), _DIGEST)}
+        self.known = known
         self.pieces: list[str] = []
         self.digests: list[bytes] = []
 
-    def add(self, messages: Iterable[Message]) -> None:
-        for m in messages:
-            if id(m) in self.seen:
-                continue
-            self.seen.add(id(m))
-            self.held.append(m)
-            for t in message_text((m,)):
-                if not isinstance(t, str):  # a fact made in code, never validated
-                    continue
-                piece = t.casefold()
-                if not piece:
-                    continue
-                d = _digest(piece)
-                if d not in self.have:
-                    self.have.add(d)
-                    self.pieces.append(_indexable(piece))
-                    self.digests.append(d)
+    def _new(self, key: bytes | msgspec.Raw) -> bool:
+        d = hashlib.blake2b(key, digest_size=_DIGEST).digest()
+        if d in self.have:
+            return False
+        self.have.add(d)
+        self.digests.append(d)
+        return True
+
+    def _replayed(self, raws: list[msgspec.Raw]) -> int:
+        """How many of these input messages are known as the last input indexed (its count,
+        or 0); this input then becomes the one known."""
+        n = self.replay_n if 0 < self.replay_n <= len(raws) else 0
+        h = hashlib.blake2b(digest_size=_DIGEST)
+        for r in raws[:n]:
+            h.update(r)
+        start = n if n and h.digest() == self.replay else 0
+        for r in raws[n:]:
+            h.update(r)
+        self.replay_n, self.replay = len(raws), h.digest()
+        return start
+
+    def add(self, body: bytes) -> None:
+        """The new messages of a fact, from its codec bytes."""
+        try:
+            said = _said.decode(memoryview(body)[1:])
+            raws = said.input_messages
+            start = self._replayed(raws)
+            fresh = [r for r in (*raws[start:], *said.output_messages) if self._new(r)]
+            messages = [_message.decode(r) for r in fresh]
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            # Bodies of values msgpack cannot carry as they are (codec.encode escapes them).
+            fact = _fact_decoder.decode(body)
+            messages = [
+                m
+                for m in (*fact.input_messages, *fact.output_messages)
+                if self._new(codec.encode(m))
+            ]
+        for t in message_text(messages):
+            piece = t.casefold()
+            if piece:
+                self.pieces.append(_indexable(piece))
+
+    def state(self) -> bytes:
+        head = self.replay_n.to_bytes(4, "big") + self.replay.ljust(_DIGEST, b"\0")
+        return head + self.known + b"".join(self.digests)
 
     def doc(self) -> str:
         return _SEP.join(self.pieces)
@@ -288,13 +332,12 @@ class SessionQueries(CaptureIndex):
         cur: Cursor,
         rows: Sequence[tuple[Any, ...]],
         outcomes: Sequence[int],
-        facts: Sequence[InferenceCall] | None,
         touched: set[str],
     ) -> None:
         """Keep the summaries and the text index of the sessions a write touched: ``rows``
-        (facts rows as written, with ``outcomes``; ``facts``: the same facts, when the caller
-        has them) add their calls and their text; the sessions in ``touched`` (whose calls the
-        capture index decided again) are summed again from their calls."""
+        (facts rows as written, with ``outcomes``) add their calls and their text; the
+        sessions in ``touched`` (whose calls the capture index decided again) are summed
+        again from their calls."""
         if not self._summarized:
             return
         adds: dict[str, list[Any]] = {}
@@ -338,7 +381,6 @@ class SessionQueries(CaptureIndex):
                 " GROUP BY session_id",
             ):
                 counted[r[0]] = [int(r[1]), r[2], r[3], int(r[4]), int(r[5]), int(r[6] or 0)]
-        decoded = self._decoded(cur, rows, [i for ix in texts.values() for i in ix], facts)
         updates: list[tuple[Any, ...]] = []
         docs: list[tuple[int, int, str]] = []
         for sid in sids:
@@ -355,14 +397,12 @@ class SessionQueries(CaptureIndex):
             have = bytes(have)
             if sid in texts:
                 t = _Texts(have)
-                for i in texts[sid]:
-                    fact = decoded[i]
-                    t.add(fact.input_messages)
-                    t.add(fact.output_messages)
+                for i in sorted(texts[sid], key=lambda i: (rows[i][_SORT_AT], rows[i][0])):
+                    t.add(self._codec_bytes(rows[i][-1], cur))
                 if t.pieces:
                     docs.append((sid_id, ndocs, t.doc()))
                     ndocs += 1
-                    have += b"".join(t.digests)
+                have = t.state()
             duration = _duration_ms(first, last) if n else -1
             updates.append(
                 (n, first, last, tin, tout, tin + tout, duration, deg, ndocs, have, sid_id)
@@ -370,24 +410,6 @@ class SessionQueries(CaptureIndex):
         self._update_sessions(cur, updates)
         if docs:
             self._add_text(cur, docs)
-
-    def _decoded(
-        self,
-        cur: Cursor,
-        rows: Sequence[tuple[Any, ...]],
-        wanted: list[int],
-        facts: Sequence[InferenceCall] | None,
-    ) -> dict[int, InferenceCall]:
-        """The facts of these rows: given, or decoded from the bodies, a session's calls in
-        time order through one reader so that their replayed messages are decoded (and
-        searched for new text) once."""
-        if facts is not None:
-            return {i: facts[i] for i in wanted}
-        reader = codec.FactReader()
-        out: dict[int, InferenceCall] = {}
-        for i in sorted(wanted, key=lambda i: (rows[i][_SID], rows[i][_SORT_AT], rows[i][0])):
-            out[i] = reader.decode(self._codec_bytes(rows[i][-1], cur))
-        return out
 
     def _rebuild_sessions(self, cur: Cursor) -> None:
         """Fill the summaries and the text index from the calls (both emptied first)."""
@@ -430,17 +452,15 @@ class SessionQueries(CaptureIndex):
                 f"ORDER BY {order}",
                 [],
             )
-            reader = codec.FactReader()
             current: str | None = None
             texts = _Texts(b"")
             for sid, raw in stream:
                 if sid != current:
                     if current is not None:
                         self._append_text(cur, current, texts)
-                    current, texts = sid, _Texts(b"")
-                fact = reader.decode(join(raw))
-                texts.add(fact.input_messages)
-                texts.add(fact.output_messages)
+                    cur.execute("SELECT texts FROM sessions WHERE session_id = ?", (sid,))
+                    current, texts = sid, _Texts(bytes(cur.fetchone()[0]))
+                texts.add(join(raw))
             if current is not None:
                 self._append_text(cur, current, texts)
 
@@ -454,15 +474,15 @@ class SessionQueries(CaptureIndex):
             )
 
     def _append_text(self, cur: Cursor, sid: str, texts: _Texts) -> None:
-        if not texts.pieces:
-            return
-        cur.execute("SELECT id, docs, texts FROM sessions WHERE session_id = ?", (sid,))
-        sid_id, n, have = cur.fetchone()
+        cur.execute("SELECT id, docs FROM sessions WHERE session_id = ?", (sid,))
+        sid_id, n = cur.fetchone()
+        more = 1 if texts.pieces else 0
         cur.execute(
             "UPDATE sessions SET docs = ?, texts = ? WHERE id = ?",
-            (int(n) + 1, bytes(have) + b"".join(texts.digests), sid_id),
+            (int(n) + more, texts.state(), sid_id),
         )
-        self._add_text(cur, [(int(sid_id), int(n), texts.doc())])
+        if more:
+            self._add_text(cur, [(int(sid_id), int(n), texts.doc())])
 
     # -- reading -------------------------------------------------------------------------
     def _session_where(self, calls: str, f: SessionFilter) -> tuple[str, list[Any]]:

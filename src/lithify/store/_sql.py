@@ -140,13 +140,11 @@ class SqlStore(SessionQueries):
         own: bool = False,
         collisions: list[str] | None = None,
         blobs: dict[bytes, bytes] | None = None,
-        facts: Sequence[InferenceCall] | None = None,
     ) -> list[int]:
         """Insert rows; what became of each (``_STORED``, ``_DUPLICATE``, ``_VARIANT``), in the
         order given; the ids of calls the facts made collide go to ``collisions``; ``blobs``:
-        the bytes the fact bodies refer to (rows from ``prepare`` carry theirs); ``facts``: the
-        facts of the rows, when the caller has them (else the session summaries decode the
-        bodies). Facts need ``_share_captures`` first."""
+        the bytes the fact bodies refer to (rows from ``prepare`` carry theirs). Facts need
+        ``_share_captures`` first."""
         if table == "facts":
             # The blobs first: the capture index may read these facts back whole.
             rows, carried = take_blobs(rows)
@@ -168,13 +166,7 @@ class SqlStore(SessionQueries):
             self._keep_captures(
                 cur, ordered, outcomes, own, [] if collisions is None else collisions, touched
             )
-            self._note_sessions(
-                cur,
-                ordered,
-                outcomes,
-                None if facts is None else [facts[i] for i in order],
-                touched,
-            )
+            self._note_sessions(cur, ordered, outcomes, touched)
         out = [_STORED] * len(rows)
         for j, i in enumerate(order):
             out[i] = outcomes[j]
@@ -198,7 +190,7 @@ class SqlStore(SessionQueries):
         def write(cur: Cursor, own: bool) -> tuple[list[int], list[str]]:
             self._share_captures(cur, own)
             collisions: list[str] = []
-            outcomes = self._write(cur, "facts", FACT_COLUMNS, rows, own, collisions, blobs, facts)
+            outcomes = self._write(cur, "facts", FACT_COLUMNS, rows, own, collisions, blobs)
             return outcomes, collisions
 
         return _result([f.inference_call_id for f in facts], *self._writing(write))

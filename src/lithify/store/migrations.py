@@ -334,12 +334,12 @@ _V6_POSTGRES = (
 # The session list without aggregating calls (docs/store.md, Browsing sessions): one row per
 # session, kept by every write in the transaction that stores its calls, with the columns the
 # list sorts on (each with an index ending in session_id, for keyset pages); `texts` holds the
-# 8-byte digests of the message text pieces already in the text index, so that the calls'
+# 8-byte digests of the messages (their bytes) already in the text index, so that the calls'
 # replays of their session's conversation are indexed once. The text index holds each
 # session's message text, casefolded, in documents of pieces new to it: SQLite's FTS5 with
-# trigrams over a table of the documents (a phrase of trigrams is a substring; a document's id is
-# its session's id << 32 | its number); PostgreSQL a table under a pg_trgm GIN index where the
-# extension can be had (without it a search reads the table).
+# trigrams over a table of the documents (a document's id is its session's id << 32 | its
+# number); PostgreSQL a table under a pg_trgm GIN index where the extension can be had (without
+# it a search reads the table).
 SESSION_SORTS = ("last_at", "first_at", "calls", "tokens", "duration_ms")
 
 
@@ -364,11 +364,12 @@ def _v7(key: str, text: str, blob: str, bigint: str) -> tuple[str, ...]:
 
 _V7_SQLITE = (
     *_v7("INTEGER PRIMARY KEY", "TEXT", "BLOB", "INTEGER"),
-    # The documents, and an FTS5 index over them (external content): the index finds the
-    # sessions that hold a needle; a session's documents, by rowid range, tell whether it does.
+    # The documents, and an FTS5 index of their trigrams alone (no positions: a third of the
+    # cost to write): the documents holding all of a needle's trigrams are the candidates,
+    # and the text of each tells whether it holds the needle.
     "CREATE TABLE session_docs (id INTEGER PRIMARY KEY, text TEXT NOT NULL)",
-    "CREATE VIRTUAL TABLE session_text USING fts5(text, content='session_docs', "
-    "content_rowid='id', tokenize='trigram case_sensitive 1')",
+    "CREATE VIRTUAL TABLE session_text USING fts5(text, content='', detail=none, "
+    "tokenize='trigram case_sensitive 1')",
 )
 _V7_POSTGRES = (
     *_v7(

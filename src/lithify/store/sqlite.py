@@ -64,9 +64,12 @@ def unpack_body(body: bytes | None) -> bytes | None:
     return body
 
 
-def _phrase(needle: str) -> str:
-    """An FTS5 query for a substring: one phrase (its trigrams in a row)."""
-    return '"' + needle.replace('"', '""') + '"'
+def _trigrams(needle: str) -> str:
+    """An FTS5 query for the documents that hold every trigram of a needle (3 characters or
+    more): each trigram a string of its own, at most 32 of them (fewer only widen the
+    candidates, which the text then decides)."""
+    grams = sorted({needle[i : i + 3] for i in range(len(needle) - 2)})[:32]
+    return " AND ".join('"' + g.replace('"', '""') + '"' for g in grams)
 
 
 def _functions(conn: sqlite3.Connection) -> None:
@@ -263,8 +266,10 @@ class SQLiteStore(SqlStore):
 
     def _text_docs(self, cur: Cursor, needle: str, limit: int) -> list[int]:
         cur.execute(
-            f"SELECT rowid >> 32 FROM session_text WHERE session_text MATCH ? LIMIT {int(limit)}",
-            (_phrase(needle),),
+            "SELECT d.id >> 32 FROM session_text JOIN session_docs AS d ON d.id = "
+            "session_text.rowid WHERE session_text MATCH ? AND instr(d.text, ?) > 0 "
+            f"LIMIT {int(limit)}",
+            (_trigrams(needle), needle),
         )
         return [int(r[0]) for r in cur.fetchall()]
 

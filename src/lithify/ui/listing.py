@@ -102,6 +102,12 @@ _segments: OrderedDict[tuple[Any, ...], int] = OrderedDict()
 _segments_lock = threading.Lock()
 
 
+def forget_segment_counts() -> None:
+    """Forget every segment count kept (a benchmark's first view)."""
+    with _segments_lock:
+        _segments.clear()
+
+
 def _segment_key(store: FactStore, s: SessionSummary) -> tuple[Any, ...]:
     return (store.url, s.session_id, s.calls, s.first_at, s.last_at, s.input_tokens)
 
