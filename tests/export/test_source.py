@@ -4,11 +4,13 @@
 from __future__ import annotations
 
 import dataclasses
+import tempfile
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -16,10 +18,11 @@ from hypothesis import strategies as st
 from lithify.core.codec import encode
 from lithify.core.factfile import encode_line
 from lithify.derive.sessions import resolve_facts
-from lithify.export import from_facts, from_files, from_store, select
+from lithify.export import ExportOptions, export, from_facts, from_files, from_store, select
 from lithify.model import InferenceCall, Message, ReasoningPart, TextPart
 from lithify.store import FactFilter, open_store
 from tests.export.helpers import feedback
+from tests.scale.facts import generated, write_files
 from tests.store.helpers import make_fact
 
 TIMES = [
@@ -185,3 +188,61 @@ def test_a_store_read_by_id_ranges_gives_every_call_once(
         assert sum(store.count(FactFilter(id_range=r)) for r in id_ranges()) == store.count()
     with pytest.raises(ValueError, match="id_range"):
         select(captures, FactFilter(id_range=("a", "b")))
+
+
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(captures=_captures(), filters=st.fixed_dictionaries(FIELDS).map(lambda d: FactFilter(**d)))
+def test_fact_files_too_large_for_memory_select_what_memory_would(
+    tmp_path_factory: pytest.TempPathFactory, captures: list[InferenceCall], filters: FactFilter
+) -> None:
+    """Past ``in_memory_bytes`` the files go through a scratch store, which is then removed;
+    the selection is the in-memory one, field by field."""
+    folder = tmp_path_factory.mktemp("facts")
+    targets = sorted({f.inference_call_id for f in captures})
+    fb = [feedback(t, 1) for t in targets]
+    path = folder / "facts.jsonl"
+    path.write_bytes(b"".join(encode_line(f) for f in [*captures, *fb, *fb[:1]]))
+    held = from_files([path], filters)
+    spilled = from_files([path], filters, in_memory_bytes=0)
+    scratch = {p for p in Path(tempfile.gettempdir()).glob("lithify-export-*")}
+    assert scratch, "the scratch store is where the facts are read from"
+    assert _ids(spilled.facts) == _ids(held.facts)
+    assert not {p for p in Path(tempfile.gettempdir()).glob("lithify-export-*")} & scratch
+    assert (spilled.dropped, spilled.total) == (held.dropped, held.total)
+    assert spilled.aliases == {k: v for k, v in held.aliases.items() if k in targets}
+    # A redelivered feedback line is one fact in a store, as derivation counts it.
+    assert _ids(spilled.feedback) == list(dict.fromkeys(_ids(held.feedback)))
+
+
+@pytest.mark.parametrize(
+    ("kind", "profile"), [("sft", "trl"), ("dpo", "canonical"), ("rl", "canonical")]
+)
+def test_an_export_through_the_scratch_store_writes_the_same_bytes(
+    tmp_path: Path, kind: str, profile: str
+) -> None:
+    """Every file of the export folder (rows, manifest, card, fact digests), shuffled fact files
+    with redeliveries, other captures and feedback."""
+    facts, fb = generated(7, sessions=30)
+    paths = write_files(tmp_path / "in", facts, fb, seed=7, files=4)
+    options = ExportOptions(kind=kind, profile=profile, eval_fraction=0.3)
+    held = export(from_files(paths, FactFilter()), tmp_path / "held", options)
+    spilled = export(
+        from_files(paths, FactFilter(), in_memory_bytes=0), tmp_path / "spilled", options
+    )
+    assert held.rows["train"] + held.rows["eval"] > 0
+    counted = ("output", "files")  # where each wrote, not what
+
+    def summary(s: Any) -> dict[str, Any]:
+        return {k: v for k, v in msgspec.to_builtins(s).items() if k not in counted}
+
+    assert summary(spilled) == summary(held)
+    names = sorted(p.name for p in (tmp_path / "held").iterdir())
+    assert names == sorted(p.name for p in (tmp_path / "spilled").iterdir())
+    for name in names:
+        assert (tmp_path / "spilled" / name).read_bytes() == (
+            tmp_path / "held" / name
+        ).read_bytes(), name

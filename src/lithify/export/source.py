@@ -11,7 +11,8 @@ fact files it was imported from give the same facts.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+import tempfile
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from itertools import islice
@@ -22,7 +23,7 @@ from lithify.core.factfile import read_facts
 from lithify.core.times import datetime_to_rfc3339
 from lithify.derive.sessions import call_order_key, resolve_facts, session_order_key
 from lithify.model import Feedback, InferenceCall
-from lithify.store import FactFilter, FactStore
+from lithify.store import FactFilter, FactStore, open_store
 
 __all__ = ["Selection", "from_facts", "from_files", "from_store", "matcher", "select"]
 
@@ -54,10 +55,23 @@ def from_store(store: FactStore, filters: FactFilter) -> Selection:
     return Selection(store.iter_facts(filters), feedback, aliases, dropped, total)
 
 
-def from_files(paths: Iterable[Path], filters: FactFilter) -> Selection:
+# Fact files up to this size on disk are read into memory; larger inputs are first written into
+# a scratch SQLite store in the temporary folder, which hands them back grouped by session, so the
+# export's memory stays flat whatever the input's size (docs/export.md, Where rows come from).
+IN_MEMORY_BYTES = 256 * 1024 * 1024
+_SPILL_BATCH = 1000
+
+
+def from_files(
+    paths: Iterable[Path], filters: FactFilter, *, in_memory_bytes: int = IN_MEMORY_BYTES
+) -> Selection:
     """The facts ``filters`` select in fact files (``lithify convert`` output, plain or gzipped,
-    feedback lines among them), read as `lithify import` reads them. Files come in any order,
-    so everything is held in memory. Raises ``InputError`` at a line that is not a fact."""
+    feedback lines among them), read as `lithify import` reads them. Files come in any order:
+    up to ``in_memory_bytes`` of them are held in memory, more go through a scratch store.
+    Raises ``InputError`` at a line that is not a fact."""
+    paths = list(paths)
+    if sum(p.stat().st_size for p in paths if p.is_file()) > in_memory_bytes:
+        return _through_scratch_store(paths, filters)
     facts: list[InferenceCall] = []
     feedback: list[Feedback] = []
     for path in paths:
@@ -67,6 +81,41 @@ def from_files(paths: Iterable[Path], filters: FactFilter) -> Selection:
             else:
                 feedback.append(item)
     return from_facts(facts, feedback, filters)
+
+
+def _through_scratch_store(paths: list[Path], filters: FactFilter) -> Selection:
+    """``from_files`` for inputs too large for memory: the store applies the identity rule and
+    the filter as it does for an import, so the selection is the in-memory one."""
+    scratch = tempfile.TemporaryDirectory(prefix="lithify-export-")
+    store = open_store(f"sqlite:///{Path(scratch.name) / 'facts.db'}")
+    try:
+        batch: list[InferenceCall] = []
+        feedback: list[Feedback] = []
+        for path in paths:
+            for _, item in read_facts(path):
+                if isinstance(item, InferenceCall):
+                    batch.append(item)
+                    if len(batch) >= _SPILL_BATCH:
+                        store.insert_facts(batch)
+                        batch = []
+                else:
+                    feedback.append(item)
+        store.insert_facts(batch)
+        store.insert_feedback(feedback)
+        selection = from_store(store, filters)
+    except BaseException:
+        store.close()
+        scratch.cleanup()
+        raise
+
+    def facts() -> Iterator[InferenceCall]:
+        try:
+            yield from selection.facts
+        finally:
+            store.close()
+            scratch.cleanup()
+
+    return replace(selection, facts=facts())
 
 
 def from_facts(
