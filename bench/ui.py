@@ -39,7 +39,14 @@ from lithify.model import (
     ToolCallPart,
     ToolCallResponsePart,
 )
-from lithify.store import FactFilter, FactStore, FeedbackFilter, SessionFilter, open_store
+from lithify.store import (
+    FactFilter,
+    FactStore,
+    FeedbackFilter,
+    SchemaTooNew,
+    SessionFilter,
+    open_store,
+)
 from lithify.store.migrations import MIGRATIONS
 from lithify.ui import listing, views
 
@@ -175,8 +182,11 @@ def _copy(source: FactStore, url: str) -> str:
     """Copy the facts into PostgreSQL once (at schema version 6, the bulk rows as an existing
     store holds them), then open it migrated: the session summaries and text index are filled
     by the migration, as an upgraded store's are. A note on what was done."""
-    with open_store(url, migrations=MIGRATIONS[:6]) as pg:
-        done = pg.schema_version() >= 6 and pg.count() >= source.count()
+    try:
+        with open_store(url, migrations=MIGRATIONS[:6]) as pg:
+            done = pg.count() >= source.count()
+    except SchemaTooNew:
+        return "copied and migrated before"
     note = "copied before"
     if not done:
         t0 = time.perf_counter()

@@ -92,53 +92,107 @@ def session_filter(params: dict[str, str]) -> SessionFilter:
 
 
 # Segments are derived (derive/segments.py), never stored: the list derives the segments of its
-# page's sessions, at most SEGMENT_BUDGET seconds a request, and keeps each count while the
-# session's calls stay as they were (its calls, first and last time, tokens). A count not
-# derived in time is None, and comes with a later request: the list's cost stays bounded by
-# the page whatever its sessions hold (docs/ui-speed.md).
+# page's sessions and keeps each count while the session's calls stay as they were (its calls,
+# first and last time, tokens). A request derives those it expects to finish within
+# SEGMENT_BUDGET seconds (from the time per call derivations have taken), fewest calls first;
+# a thread of the server derives the others after it, and a later view shows them (None until
+# then). The list's time stays bounded whatever its sessions hold (docs/ui-speed.md).
 SEGMENT_BUDGET = 0.05
 _SEGMENTS_KEPT = 20_000
+_PENDING_KEPT = 1_000
 _segments: OrderedDict[tuple[Any, ...], int] = OrderedDict()
-_segments_lock = threading.Lock()
+_pending: OrderedDict[tuple[Any, ...], tuple[FactStore, str]] = OrderedDict()
+_segments_lock = threading.Condition()
+_per_call = [0.001]  # seconds a call's derivation takes, as measured (a cautious start)
+_worker: list[threading.Thread] = []
 
 
 def forget_segment_counts() -> None:
-    """Forget every segment count kept (a benchmark's first view)."""
+    """Forget every segment count kept or waiting (a benchmark's first view)."""
     with _segments_lock:
         _segments.clear()
+        _pending.clear()
 
 
 def _segment_key(store: FactStore, s: SessionSummary) -> tuple[Any, ...]:
     return (store.url, s.session_id, s.calls, s.first_at, s.last_at, s.input_tokens)
 
 
+def _derive(store: FactStore, sids: list[str], deadline: float | None) -> dict[str, int]:
+    """Segment counts of these sessions, in one read grouped by session; stops at
+    ``deadline`` (None: never)."""
+    found: dict[str, int] = {}
+    t0, calls_read = time.perf_counter(), 0
+    for sid, calls in itertools.groupby(
+        store.iter_facts(FactFilter(session_id=sids, order="session")),
+        key=lambda f: f.session_id,
+    ):
+        facts = list(calls)
+        calls_read += len(facts)
+        found[sid or ""] = len(segment_session(sid, facts))
+        if deadline is not None and time.perf_counter() > deadline:
+            break
+    if calls_read:
+        with _segments_lock:
+            _per_call[0] = 0.8 * _per_call[0] + 0.2 * (time.perf_counter() - t0) / calls_read
+    return found
+
+
+def _keep(keys: dict[str, tuple[Any, ...]], found: dict[str, int]) -> None:
+    with _segments_lock:
+        for sid, n in found.items():
+            if sid in keys:
+                _segments[keys[sid]] = n
+                _pending.pop(keys[sid], None)
+        while len(_segments) > _SEGMENTS_KEPT:
+            _segments.popitem(last=False)
+
+
+def _work() -> None:
+    """The server's thread that derives the counts requests left (daemon: it never holds up
+    an exit). A store closed meanwhile, or any failure, drops that count."""
+    while True:
+        with _segments_lock:
+            while not _pending:
+                _segments_lock.wait()
+            key, (store, sid) = _pending.popitem(last=False)
+        try:
+            _keep({sid: key}, _derive(store, [sid], None))
+        except Exception:  # a count is a hint: the next view asks again
+            continue
+
+
 def segment_counts(
     store: FactStore, page: list[SessionSummary], budget: float = SEGMENT_BUDGET
 ) -> list[int | None]:
-    """The segment count of each session (None: not derived within ``budget`` seconds)."""
-    keys = [_segment_key(store, s) for s in page]
+    """The segment count of each session; None where it was not derived in time."""
+    keys = {s.session_id: _segment_key(store, s) for s in page}
     with _segments_lock:
-        counts: list[int | None] = [_segments.get(k) for k in keys]
-    todo = [s.session_id for s, n in zip(page, counts, strict=True) if n is None]
-    if not todo:
-        return counts
-    found: dict[str, int] = {}
-    deadline = time.perf_counter() + budget
-    # One read of the sessions left, grouped by session, in the page's order of ids.
-    for sid, calls in itertools.groupby(
-        store.iter_facts(FactFilter(session_id=todo, order="session")),
-        key=lambda f: f.session_id,
-    ):
-        found[sid or ""] = len(segment_session(sid, calls))
-        if time.perf_counter() > deadline:
-            break
-    with _segments_lock:
-        for i, (s, k) in enumerate(zip(page, keys, strict=True)):
-            if counts[i] is None and s.session_id in found:
-                counts[i] = _segments[k] = found[s.session_id]
-        while len(_segments) > _SEGMENTS_KEPT:
-            _segments.popitem(last=False)
-    return counts
+        known = {sid: _segments[k] for sid, k in keys.items() if k in _segments}
+        per_call = _per_call[0]
+    todo = sorted((s for s in page if s.session_id not in known), key=lambda s: s.calls)
+    now, spent, fits, later = [], 0.0, True, []
+    for s in todo:
+        spent += s.calls * per_call
+        fits = fits and spent <= budget
+        (now if fits else later).append(s)
+    if now:
+        found = _derive(store, [s.session_id for s in now], time.perf_counter() + budget)
+        _keep(keys, found)
+        known.update(found)
+        later += [s for s in now if s.session_id not in found]
+    if later:
+        with _segments_lock:
+            for s in later:
+                _pending[keys[s.session_id]] = (store, s.session_id)
+                _pending.move_to_end(keys[s.session_id])
+            while len(_pending) > _PENDING_KEPT:
+                _pending.popitem(last=False)
+            if not _worker:
+                _worker.append(threading.Thread(target=_work, name="segments", daemon=True))
+                _worker[0].start()
+            _segments_lock.notify()
+    return [known.get(s.session_id) for s in page]
 
 
 def sessions(store: FactStore, params: dict[str, str]) -> dict[str, Any]:
