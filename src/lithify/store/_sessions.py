@@ -60,8 +60,9 @@ _Row = tuple[int, str, int, str, str, int, int, int, int]
 _KEY_AT = {"last_at": 4, "first_at": 3, "calls": 2, "duration_ms": 8}
 
 # The text index: documents of the pieces of text new to their session, casefolded, joined by
-# a separator no needle it answers holds. A trigram index finds needles of 3 characters or
-# more; shorter ones, and needles with the separator or with what the index cannot hold, are
+# a separator no needle it answers holds. A trigram index finds the documents that may hold a
+# needle of 3 characters or more; a shorter one is looked for in the documents of each session
+# in turn (a walk); needles with the separator or with what the documents cannot hold are
 # searched by reading the calls, a bounded number per page, as before the index.
 _DIGEST = 8
 _DOC_BITS = 32  # SQLite: a document's rowid is its session's id << 32 | its number
@@ -266,10 +267,8 @@ class _Texts:
 
 
 def _needle_indexed(needle: str) -> bool:
-    return (
-        len(needle) >= _TEXT_MIN
-        and not any(c in needle for c in _UNINDEXABLE)
-        and not any("\ud800" <= c <= "\udfff" for c in needle)
+    return not any(c in needle for c in _UNINDEXABLE) and not any(
+        "\ud800" <= c <= "\udfff" for c in needle
     )
 
 
@@ -668,16 +667,16 @@ class SessionQueries(CaptureIndex):
             return self._read_search(f, after, limit, needle)
 
         def search(cur: Cursor) -> tuple[list[_Row], str | None, int, bool]:
-            docs = self._text_docs(cur, needle, self.search_candidates + 1)
-            if (
-                len(docs) <= self.search_candidates
-            ):  # every session that holds it: the page is theirs
+            short = len(needle) < _TEXT_MIN  # no trigram: walk
+            docs = [] if short else self._text_docs(cur, needle, self.search_candidates + 1)
+            if not short and len(docs) <= self.search_candidates:
+                # every session that holds it: the page is theirs
                 ids = sorted(set(docs))
                 rows = self._list_rows(cur, f, after, limit + 1, self._id_set(ids))
                 more = len(rows) > limit
                 rows = rows[:limit]
                 return rows, next_of(rows) if more else None, len(ids), self._contested(cur)
-            # A common needle: walk the list, asking the index about each session in turn.
+            # A common needle: walk the list, reading each session's documents in turn.
             sql, params, order = self._list_sql(cur, f, after)
             probe, p = self._text_probe(needle)
             cur.execute(
