@@ -111,6 +111,9 @@ class PostgresStore(SqlStore):
         if "connect_timeout" not in given:
             self._kwargs["connect_timeout"] = connect_timeout
         self._lock = threading.RLock()
+        self._readers: list[psycopg.Connection[Any]] = []
+        self._readers_lock = threading.Lock()
+        self._names = itertools.count()
         self._conn: psycopg.Connection[Any] | None = None
         self._closed = False
         self._migrate()
@@ -162,13 +165,22 @@ class PostgresStore(SqlStore):
     def _snapshot(self, batch_size: int) -> Iterator[Query]:
         if self._closed:
             raise StoreError(f"{self.url} is closed")
-        conn = self._connect(autocommit=False)
-        names = itertools.count()
+        conn = self._idle_reader()
+        if conn is None:
+            conn = self._connect(autocommit=False)
+            # One snapshot for every query of the context (READ COMMITTED would take one per
+            # cursor, and reads that merge several cursors could see a write half done).
+            conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+            conn.read_only = True
+        opened: list[Any] = []
 
         def query(sql: str, params: list[Any]) -> Iterator[tuple[Any, ...]]:
             try:
-                # A named (server-side) cursor: rows arrive batch_size at a time.
-                with conn.cursor(name=f"lithify_stream_{next(names)}", binary=True) as cur:
+                # A named (server-side) cursor: rows arrive batch_size at a time. Names are
+                # the store's own count, never reused on a connection read again.
+                cur = conn.cursor(name=f"lithify_stream_{next(self._names)}", binary=True)
+                opened.append(cur)
+                with cur:
                     cur.itersize = batch_size
                     cur.execute(sql.replace("?", "%s"), params)
                     yield from cur
@@ -176,12 +188,42 @@ class PostgresStore(SqlStore):
                 raise StoreUnavailable(f"PostgreSQL store {self.url}: {e}") from e
 
         try:
-            # One snapshot for every query of the context (READ COMMITTED would take one per
-            # cursor, and reads that merge several cursors could see a write half done).
-            conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
-            conn.read_only = True
             yield query
         finally:
+            self._release_reader(conn, opened)
+
+    # Read connections are kept for the next snapshot (a page's reads open several: a new
+    # connection costs milliseconds), at most this many idle.
+    _IDLE_READERS = 4
+
+    def _idle_reader(self) -> psycopg.Connection[Any] | None:
+        """A kept read connection that still answers (one the server dropped meanwhile, as
+        when it restarted, is closed: the snapshot then takes a new one)."""
+        while True:
+            with self._readers_lock:
+                if not self._readers:
+                    return None
+                conn = self._readers.pop()
+            try:
+                conn.execute("SELECT 1")  # the snapshot's first statement: it begins here
+                return conn
+            except psycopg.Error:
+                with contextlib.suppress(psycopg.Error):
+                    conn.close()
+
+    def _release_reader(self, conn: psycopg.Connection[Any], opened: list[Any]) -> None:
+        """End the snapshot (its cursors closed first, so that none is closed later on a
+        snapshot of another read) and keep the connection, or close it."""
+        kept = False
+        with contextlib.suppress(psycopg.Error):
+            for cur in opened:
+                cur.close()
+            conn.rollback()
+            with self._readers_lock:
+                if not self._closed and len(self._readers) < self._IDLE_READERS:
+                    self._readers.append(conn)
+                    kept = True
+        if not kept:
             with contextlib.suppress(psycopg.Error):
                 conn.close()
 
@@ -300,3 +342,8 @@ class PostgresStore(SqlStore):
         with self._lock:
             self._closed = True
             self._drop()
+        with self._readers_lock:
+            readers, self._readers = self._readers, []
+        for conn in readers:
+            with contextlib.suppress(psycopg.Error):
+                conn.close()
