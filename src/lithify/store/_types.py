@@ -215,9 +215,9 @@ class SessionSummary(msgspec.Struct, frozen=True):
 
 class SessionPage(msgspec.Struct, frozen=True):
     """A page of sessions; ``next`` (None on the last page) gives the next one as
-    ``SessionFilter.after``. A text search reads at most a bounded number of calls per page:
-    ``scanned`` says how many sessions it looked through, and a page may hold fewer than
-    ``limit`` sessions while ``next`` is not None."""
+    ``SessionFilter.after``. A text search looks through a bounded number of sessions per page
+    (docs/store.md, Browsing sessions): ``scanned`` says how many (those the text index named,
+    or walked), and a page may hold fewer than ``limit`` sessions while ``next`` is not None."""
 
     sessions: list[SessionSummary]
     next: str | None
