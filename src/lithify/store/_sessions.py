@@ -280,7 +280,7 @@ class SessionQueries(CaptureIndex):
     # the page is those sessions in order; more (a common word), and it walks the list in
     # order reading each session's documents, at most ``search_walk`` sessions a page.
     search_candidates = 2000
-    search_walk = 2500
+    search_walk = 1000
 
     # Whether this store's schema has the summaries (a store opened with older migrations, as
     # tests of upgrades do, has not: its writes leave them alone).
