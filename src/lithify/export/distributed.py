@@ -15,7 +15,10 @@ order-free or done once on the driver:
 - counts, the feedback targets met and DPO candidates come back per task and are added up in
   one builder (``RowBuilder.merge``), which then makes the pairs as the local export does;
 - the merge feeds the sorted rows to the local ``SplitWriter``: eval rows whose prompt is a
-  train prompt are left out there, over the whole export.
+  train prompt are left out there, over the whole export;
+- with ``--tokenizer``, a task counts its rows (``export.tokens``: a row's count and any cut
+  depend on its segment alone) and hands back a tally; the driver adds the tallies up
+  (``TokenBudget.merge``), counts the pairs, and reports only the eval rows the writer kept.
 
 Ray is an optional extra: this module imports it when it runs, on a Ray the caller connected
 to (``cli.engine.ray_session``).

@@ -81,8 +81,6 @@ def make_builder(options: ExportOptions) -> RowBuilder:
         raise ProfileError(str(e)) from None
     check_options(
         options.kind,
-        builder.shape,
-        images=options.images,
         tokenizer=options.tokenizer,
         max_tokens=options.max_tokens,
         fit=options.fit,

@@ -5,8 +5,10 @@ it, and rows over ``--max-tokens`` dropped or, for SFT rows, cut to fit at a tur
 A trainer truncates an example longer than its ``max_length`` from the end, where the assistant
 turn the row exists for is: a row that does not fit teaches nothing, silently. The count is the
 length of ``tokenizer.apply_chat_template(messages, tools=tools, tokenize=True)`` on the row as
-written, with the Hugging Face tokenizer of a local folder or the local cache (never downloaded).
-``transformers`` is the optional extra ``lithify[tokens]``, imported only when counting.
+written (NeMo Gym rows: their prompt, with the generation prompt; canonical and NeMo Gym RL
+rows: their trajectory; both as the chat messages they become), with the Hugging Face tokenizer
+of a local folder or the local cache (never downloaded). ``transformers`` is the optional extra
+``lithify[tokens]``, imported only when counting.
 """
 
 from __future__ import annotations
@@ -86,12 +88,9 @@ class TokenStats(msgspec.Struct, kw_only=True):
     cut: int  # rows written cut to fit
 
 
-def check_options(
-    kind: str, shape: str, *, images: bool, tokenizer: str | None, max_tokens: int | None, fit: str
-) -> None:
+def check_options(kind: str, *, tokenizer: str | None, max_tokens: int | None, fit: str) -> None:
     """Raise ``TokenizerError`` for token options that do not fit the export (cheap: loads
     nothing). Every kind, shape and profile is counted; only SFT rows are cut to fit."""
-    del shape, images  # every row shape is counted (docs/export.md, Token budgets)
     if fit not in FITS:
         raise TokenizerError(f"--fit must be one of {', '.join(FITS)}")
     if tokenizer is None:
