@@ -228,12 +228,9 @@ class _Texts:
         """How many of these input messages are known as the last input indexed (its count,
         or 0); this input then becomes the one known."""
         n = self.replay_n if 0 < self.replay_n <= len(raws) else 0
-        h = hashlib.blake2b(digest_size=_DIGEST)
-        for r in raws[:n]:
-            h.update(r)
+        h = hashlib.blake2b(b"".join(raws[:n]), digest_size=_DIGEST)
         start = n if n and h.digest() == self.replay else 0
-        for r in raws[n:]:
-            h.update(r)
+        h.update(b"".join(raws[n:]))
         self.replay_n, self.replay = len(raws), h.digest()
         return start
 
