@@ -348,6 +348,21 @@ def test_pieces_add_up_to_the_whole_texts_tokens(qwen3: Path, texts: list[str]) 
     assert counter.lengths(texts[::-1]) == whole[::-1]  # from what it remembers
 
 
+def test_a_tokenizer_file_that_truncates_or_pads_is_counted_in_full(qwen3: Path) -> None:
+    # tokenizer.json may enable truncation or padding; transformers turns them off per call,
+    # and so the counts do not depend on them.
+    tok = load_tokenizer(str(qwen3))
+    texts = ["the agent looks up the order " * 20 + EOS, "sunny"]
+    whole = [len(i) for i in tok(texts, add_special_tokens=False)["input_ids"]]
+    for setting in ("truncation", "padding"):
+        fresh = load_tokenizer(str(qwen3))
+        if setting == "truncation":
+            fresh.backend_tokenizer.enable_truncation(8)
+        else:
+            fresh.backend_tokenizer.enable_padding(length=300)
+        assert TextCounter(fresh).lengths(texts) == whole > [8, 8]
+
+
 def test_a_tokenizer_whose_pieces_depend_on_their_place_is_counted_whole(tmp_path: Path) -> None:
     # SentencePiece-style Metaspace marking only the text's first piece, and an added token that
     # strips the spaces before it: the counter does not cut these texts, and still agrees.

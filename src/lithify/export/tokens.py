@@ -428,16 +428,21 @@ class TextCounter:
             if self.held > _CACHED_CHARS:
                 known.clear()
                 self.held = 0
-            for piece, enc in zip(new, self._encode(new), strict=True):
-                known[piece] = len(enc.ids)
+            for piece, n in zip(new, self._encode(new), strict=True):
+                known[piece] = n
                 self.held += len(piece)
         return [found + sum(known[p] for p in pieces) for found, pieces in plans]
 
-    def _encode(self, pieces: list[str]) -> list[Any]:
-        assert self.backend is not None
-        fast = getattr(self.backend, "encode_batch_fast", None)  # no offsets: faster
-        encode = fast if fast is not None else self.backend.encode_batch
-        return encode(pieces, add_special_tokens=False)
+    def _encode(self, pieces: list[str]) -> list[int]:
+        backend = self.backend
+        assert backend is not None
+        if backend.truncation is not None or backend.padding is not None:
+            # A tokenizer file may enable either; transformers turns them off for each call.
+            ids = self.tokenizer(pieces, add_special_tokens=False)["input_ids"]
+            return [len(i) for i in ids]
+        fast = getattr(backend, "encode_batch_fast", None)  # no offsets: faster
+        encode = fast if fast is not None else backend.encode_batch
+        return [len(e.ids) for e in encode(pieces, add_special_tokens=False)]
 
 
 def _memoize_sandbox(tokenizer: Any) -> None:
