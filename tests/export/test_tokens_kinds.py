@@ -473,3 +473,37 @@ def test_canonical_rows_show_their_images_as_placeholders(
     run_export(facts, tmp_path / "text", fb, kind=kind, tokenizer=str(qwen3))
     [plain] = read_rows(tmp_path / "text" / "train.jsonl")
     assert plain["metadata"]["tokens"] == expected(load_tokenizer(str(qwen3)), kind, plain)
+
+
+def test_responses_items_nemo_gym_would_not_convert_are_not_counted() -> None:
+    from lithify.export.tokens import TemplateFailed
+
+    call = {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{not json"}
+    with pytest.raises(TemplateFailed) as bad:
+        responses_chat([{"role": "user", "content": "x"}, call])
+    assert bad.value.reason == "chat_template_error"
+    pdf = {"type": "input_file", "file_data": "data:application/pdf;base64,AA", "filename": "a"}
+    with pytest.raises(TemplateFailed) as file:
+        responses_chat([{"type": "message", "role": "user", "content": [pdf]}])
+    assert file.value.reason == "media_unsupported"
+    # Reasoning summaries, text and a call are one assistant message, as NeMo Gym makes it.
+    items = [
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]},
+        {"type": "reasoning", "id": "rs", "summary": [{"type": "summary_text", "text": "a"}]},
+        {"type": "message", "role": "assistant", "content": "b"},
+        {"type": "function_call", "call_id": "c1", "name": "f", "arguments": '{"x":1}'},
+        {"type": "function_call_output", "call_id": "c1", "output": "ok"},
+        {"type": "message", "role": "assistant", "content": "done"},
+    ]
+    assert responses_chat(items) == [
+        {"content": [{"type": "text", "text": "hi"}], "role": "user"},
+        {
+            "role": "assistant",
+            "content": "<think>a</think>b",
+            "tool_calls": [
+                {"id": "c1", "function": {"arguments": {"x": 1}, "name": "f"}, "type": "function"}
+            ],
+        },
+        {"content": "ok", "role": "tool", "tool_call_id": "c1"},
+        {"role": "assistant", "content": "done"},
+    ]

@@ -187,7 +187,10 @@ def responses_chat(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if kind == "reasoning":
             text += "".join(f"<think>{s['text']}</think>" for s in item["summary"] if s["text"])
         elif kind == "function_call":
-            arguments = orjson.loads(item["arguments"]) if item["arguments"] else {}
+            try:
+                arguments = orjson.loads(item["arguments"]) if item["arguments"] else {}
+            except orjson.JSONDecodeError as e:  # vLLM's parse would fail on it too
+                raise TemplateFailed(f"tool-call arguments that are not JSON: {e}") from None
             function = {"arguments": arguments, "name": item["name"]}
             calls.append({"id": item["call_id"], "function": function, "type": "function"})
         elif kind == "function_call_output":
@@ -216,8 +219,8 @@ def _chat_content(content: str | list[dict[str, Any]]) -> str | list[dict[str, A
             url = {"url": c.get("image_url", ""), "detail": c.get("detail", "auto")}
             parts.append({"type": "image_url", "image_url": url})
         else:  # NeMo Gym 0.4.0 converts no input_file
-            raise TemplateFailed(f"a {c['type']} NeMo Gym's model server does not convert",
-                                 "media_unsupported")  # fmt: skip
+            said = f"a {c['type']} NeMo Gym's model server does not convert"
+            raise TemplateFailed(said, "media_unsupported")
     return parts
 
 
