@@ -269,7 +269,7 @@ def qwen3(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_tokenizer("qwen3", tmp_path_factory.mktemp("qwen3"), QWEN_ADDED)
 
 
-def _vision_session(sid: str, rounds: int) -> list[Any]:
+def vision_session(sid: str, rounds: int) -> list[Any]:
     """A session that shows an image at every user turn."""
     rng = random.Random(sid)
     inputs: list[Message] = [system("Describe images.")]
@@ -284,7 +284,7 @@ def _vision_session(sid: str, rounds: int) -> list[Any]:
 
 
 def test_vision_rows_count_the_image_placeholders(vision: Path, tmp_path: Path) -> None:
-    facts = _vision_session("v", 3)
+    facts = vision_session("v", 3)
     opts: dict[str, Any] = {"kind": "sft", "profile": "trl", "images": True}
     run_export(facts, tmp_path / "o", tokenizer=str(vision), **opts)
     rows = read_rows(tmp_path / "o" / "train.jsonl")
@@ -297,7 +297,7 @@ def test_vision_rows_count_the_image_placeholders(vision: Path, tmp_path: Path) 
 
 
 def test_vision_rows_cut_to_fit_keep_the_images_they_show(vision: Path, tmp_path: Path) -> None:
-    facts = _vision_session("v", 6)
+    facts = vision_session("v", 6)
     opts: dict[str, Any] = {"kind": "sft", "profile": "trl", "images": True}
     run_export(facts, tmp_path / "full", tokenizer=str(vision), **opts)
     full = read_rows(tmp_path / "full" / "train.jsonl")
@@ -450,7 +450,7 @@ def test_canonical_rows_show_their_images_as_placeholders(
 ) -> None:
     # An image in a canonical row is a content list with an image entry, as in TRL vision rows:
     # a vision template counts its placeholder.
-    facts = _vision_session("v", 2)
+    facts = vision_session("v", 2)
     fb = [feedback("v", 1.0, kind="session")]
     run_export(facts, tmp_path / "vl", fb, kind=kind, tokenizer=str(vision))
     [row] = read_rows(tmp_path / "vl" / "train.jsonl")
