@@ -562,7 +562,10 @@ class SessionQueries(CaptureIndex):
             conds += f" AND (s.{column}, s.session_id) {op} (?, ?)"
             params += [after[0], after[1]]
         order = f" ORDER BY s.{column} {d}, s.session_id {d}"
-        sql = f"SELECT {_SUMMARY} FROM sessions AS s WHERE s.calls > 0{conds}"
+        # Sessions whose calls all moved to another (by the capture rule) keep a row of 0 calls.
+        # The unary plus keeps SQLite's planner off the calls index for it (it took that index
+        # and sorted every session for a page deep in a walk).
+        sql = f"SELECT {_SUMMARY} FROM sessions AS s WHERE +s.calls > 0{conds}"
         return sql, params, order
 
     def _list_rows(
@@ -663,42 +666,54 @@ class SessionQueries(CaptureIndex):
         if not _needle_indexed(needle):
             return self._read_search(f, after, limit, needle)
 
-        def search(cur: Cursor) -> tuple[list[_Row], str | None, int, bool]:
-            short = len(needle) < _TEXT_MIN  # no trigram: walk
-            docs = [] if short else self._text_docs(cur, needle, self.search_candidates + 1)
-            if not short and len(docs) <= self.search_candidates:
-                # every session that holds it: the page is theirs
-                ids = sorted(set(docs))
-                rows = self._list_rows(cur, f, after, limit + 1, self._id_set(ids))
-                more = len(rows) > limit
-                rows = rows[:limit]
-                return rows, next_of(rows) if more else None, len(ids), self._contested(cur)
-            # A common needle: walk the list, reading each session's documents in turn.
+        def walk(cur: Cursor, most: int) -> tuple[list[_Row], str | None, int, bool]:
+            """The page of the first ``most`` sessions in the list's order whose documents
+            hold the needle, read one session after another: (rows, next, scanned, full)."""
             sql, params, order = self._list_sql(cur, f, after)
             probe, p = self._text_probe(needle)
             cur.execute(
-                f"SELECT * FROM ({sql}{order} LIMIT {self.search_walk}) AS s WHERE {probe}{order} "
+                f"SELECT * FROM ({sql}{order} LIMIT {most}) AS s WHERE {probe}{order} "
                 f"LIMIT {limit + 1}",
                 [*params, *p],
             )
             rows = [tuple(r) for r in cur.fetchall()]
-            contested = self._contested(cur)
             if len(rows) > limit:
                 rows = rows[:limit]
                 last = (_key(rows[-1], column), rows[-1][1])  # type: ignore[arg-type]
                 op = ">=" if f.descending else "<="
                 cur.execute(
                     f"SELECT COUNT(*) FROM ({sql} AND (s.{column}, s.session_id) {op} (?, ?)"
-                    f"{order} LIMIT {self.search_walk}) AS w",
+                    f"{order} LIMIT {most}) AS w",
                     [*params, *last],
                 )
-                return rows, next_of(rows), int(cur.fetchone()[0]), contested  # type: ignore[arg-type]
-            cur.execute(f"{sql}{order} LIMIT 1 OFFSET {self.search_walk - 1}", params)
+                scanned = int(cur.fetchone()[0])
+                return rows, next_of(rows), scanned, True  # type: ignore[arg-type]
+            cur.execute(f"{sql}{order} LIMIT 1 OFFSET {most - 1}", params)
             edge = cur.fetchone()
-            nxt = None
-            if edge is not None:
-                nxt = _cursor(f.sort, f.descending, _key(tuple(edge), column), edge[1])  # type: ignore[arg-type]
-            return rows, nxt, self.search_walk if edge is not None else len(rows), contested  # type: ignore[return-value]
+            if edge is None:  # the list ends within the walk
+                return rows, None, len(rows), False  # type: ignore[return-value]
+            nxt = _cursor(f.sort, f.descending, _key(tuple(edge), column), edge[1])  # type: ignore[arg-type]
+            return rows, nxt, most, False  # type: ignore[return-value]
+
+        def search(cur: Cursor) -> tuple[list[_Row], str | None, int, bool]:
+            contested = self._contested(cur)
+            if len(needle) >= _TEXT_MIN:
+                # A common needle fills the page from the first sessions: try them first, as
+                # the index would name most documents of the store.
+                rows, nxt, scanned, full = walk(cur, min(4 * limit, self.search_walk))
+                if full:
+                    return rows, nxt, scanned, contested
+                docs = self._text_docs(cur, needle, self.search_candidates + 1)
+                if len(docs) <= self.search_candidates:
+                    # every session that holds it: the page is theirs
+                    ids = sorted(set(docs))
+                    rows = self._list_rows(cur, f, after, limit + 1, self._id_set(ids))
+                    more = len(rows) > limit
+                    rows = rows[:limit]
+                    return rows, next_of(rows) if more else None, len(ids), contested
+            # A needle neither rare nor common enough, or with no trigram: walk further.
+            rows, nxt, scanned, _ = walk(cur, self.search_walk)
+            return rows, nxt, scanned, contested
 
         rows, nxt, scanned, contested = self._run(search, write=False)
         if contested and rows:
