@@ -65,7 +65,6 @@ _KEY_AT = {"last_at": 4, "first_at": 3, "calls": 2, "duration_ms": 8}
 # in turn (a walk); needles with the separator or with what the documents cannot hold are
 # searched by reading the calls, a bounded number per page, as before the index.
 _DIGEST = 8
-_DOC_BITS = 32  # SQLite: a document's rowid is its session's id << 32 | its number
 _SEP = "\x1f"
 _TEXT_MIN = 3
 _UNINDEXABLE = ("\x00", _SEP, "\ufffd")

@@ -114,6 +114,12 @@ def forget_segment_counts() -> None:
         _pending.clear()
 
 
+def segment_counts_pending() -> int:
+    """Segment counts the server's thread has yet to derive."""
+    with _segments_lock:
+        return len(_pending)
+
+
 def _segment_key(store: FactStore, s: SessionSummary) -> tuple[Any, ...]:
     return (store.url, s.session_id, s.calls, s.first_at, s.last_at, s.input_tokens)
 
@@ -156,10 +162,13 @@ def _work() -> None:
             while not _pending:
                 _segments_lock.wait()
             key, (store, sid) = _pending.popitem(last=False)
+        t0 = time.perf_counter()
         try:
             _keep({sid: key}, _derive(store, [sid], None))
         except Exception:  # a count is a hint: the next view asks again
             continue
+        # Half the interpreter at most: the requests it serves meanwhile come first.
+        time.sleep(time.perf_counter() - t0)
 
 
 def segment_counts(
