@@ -30,13 +30,16 @@ TIMES += ["2025-06-01T09:59:59.999999999Z", "not a time"]
 # and a NUL, so that a needle may sit across pieces or need the reading search.
 WORDS = ["ab", "abc", "BCD", "ß", "ss", "x\x1fy", "q\x00r", "needle", "Needles", "€uro", " "]
 ALPHABET = "abcdSsßq\x1f\x00 €"
+TEXTS = [" ".join(WORDS[i : i + 3]) for i in range(0, len(WORDS), 2)]
 
 
 @st.composite
 def _fact(draw: st.DrawFn) -> InferenceCall:
     key = draw(st.sampled_from(["k0", "k1", "k2", "k3", "k4", "k5", "k6"]))
-    text = " ".join(draw(st.lists(st.sampled_from(WORDS), min_size=1, max_size=4)))
-    args = draw(st.sampled_from([{}, {"q": "needle"}, {"n": 10**30}]))
+    # Few texts, so that captures of one id often agree (another capture of the call: a
+    # variant) and sometimes contradict (a call of its own: a collision).
+    text = draw(st.sampled_from(TEXTS))
+    args = [{}, {"q": "needle"}, {"n": 10**30}][int(key[1]) % 3]
     return make_fact(
         key,
         session_id=draw(st.sampled_from(["s1", "s2", "s\x00z", "s4", None])),
@@ -67,9 +70,12 @@ WRITES = st.lists(_fact(), min_size=1, max_size=14)
 
 
 def _write(store: FactStore, facts: list[InferenceCall], rng: random.Random) -> None:
-    """The facts (each perhaps twice: a redelivery) in random batches, in random order, some
-    through ``insert_prepared`` (the receiver's path, which decodes bodies), feedback between."""
+    """The facts (some twice: a redelivery; some captured again) in random batches, in random
+    order, some through ``insert_prepared`` (the receiver's path, which decodes bodies),
+    feedback between."""
     items = facts + [facts[i] for i in range(0, len(facts), 3)]
+    # another capture of a call: all the same but its source payload
+    items += [msgspec.structs.replace(facts[i], raw={"log": i}) for i in range(1, len(facts), 4)]
     rng.shuffle(items)
     i = 0
     while i < len(items):
