@@ -21,7 +21,7 @@ from lithify.model import Feedback, InferenceCall, Message, TextPart, ToolCallPa
 from lithify.store import FactFilter, FactStore, SessionFilter, open_store
 from lithify.store._sessions import message_text
 from lithify.store.migrations import MIGRATIONS
-from tests.store.helpers import drop_summaries, make_fact, raw_execute
+from tests.store.helpers import drop_summaries, make_fact, race_writers, raw_execute
 
 SORTS = ("last", "first", "calls", "tokens", "duration")
 TIMES = [None, "2025-06-01T10:00:00Z", "2025-06-01T10:00:07.250Z", "2025-06-02T00:00:00.5Z"]
@@ -295,3 +295,31 @@ def test_an_older_store_gains_its_summaries_and_text_index(store_url: str) -> No
             "s-a"
         ]
         assert store.sessions(SessionFilter(sort="calls")).sessions[0].calls == 3
+
+
+def test_writers_side_by_side_keep_the_summaries(store_url: str) -> None:
+    """Four writers, each on a connection of its own, insert the same calls of three sessions in
+    orders of their own (PostgreSQL runs them together): each call is counted once, and its
+    text found."""
+    facts = [
+        make_fact(
+            f"r{i}",
+            session_id=f"s{i % 3}",
+            started_at=TIMES[1 + i % 3],
+            input_tokens=i,
+            input_messages=[Message("user", [TextPart(f"message {i} holds word{i % 7}z")])],
+        )
+        for i in range(60)
+    ]
+    with open_store(store_url):
+        pass  # migrated before the race
+    race_writers(store_url, facts, batch=5)
+    with open_store(store_url) as store:
+        expected = _expected(store)
+        listed = {s.session_id: s for s in _pages(store, SessionFilter(limit=2))}
+        assert {sid: (s.calls, s.input_tokens) for sid, s in listed.items()} == {
+            sid: (e["calls"], e["input_tokens"]) for sid, e in expected.items()
+        }
+        assert sum(s.calls for s in listed.values()) == 60
+        found = _pages(store, SessionFilter(text="word4z"))
+        assert sorted(s.session_id for s in found) == sorted({f"s{i % 3}" for i in range(4, 60, 7)})
