@@ -364,10 +364,11 @@ def _v7(key: str, text: str, blob: str, bigint: str) -> tuple[str, ...]:
 
 _V7_SQLITE = (
     *_v7("INTEGER PRIMARY KEY", "TEXT", "BLOB", "INTEGER"),
-    # The documents, and an FTS5 index of their trigrams alone (no positions: a third of the
-    # cost to write): the documents holding all of a needle's trigrams are the candidates,
-    # and the text of each tells whether it holds the needle.
-    "CREATE TABLE session_docs (id INTEGER PRIMARY KEY, text TEXT NOT NULL)",
+    # The documents (LZ4-compressed past a few hundred bytes: store/sqlite.py, pack_doc), and an
+    # FTS5 index of their trigrams alone (no positions: a third of the cost to write): the
+    # documents holding all of a needle's trigrams are the candidates, and the text of each
+    # tells whether it holds the needle.
+    "CREATE TABLE session_docs (id INTEGER PRIMARY KEY, doc BLOB NOT NULL)",
     "CREATE VIRTUAL TABLE session_text USING fts5(text, content='', detail=none, "
     "tokenize='trigram case_sensitive 1')",
 )

@@ -72,8 +72,27 @@ def _trigrams(needle: str) -> str:
     return " AND ".join('"' + g.replace('"', '""') + '"' for g in grams)
 
 
+# The text index's documents are mostly text of few words, kept LZ4-compressed past a few
+# hundred bytes (a tag byte first: 1 compressed, 0 as is); lithify_doc() gives the text back.
+_DOC_PACK_FROM = 256
+
+
+def pack_doc(text: str) -> bytes:
+    raw = text.encode("utf-8")
+    if len(raw) < _DOC_PACK_FROM:
+        return b"\x00" + raw
+    return b"\x01" + lz4.block.compress(raw, store_size=True)
+
+
+def unpack_doc(doc: bytes) -> str:
+    if doc[:1] == b"\x01":
+        return lz4.block.decompress(memoryview(doc)[1:]).decode("utf-8")
+    return bytes(doc[1:]).decode("utf-8")
+
+
 def _functions(conn: sqlite3.Connection) -> None:
     conn.create_function("lithify_body", 1, unpack_body, deterministic=True)
+    conn.create_function("lithify_doc", 1, unpack_doc, deterministic=True)
 
 
 def _translate(e: sqlite3.Error, path: Path) -> Exception:
@@ -257,7 +276,10 @@ class SQLiteStore(SqlStore):
     def _add_text(self, cur: Cursor, docs: list[tuple[int, int, str]]) -> None:
         assert isinstance(cur, sqlite3.Cursor)
         rows = [((sid << 32) | n, text) for sid, n, text in docs]
-        cur.executemany("INSERT INTO session_docs (id, text) VALUES (?, ?)", rows)
+        cur.executemany(
+            "INSERT INTO session_docs (id, doc) VALUES (?, ?)",
+            [(i, pack_doc(text)) for i, text in rows],
+        )
         cur.executemany("INSERT INTO session_text (rowid, text) VALUES (?, ?)", rows)
 
     def _clear_text(self, cur: Cursor) -> None:
@@ -267,7 +289,7 @@ class SQLiteStore(SqlStore):
     def _text_docs(self, cur: Cursor, needle: str, limit: int) -> list[int]:
         cur.execute(
             "SELECT d.id >> 32 FROM session_text JOIN session_docs AS d ON d.id = "
-            "session_text.rowid WHERE session_text MATCH ? AND instr(d.text, ?) > 0 "
+            "session_text.rowid WHERE session_text MATCH ? AND instr(lithify_doc(d.doc), ?) > 0 "
             f"LIMIT {int(limit)}",
             (_trigrams(needle), needle),
         )
@@ -278,7 +300,7 @@ class SQLiteStore(SqlStore):
         # lists for a common needle's trigrams are long.
         return (
             "EXISTS (SELECT 1 FROM session_docs AS d WHERE d.id >= (s.id << 32) AND "
-            "d.id < ((s.id + 1) << 32) AND instr(d.text, ?) > 0)",
+            "d.id < ((s.id + 1) << 32) AND instr(lithify_doc(d.doc), ?) > 0)",
             [needle],
         )
 
