@@ -194,6 +194,9 @@ class _Said(msgspec.Struct):
 
 
 _said = msgspec.msgpack.Decoder(_Said)
+# The codec's tag of a body that is plain msgpack (a value it escapes has another, and holds
+# extension values a message read as msgpack would take for data).
+_PLAIN = codec.encode(Message("user", []))[:1]
 _message = msgspec.msgpack.Decoder(Message)
 
 
@@ -236,6 +239,8 @@ class _Texts:
     def add(self, body: bytes) -> None:
         """The new messages of a fact, from its codec bytes."""
         try:
+            if body[:1] != _PLAIN:
+                raise msgspec.DecodeError("an escaped body")
             said = _said.decode(memoryview(body)[1:])
             raws = said.input_messages
             start = self._replayed(raws)
