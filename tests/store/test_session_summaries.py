@@ -81,8 +81,13 @@ def _write(store: FactStore, facts: list[InferenceCall], rng: random.Random) -> 
     while i < len(items):
         n = rng.randint(1, 4)
         batch = items[i : i + n]
-        if rng.random() < 0.5:
-            store.insert_prepared([store.preparer()(batch, [_feedback(i, "s1")])])
+        if rng.random() < 0.5:  # a group commit: one or two requests' batches
+            prep = store.preparer()
+            cut = rng.randint(0, len(batch))
+            fb = [_feedback(i, "s1")]
+            store.insert_prepared(
+                [prep(batch[:cut], fb), prep(batch[cut:])] if cut else [prep(batch, fb)]
+            )
         else:
             store.insert_facts(batch)
             store.insert_feedback([_feedback(i, batch[0].session_id or "none")])

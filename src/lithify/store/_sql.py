@@ -140,11 +140,13 @@ class SqlStore(SessionQueries):
         own: bool = False,
         collisions: list[str] | None = None,
         blobs: dict[bytes, bytes] | None = None,
+        sessions: list[tuple[list[Any], list[int], set[str]]] | None = None,
     ) -> list[int]:
         """Insert rows; what became of each (``_STORED``, ``_DUPLICATE``, ``_VARIANT``), in the
         order given; the ids of calls the facts made collide go to ``collisions``; ``blobs``:
-        the bytes the fact bodies refer to (rows from ``prepare`` carry theirs). Facts need
-        ``_share_captures`` first."""
+        the bytes the fact bodies refer to (rows from ``prepare`` carry theirs); ``sessions``:
+        where to leave what the session summaries need, for the caller to note once for several
+        writes (else they are noted here). Facts need ``_share_captures`` first."""
         if table == "facts":
             # The blobs first: the capture index may read these facts back whole.
             rows, carried = take_blobs(rows)
@@ -166,7 +168,10 @@ class SqlStore(SessionQueries):
             self._keep_captures(
                 cur, ordered, outcomes, own, [] if collisions is None else collisions, touched
             )
-            self._note_sessions(cur, ordered, outcomes, touched)
+            if sessions is None:
+                self._note_sessions(cur, ordered, outcomes, touched)
+            else:
+                sessions.append((ordered, outcomes, touched))
         out = [_STORED] * len(rows)
         for j, i in enumerate(order):
             out[i] = outcomes[j]
@@ -224,14 +229,25 @@ class SqlStore(SessionQueries):
             if any(facts):
                 self._share_captures(cur, own)
             done: list[tuple[list[int], list[str]]] = []
+            # The session summaries once for the group, not once a batch: a group of many small
+            # requests then reads and writes each session's summary once.
+            sessions: list[tuple[list[Any], list[int], set[str]]] = []
             for rows in facts:
                 collisions: list[str] = []
                 if rows:
-                    done.append(
-                        (self._write(cur, "facts", FACT_COLUMNS, rows, own, collisions), collisions)
+                    outcomes = self._write(
+                        cur, "facts", FACT_COLUMNS, rows, own, collisions, sessions=sessions
                     )
+                    done.append((outcomes, collisions))
                 else:
                     done.append(([], collisions))
+            if sessions:
+                self._note_sessions(
+                    cur,
+                    [r for rows, _, _ in sessions for r in rows],
+                    [o for _, outcomes, _ in sessions for o in outcomes],
+                    set().union(*(t for _, _, t in sessions)),
+                )
             return (
                 done,
                 self._write(cur, "feedback", FEEDBACK_COLUMNS, feedback) if feedback else [],
