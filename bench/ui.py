@@ -316,6 +316,9 @@ def _facts(n: int, seed: int = 5) -> list[InferenceCall]:
     return out[:n]
 
 
+PATHS = ("insert_facts", "insert_prepared", "group commits")
+
+
 def ingest(n: int, rounds: int, url: str | None) -> None:
     """Facts per second written with the session summaries and text index (schema 7) and
     without (6), alternating in this run, through insert_facts and insert_prepared."""
@@ -328,7 +331,7 @@ def ingest(n: int, rounds: int, url: str | None) -> None:
         times: dict[tuple[str, int], list[float]] = {}
         for r in range(rounds):
             for version in (6, 7):
-                for path in ("insert_facts", "insert_prepared"):
+                for path in PATHS:
                     with tempfile.TemporaryDirectory(dir=export.OUT) as tmp:
                         target = f"sqlite:///{tmp}/i.db"
                         if base is not None:
@@ -339,11 +342,18 @@ def ingest(n: int, rounds: int, url: str | None) -> None:
                             target = f"{base}?options=-csearch_path%3D{schema}"
                         with open_store(target, migrations=MIGRATIONS[:version]) as store:
                             prep = store.preparer()
-                            ready = [prep(b) for b in batches] if path == "insert_prepared" else []
                             t0 = time.perf_counter()
-                            if ready:
+                            if path == "insert_prepared":
+                                ready = [prep(b) for b in batches]
+                                t0 = time.perf_counter()
                                 for b in ready:
                                     store.insert_prepared([b])
+                            elif path == "group commits":
+                                # the receiver's: requests of 20 facts, 50 to a commit
+                                small = [prep(facts[i : i + 20]) for i in range(0, n, 20)]
+                                t0 = time.perf_counter()
+                                for i in range(0, len(small), 50):
+                                    store.insert_prepared(small[i : i + 50])
                             else:
                                 for b in batches:
                                     store.insert_facts(b)
@@ -354,7 +364,7 @@ def ingest(n: int, rounds: int, url: str | None) -> None:
         print(
             f"\n{backend}: ingest of {n:,} facts in batches of {export.BATCH}, median of {rounds}"
         )
-        for path in ("insert_facts", "insert_prepared"):
+        for path in PATHS:
             a = statistics.median(times[path, 6])
             b = statistics.median(times[path, 7])
             print(
