@@ -156,6 +156,8 @@ def test_the_card_names_the_splits_that_hold_rows(tmp_path: Path, fraction: str)
     assert header["size_categories"] == ["n<1K"]
     manifest = decode_manifest((out / "manifest.json").read_bytes())
     assert card == render(manifest)  # made from the manifest alone
+    declared = header["dataset_info"]["features"]  # type: ignore[index]
+    assert declared == [{"name": n, "dtype": "json"} for n in ("messages", "tools", "metadata")]
     assert manifest.facts.sha256 in card and "`get_weather`" not in card
 
 

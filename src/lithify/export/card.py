@@ -73,20 +73,26 @@ def data_files(manifest: Manifest) -> list[tuple[str, str]]:
     return found or [("train", f"train.{ext}")]
 
 
-_DTYPES = {"json": "string", "float": "float64"}
+# A column's type in the header: JSON columns are ``datasets.Json`` (the value as the row holds
+# it), so no chunk of a file and no split is typed from what another holds.
+_JSONL_DTYPES = {"json": "dtype: json", "float": "dtype: float64", "images": "list: string"}
+_PARQUET_DTYPES = {"json": "dtype: string", "float": "dtype: float64", "images": "list: image"}
 
 
 def _header(manifest: Manifest) -> list[str]:
     lines = ["---", "configs:", "- config_name: default", "  data_files:"]
     for split, path in data_files(manifest):
         lines += [f"  - split: {split}", f"    path: {_yaml(path)}"]
-    if manifest.fmt == "parquet" and manifest.options.get("images"):
-        # Every column's type, as the Parquet file's own metadata has them: the card says the
-        # images are datasets.Image (the JSON text columns are strings).
+    images = bool(manifest.options.get("images"))
+    if manifest.fmt == "jsonl" or images:
+        # JSON lines: datasets would type each column from a file's first 10 MB and cast the
+        # rest, and the eval split, to it; a tool call, argument or flag first seen later fails
+        # the load. Parquet: the file's own metadata has the types, and the card says the
+        # images are datasets.Image.
+        dtypes = _JSONL_DTYPES if manifest.fmt == "jsonl" else _PARQUET_DTYPES
         lines += ["dataset_info:", "  features:"]
-        for name, kind in columns_for(manifest.kind, manifest.shape, images=True):
-            lines.append(f"  - name: {name}")
-            lines.append("    list: image" if kind == "images" else f"    dtype: {_DTYPES[kind]}")
+        for name, kind in columns_for(manifest.kind, manifest.shape, images=images):
+            lines += [f"  - name: {name}", f"    {dtypes[kind]}"]
     total = sum(manifest.rows.values())
     lines += [
         "tags:",
