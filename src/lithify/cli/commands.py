@@ -7,7 +7,8 @@ from __future__ import annotations
 import importlib
 import inspect
 from collections.abc import Iterator, Mapping, MutableMapping
-from typing import Annotated, Any
+from pathlib import Path
+from typing import Annotated, Any, get_args, get_origin
 
 import typer
 from typer.core import TyperCommand, TyperGroup
@@ -133,6 +134,12 @@ def _plain(command: Any) -> None:
     cost more than the rest of `lithify --help`. A group's own commands are listed with their
     whole summary, as the top level lists them, where click would cut each at the width."""
     command.rich_markup_mode = None
+    for param in command.params:
+        # A repeatable value reads as its item (`--model <str>`), not `<list[str]>`.
+        many = get_origin(getattr(getattr(param, "type_descriptor", None), "annotation", None))
+        if many is list and param.metavar is None and param.param_type_name == "option":
+            (item,) = get_args(param.type_descriptor.annotation)
+            param.metavar = f"<{'path' if item is Path else 'str'}>"
     for sub in getattr(command, "commands", {}).values():
         sub.short_help = sub.short_help or summary(sub.help)
         _plain(sub)
