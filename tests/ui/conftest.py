@@ -201,12 +201,14 @@ def viewer(store: FactStore) -> Iterator[Running]:
 _chromium: list[Any] = []  # [playwright, browser, fixtures using it]
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     """Debian's Chromium (scripts/test installs it), never a browser Playwright downloads.
 
-    One per process, however many test folders import this fixture: Playwright's sync API runs
-    once per thread, so a second one beside it would fail."""
+    One at a time per process, however many test folders import this fixture: Playwright's sync
+    API runs once per thread, so a second one beside it would fail. Stopped after each module:
+    while it runs, the process's main thread has a running event loop, and a later test's
+    ``asyncio.run`` in the same pytest-xdist process would fail."""
     from playwright.sync_api import sync_playwright
 
     assert CHROMIUM.exists(), "apt-get install chromium (scripts/test does it)"
