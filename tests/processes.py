@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,6 +30,19 @@ class LoggedProcess:
                 if name is None or ev.get("event") == name:
                     out.append(ev)
         return out
+
+    def wait_event(
+        self, name: str, wanted: Callable[[dict[str, Any]], bool], timeout: float = 10.0
+    ) -> dict[str, Any]:
+        """The first ``name`` event ``wanted`` accepts, once logged: a server answers a request
+        before it writes the request's log line."""
+        deadline = time.monotonic() + timeout
+        while True:
+            found = [ev for ev in self.events(name) if wanted(ev)]
+            if found or time.monotonic() > deadline:
+                assert found, f"no {name} event as wanted within {timeout} s"
+                return found[0]
+            time.sleep(0.02)
 
     def kill9(self) -> None:
         os.kill(self.proc.pid, signal.SIGKILL)

@@ -209,8 +209,10 @@ def test_the_path_routed_on_is_the_path_forwarded(proxy: ProxyProcess, upstream:
         assert r.status == 404 and r.headers["x-lithify-proxy-error"] == "no_route", path
         assert path in r.json()["error"]["message"]
     assert len(upstream.seen) == n
-    logged = [e["path"] for e in proxy.events("refused") if e["reason"] == "no_route"]
-    assert "/v1/chat%2Fcompletions" in logged
+    proxy.wait_event(
+        "refused",
+        lambda e: (e.get("reason"), e.get("path")) == ("no_route", "/v1/chat%2Fcompletions"),
+    )
 
 
 def test_request_heads_are_bounded(proxy: ProxyProcess, upstream: Upstream) -> None:
