@@ -174,6 +174,7 @@ def test_gzip_calls_are_logged_with_their_encoding(sqlite_store_url: str, tmp_pa
         body = traces_pb(genai_spans("gz", 4))
         r = call(port, "traces", body, compression=grpc.Compression.Gzip)
         assert not r.HasField("partial_success")
+        srv.wait_event("request", lambda e: e.get("transport") == "grpc")  # logged after
         [line] = [e for e in srv.events("request") if e.get("transport") == "grpc"]
         assert line["path"] == "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
         assert (line["status"], line["grpc_status"], line["facts"], line["units"]) == (
