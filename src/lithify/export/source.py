@@ -72,15 +72,19 @@ def from_files(
     paths = list(paths)
     if sum(p.stat().st_size for p in paths if p.is_file()) > in_memory_bytes:
         return _through_scratch_store(paths, filters)
-    facts: list[InferenceCall] = []
     feedback: list[Feedback] = []
+    facts = list(_read(paths, feedback))
+    return from_facts(facts, feedback, filters)
+
+
+def _read(paths: list[Path], feedback: list[Feedback]) -> Iterator[InferenceCall]:
+    """The facts of ``paths``, in file and line order; their feedback goes into ``feedback``."""
     for path in paths:
         for _, item in read_facts(path):
             if isinstance(item, InferenceCall):
-                facts.append(item)
+                yield item
             else:
                 feedback.append(item)
-    return from_facts(facts, feedback, filters)
 
 
 def _through_scratch_store(paths: list[Path], filters: FactFilter) -> Selection:
@@ -89,18 +93,10 @@ def _through_scratch_store(paths: list[Path], filters: FactFilter) -> Selection:
     scratch = tempfile.TemporaryDirectory(prefix="lithify-export-")
     store = open_store(f"sqlite:///{Path(scratch.name) / 'facts.db'}")
     try:
-        batch: list[InferenceCall] = []
         feedback: list[Feedback] = []
-        for path in paths:
-            for _, item in read_facts(path):
-                if isinstance(item, InferenceCall):
-                    batch.append(item)
-                    if len(batch) >= _SPILL_BATCH:
-                        store.insert_facts(batch)
-                        batch = []
-                else:
-                    feedback.append(item)
-        store.insert_facts(batch)
+        facts = _read(paths, feedback)
+        while batch := list(islice(facts, _SPILL_BATCH)):
+            store.insert_facts(batch)
         store.insert_feedback(feedback)
         selection = from_store(store, filters)
     except BaseException:
@@ -108,14 +104,14 @@ def _through_scratch_store(paths: list[Path], filters: FactFilter) -> Selection:
         scratch.cleanup()
         raise
 
-    def facts() -> Iterator[InferenceCall]:
+    def selected() -> Iterator[InferenceCall]:
         try:
             yield from selection.facts
         finally:
             store.close()
             scratch.cleanup()
 
-    return replace(selection, facts=facts())
+    return replace(selection, facts=selected())
 
 
 def from_facts(
