@@ -18,7 +18,7 @@ import os
 import pickle
 from collections import Counter
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -180,16 +180,12 @@ def _add_ranges(
             continue
         if isinstance(result, Skip):
             raise StrictError(Skip(result.reason, renumber(result.detail, name, offset)))
-        part = Summary(
-            inputs=1 if place == 0 else 0,
-            units=result.units,
-            facts=result.facts,
-            feedback=result.feedback,
-            skipped=result.skipped,
-            degradations=result.degradations,
-            facts_with_degradations=result.facts_with_degradations,
-            unreadable=result.unreadable,
+        # The input counts once, its empty-input reason once for all its ranges (below).
+        part = replace(
+            result,
+            inputs=int(place == 0),
             corrupt=[renumber(c, name, offset) for c in result.corrupt],
+            no_fact_inputs={},
         )
         _add(total, part)
         facts += result.facts + result.feedback
