@@ -43,7 +43,8 @@ import statistics
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from itertools import islice
 from pathlib import Path
 from typing import NamedTuple
 
@@ -151,56 +152,45 @@ def _raw(inputs: list[Message], output: Message, model: str) -> dict[str, object
     }
 
 
-def generate(path: Path, calls: int, seed: int = 7) -> tuple[int, float]:
-    """Write ``calls`` facts (``calls / 10`` sessions) into a new store; (facts, seconds)."""
-    rng = random.Random(seed)
-    texts = Texts(rng)
-    systems = [Message("system", [TextPart(texts(600, 2000))]) for _ in range(4)]
-    sessions = calls // CALLS_PER_SESSION
-    base = 1_760_000_000
+def fact(
+    session_id: str, n: int, key: str, k: int, t: int, inputs: list[Message], output: Message
+) -> InferenceCall:
+    """Call ``k`` of session number ``n``, at second ``t``, its id from ``key``."""
+    model = "gpt-4o-mini" if n % 3 else "claude-sonnet-4"
+    ident = hashlib.blake2b(key.encode(), digest_size=16).hexdigest()
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t))
+    return InferenceCall(
+        inference_call_id=ident,
+        session_id=session_id,
+        trace_id=ident,
+        span_id=ident[:16],
+        source=Source("otel.genai"),
+        provider="openai",
+        model=model,
+        input_messages=inputs,
+        output_messages=[output],
+        tools=TOOLS,
+        request={"temperature": 0.7, "max_tokens": 2048},
+        input_tokens=sum(len(m.parts) for m in inputs) * 150,
+        output_tokens=200,
+        duration_ms=900.0,
+        started_at=f"{stamp}.{k % 1000:03d}000Z",
+        observed_at=f"{stamp}.{k % 1000:03d}900Z",
+        raw=_raw(inputs, output, model),
+    )
+
+
+def write_store(path: Path, facts: Iterable[InferenceCall]) -> tuple[int, float]:
+    """``facts`` written into a new SQLite store at ``path`` (renamed there once complete);
+    (facts, seconds, making them included)."""
     t0 = time.perf_counter()
     written = 0
     tmp = path.with_suffix(".tmp")
     for p in (tmp, Path(f"{tmp}-wal"), Path(f"{tmp}-shm")):
         p.unlink(missing_ok=True)
     with open_store(f"sqlite:///{tmp}") as store:
-        batch: list[InferenceCall] = []
-        for first in range(0, sessions, CONCURRENT):
-            group = range(first, min(first + CONCURRENT, sessions))
-            convs = {s: _session(texts, rng, s, systems) for s in group}
-            for k in range(CALLS_PER_SESSION):
-                for s in group:
-                    inputs, output = convs[s][k]
-                    t = base + s * 3 + k * 7
-                    model = "gpt-4o-mini" if s % 3 else "claude-sonnet-4"
-                    ident = hashlib.blake2b(f"{s}/{k}".encode(), digest_size=16).hexdigest()
-                    stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t))
-                    batch.append(
-                        InferenceCall(
-                            inference_call_id=ident,
-                            session_id=f"sess-{s:07d}",
-                            trace_id=ident,
-                            span_id=ident[:16],
-                            source=Source("otel.genai"),
-                            provider="openai",
-                            model=model,
-                            input_messages=inputs,
-                            output_messages=[output],
-                            tools=TOOLS,
-                            request={"temperature": 0.7, "max_tokens": 2048},
-                            input_tokens=sum(len(m.parts) for m in inputs) * 150,
-                            output_tokens=200,
-                            duration_ms=900.0,
-                            started_at=f"{stamp}.{k:03d}000Z",
-                            observed_at=f"{stamp}.{k:03d}900Z",
-                            raw=_raw(inputs, output, model),
-                        )
-                    )
-                    if len(batch) >= BATCH:
-                        written += store.insert_facts(batch).inserted
-                        batch = []
-            del convs
-        if batch:
+        it = iter(facts)
+        while batch := list(islice(it, BATCH)):
             written += store.insert_facts(batch).inserted
     # Closing the store checkpointed its WAL into the file: the file alone is the store.
     wal = Path(f"{tmp}-wal")
@@ -208,6 +198,27 @@ def generate(path: Path, calls: int, seed: int = 7) -> tuple[int, float]:
         raise SystemExit(f"{wal} still holds data: not renaming a partial store")
     tmp.replace(path)
     return written, time.perf_counter() - t0
+
+
+def generate(path: Path, calls: int, seed: int = 7) -> tuple[int, float]:
+    """Write ``calls`` facts (``calls / 10`` sessions) into a new store; (facts, seconds)."""
+    rng = random.Random(seed)
+    texts = Texts(rng)
+    systems = [Message("system", [TextPart(texts(600, 2000))]) for _ in range(4)]
+    sessions = calls // CALLS_PER_SESSION
+    base = 1_760_000_000
+
+    def facts() -> Iterator[InferenceCall]:
+        for first in range(0, sessions, CONCURRENT):
+            group = range(first, min(first + CONCURRENT, sessions))
+            convs = {s: _session(texts, rng, s, systems) for s in group}
+            for k in range(CALLS_PER_SESSION):
+                for s in group:
+                    t = base + s * 3 + k * 7
+                    yield fact(f"sess-{s:07d}", s, f"{s}/{k}", k, t, *convs[s][k])
+            del convs
+
+    return write_store(path, facts())
 
 
 def store_for(calls: int) -> tuple[Path, str]:

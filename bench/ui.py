@@ -20,14 +20,13 @@ ratio to the baseline (a 10-call session's bare reads) of the same run. Figures:
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import random
 import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +37,6 @@ from lithify.model import (
     InferenceCall,
     Message,
     ReasoningPart,
-    Source,
     TextPart,
     ToolCallPart,
     ToolCallResponsePart,
@@ -86,28 +84,7 @@ def _long_session(
 
 
 def _fact(s: str, k: int, t: int, inputs: list[Message], output: Message) -> InferenceCall:
-    model = "claude-sonnet-4" if int(s[-7:]) % 3 == 0 else "gpt-4o-mini"
-    ident = hashlib.blake2b(f"{s}/{k}".encode(), digest_size=16).hexdigest()
-    stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t))
-    return InferenceCall(
-        inference_call_id=ident,
-        session_id=s,
-        trace_id=ident,
-        span_id=ident[:16],
-        source=Source("otel.genai"),
-        provider="openai",
-        model=model,
-        input_messages=inputs,
-        output_messages=[output],
-        tools=export.TOOLS,
-        request={"temperature": 0.7, "max_tokens": 2048},
-        input_tokens=sum(len(m.parts) for m in inputs) * 150,
-        output_tokens=200,
-        duration_ms=900.0,
-        started_at=f"{stamp}.{k % 1000:03d}000Z",
-        observed_at=f"{stamp}.{k % 1000:03d}900Z",
-        raw=export._raw(inputs, output, model),
-    )
+    return export.fact(s, int(s[-7:]), f"{s}/{k}", k, t, inputs, output)
 
 
 def generate(path: Path, calls: int, seed: int = 11) -> tuple[int, float]:
@@ -120,27 +97,14 @@ def generate(path: Path, calls: int, seed: int = 11) -> tuple[int, float]:
     longs = calls // LONG_EVERY
     shorts = (calls - longs * LONG) // export.CALLS_PER_SESSION
     base = 1_760_000_000
-    t0 = time.perf_counter()
-    written = 0
-    tmp = path.with_suffix(".tmp")
-    for p in (tmp, Path(f"{tmp}-wal"), Path(f"{tmp}-shm")):
-        p.unlink(missing_ok=True)
-    with open_store(f"sqlite:///{tmp}") as store:
-        batch: list[InferenceCall] = []
 
-        def add(fact: InferenceCall) -> None:
-            nonlocal written, batch
-            batch.append(fact)
-            if len(batch) >= export.BATCH:
-                written += store.insert_facts(batch).inserted
-                batch = []
-
+    def facts() -> Iterator[InferenceCall]:
         for first in range(0, shorts, export.CONCURRENT):
             group = range(first, min(first + export.CONCURRENT, shorts))
             convs = {s: export._session(texts, rng, s, systems) for s in group}
             for k in range(export.CALLS_PER_SESSION):
                 for s in group:
-                    add(_fact(f"sess-{s:07d}", k, base + s * 3 + k * 7, *convs[s][k]))
+                    yield _fact(f"sess-{s:07d}", k, base + s * 3 + k * 7, *convs[s][k])
             del convs
         step = (shorts * 3) // max(1, longs)
         for first in range(0, longs, LONG_CONCURRENT):
@@ -148,15 +112,10 @@ def generate(path: Path, calls: int, seed: int = 11) -> tuple[int, float]:
             convs = {s: _long_session(texts, rng, s, systems) for s in group}
             for k in range(LONG):
                 for s in group:
-                    add(_fact(f"long-{s:07d}", k, base + s * step + k * 13, *convs[s][k]))
+                    yield _fact(f"long-{s:07d}", k, base + s * step + k * 13, *convs[s][k])
             del convs
-        if batch:
-            written += store.insert_facts(batch).inserted
-    wal = Path(f"{tmp}-wal")
-    if wal.exists() and wal.stat().st_size:
-        raise SystemExit(f"{wal} still holds data: not renaming a partial store")
-    tmp.replace(path)
-    return written, time.perf_counter() - t0
+
+    return export.write_store(path, facts())
 
 
 def store_for(calls: int) -> tuple[Path, str]:
