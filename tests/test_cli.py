@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from lithify.cli import app
 from lithify.model import decode_fact
+from lithify.store import open_store
 from tests.conftest import CORPUS
 
 runner = CliRunner()
@@ -145,7 +146,22 @@ def test_lithify_json_turns_on_json_output_for_every_command(tmp_path: Path) -> 
     res = runner.invoke(app, ["convert", str(TRACES), "-o", str(tmp_path / "o")], env=env)
     assert res.exit_code == 0 and orjson.loads(res.stdout)["facts"] >= 1
     store = f"sqlite://{tmp_path / 'f.db'}"
+    open_store(store).close()
     assert orjson.loads(runner.invoke(app, ["stats", "-s", store], env=env).stdout)["facts"] == 0
+
+
+def test_reading_commands_refuse_a_store_that_is_not_there(tmp_path: Path) -> None:
+    # A mistyped --store must not read as an empty store, nor leave a new file behind.
+    missing = tmp_path / "typo.db"
+    for args in (["stats"], ["facts"], ["ui", "--port", "0"], ["token", "list"]):
+        res = runner.invoke(app, [*args, "-s", f"sqlite://{missing}"])
+        assert res.exit_code == 4, (args, res.output)
+        assert f"no store at {missing}" in " ".join(res.stderr.split()), args
+        assert not missing.exists()
+    res = runner.invoke(app, ["stats"], env={"LITHIFY_STORE": str(missing)})
+    assert res.exit_code == 4 and not missing.exists()
+    open_store(f"sqlite://{missing}").close()
+    assert runner.invoke(app, ["stats", "-s", f"sqlite://{missing}"]).exit_code == 0
 
 
 def test_a_version_in_the_environment_does_not_stop_the_command(tmp_path: Path) -> None:

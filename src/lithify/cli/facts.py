@@ -74,7 +74,7 @@ def facts_cmd(
     from lithify.ingest.convert import JsonlSink
     from lithify.model import encode
 
-    with opened_store(store_url) as store:
+    with opened_store(store_url, existing=True) as store:
         if fact_id is not None and captures:
             _show_captures(store.captures(fact_id), fact_id, store.url, as_json)
             return
@@ -194,7 +194,7 @@ def stats_cmd(
 
     selected = fact_filter(session, model, source, provider, since, until, None)
     flagged: Counter[str] = Counter()
-    with opened_store(store_url) as store:
+    with opened_store(store_url, existing=True) as store:
         st = store.stats(selected)
         url = store.url
         if flags:

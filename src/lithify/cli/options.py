@@ -118,16 +118,40 @@ def store_or_none(url: str | None, meanwhile: str) -> FactStore | None:
 
 
 @contextmanager
-def opened_store(url: str | None) -> Iterator[FactStore]:
-    """The store, or a readable error and ``Exit.STORE`` when it cannot be opened or reached."""
+def opened_store(url: str | None, *, existing: bool = False) -> Iterator[FactStore]:
+    """The store, or a readable error and ``Exit.STORE`` when it cannot be opened or reached.
+
+    ``existing``: a command that only reads refuses a SQLite file that is not there, rather
+    than create an empty store and report nothing (a mistyped ``--store`` looks like no data).
+    """
     from lithify.store import StoreError, open_store
 
+    if existing:
+        _refuse_missing_sqlite(url)
     try:
         with open_store(url) as store:
             yield store
     except StoreError as e:
         err.print(f"[red]store error:[/] {e}")
         raise typer.Exit(Exit.STORE) from None
+
+
+def _refuse_missing_sqlite(url: str | None) -> None:
+    import os
+
+    from lithify.store import StoreError, default_store_path, sqlite_path
+
+    url = url or os.environ.get("LITHIFY_STORE") or None
+    try:
+        path = default_store_path() if url is None else sqlite_path(url.strip())
+    except StoreError:
+        return  # open_store says what is wrong with the URL
+    if path is not None and not path.exists():
+        err.print(
+            f"[red]no store at {path}:[/] nothing has been stored there (check --store or "
+            "LITHIFY_STORE; `lithify serve`, `import`, `proxy` and `demo` create a store)"
+        )
+        raise typer.Exit(Exit.STORE)
 
 
 @contextmanager

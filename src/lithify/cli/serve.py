@@ -185,7 +185,7 @@ def token_list(
 
     from lithify.store import StoreError
 
-    with opened_store(store) as s:
+    with opened_store(store, existing=True) as s:
         try:
             tokens = s.list_tokens()
         except StoreError as e:

@@ -31,7 +31,7 @@ def ui_cmd(
     from lithify.ui import UiConfig, serve
     from lithify.ui.server import NoToken
 
-    with opened_store(store) as opened, server_exits():
+    with opened_store(store, existing=True) as opened, server_exits():
         try:
             serve(opened, UiConfig(host=host, port=port), open_browser=open_browser)
         except NoToken as e:
