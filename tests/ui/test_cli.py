@@ -38,6 +38,7 @@ def test_lithify_ui_serves_until_stopped(sqlite_store_url: str) -> None:
 
 
 def test_beyond_loopback_without_a_token_it_does_not_start(sqlite_store_url: str) -> None:
+    open_store(sqlite_store_url).close()  # a store that is there, without a token
     done = subprocess.run(
         [LITHIFY, "ui", "--store", sqlite_store_url, "--host", "0.0.0.0", "--port", "0"],
         capture_output=True,
