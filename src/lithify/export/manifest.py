@@ -18,7 +18,7 @@ import hashlib
 import os
 import tempfile
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict
 from itertools import chain
 from pathlib import Path
@@ -39,7 +39,8 @@ MANIFEST = "manifest.json"
 CARD = "README.md"
 DIGESTS = "facts.sha256"
 MANIFEST_FORMAT = "lithify-export-manifest/1"
-_DEPTH = 64  # encoded facts that may wait for the hashing thread
+_DEPTH = 4  # batches of encoded facts that may wait for the hashing thread…
+_BATCH = 1 << 20  # …of about this many bytes each: one hand-over per batch, not per fact
 _SPOOL = 4 << 20  # bytes of fact lines kept in memory before they spill to a temporary file
 
 
@@ -217,8 +218,9 @@ class FactDigests(FactCounts):
         self.hash = hashlib.sha256()
         self.count = 0
 
-    def _digest(self, item: tuple[str, bytes]) -> None:
-        self.add(_line("call", *item))
+    def _digest(self, batch: list[tuple[str, bytes]]) -> None:
+        for ident, data in batch:
+            self.add(_line("call", ident, data))
 
     def add(self, line: bytes) -> None:
         """One call's line (``call_line``), in the export's order."""
@@ -230,11 +232,19 @@ class FactDigests(FactCounts):
         """``facts``, digested in the order given (session order: a function of the facts
         alone). Hashing releases the GIL: it runs in a thread of its own, beside the export."""
         background = _Background(self._digest, depth=_DEPTH)
+        batch: list[tuple[str, bytes]] = []
+        size = 0
         try:
             for f in facts:
-                background.put((f.inference_call_id, encode(f)))
+                data = encode(f)
+                batch.append((f.inference_call_id, data))
+                size += len(data)
+                if size >= _BATCH:
+                    background.put(batch)
+                    batch, size = [], 0
                 self.note(f)
                 yield f
+            background.put(batch)
         except GeneratorExit:  # the export failed: nothing will be published
             background.abandon()
             raise
@@ -304,9 +314,11 @@ def publish(
     digests: FactDigests,
     feedback: Sequence[Feedback],
     origin: Provenance,
+    hashed: Mapping[str, tuple[str, int]] | None = None,
 ) -> Manifest:
     """Write ``facts.sha256``, the card and, last, ``manifest.json`` for the rows just written
-    (``summary``: their ``ExportSummary``; ``options``: the ``ExportOptions``)."""
+    (``summary``: their ``ExportSummary``; ``options``: the ``ExportOptions``; ``hashed``: the
+    SHA-256 and size of row files hashed as they were written, by split, not read again)."""
     from lithify.export.card import render
 
     folder = Path(folder)
@@ -316,7 +328,10 @@ def publish(
     digests.spool.close()
     files = {DIGESTS: file_entry(folder / DIGESTS)}
     for split, path in sorted(summary.files.items()):
-        files[Path(path).name] = file_entry(Path(path), summary.rows.get(split, 0))
+        rows = summary.rows.get(split, 0)
+        known = (hashed or {}).get(split)
+        entry = file_entry(Path(path), rows) if known is None else OutputFile(*known, rows)
+        files[Path(path).name] = entry
     images = folder / IMAGES_DIR
     if images.is_dir():
         # The image files TRL vision rows name (the writer left only those): outputs too.

@@ -173,6 +173,7 @@ def export(
         digests=digests,
         feedback=selection.feedback,
         origin=origin,
+        hashed=writer.hashed,
     )
     return summary
 

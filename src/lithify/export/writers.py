@@ -9,14 +9,14 @@ earlier one untouched.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import queue
 import shutil
 import tempfile
 import threading
 from array import array
-from collections.abc import Callable, Iterator
-from functools import partial
+from collections.abc import Callable, Iterable, Iterator
 from itertools import accumulate
 from pathlib import Path
 from typing import IO, Any
@@ -25,6 +25,7 @@ import orjson
 
 from lithify.export.media import IMAGES_DIR, blob_bytes, file_name
 from lithify.export.rows import Row
+from lithify.model import BlobPart
 
 FORMATS = ("jsonl", "parquet")
 ROW_GROUP = 4096  # rows per Parquet row group at most…
@@ -32,16 +33,6 @@ ROW_GROUP_BYTES = 32 << 20  # …and about this much JSON: memory stays bounded 
 _BUFFER = 1 << 20
 _CHUNKS = 8  # JSONL chunks of _BUFFER bytes that may wait for the disk
 
-
-def _iov_max() -> int:
-    """How many buffers one writev takes (POSIX guarantees 16)."""
-    try:
-        return max(16, min(os.sysconf("SC_IOV_MAX"), 1024))
-    except (AttributeError, ValueError, OSError):
-        return 16
-
-
-_IOV_MAX = _iov_max()
 
 # The columns of each row shape: nested values are JSON strings (keys that differ between rows
 # are then not null-filled), rewards are doubles.
@@ -92,26 +83,47 @@ def columns_for(kind: str, shape: str, images: bool = False) -> tuple[tuple[str,
     return cols
 
 
+def put_images(folder: Path, blobs: Iterable[BlobPart], written: set[str]) -> None:
+    """Write each image not in ``written`` (names already there) into ``folder`` as
+    ``<sha256>.<ext>``, whole or not at all. A name is its bytes: processes that write the same
+    image into one folder (Ray workers on a shared filesystem) write the same file."""
+    for blob in blobs:
+        name = file_name(blob)
+        if name in written:
+            continue
+        written.add(name)
+        path = folder / name
+        if path.exists():  # another process wrote it
+            continue
+        tmp = folder / f".{name}.{os.getpid()}.part"
+        tmp.write_bytes(blob_bytes(blob))
+        os.replace(tmp, path)
+
+
 class _Blobs:
     """The images of TRL vision rows, each written once (by name: its SHA-256) into a scratch
     folder as rows arrive, so no image stays in memory. On ``commit`` the ones the written rows
-    name become ``images/`` (JSONL rows refer to them); Parquet rows carry the bytes instead."""
+    name become ``images/`` (JSONL rows refer to them); Parquet rows carry the bytes instead.
 
-    def __init__(self, folder: Path) -> None:
+    Rows without their images' bytes (``Row.media`` None: rows read back from Ray's shards)
+    take the files their ``images`` name from ``source``, where the workers wrote them."""
+
+    def __init__(self, folder: Path, source: Path | None = None) -> None:
         self.folder = folder
+        self.source = source
         self.scratch = Path(tempfile.mkdtemp(prefix=".images-", suffix=".tmp", dir=folder))
         self.named: set[str] = set()  # names the written rows refer to (names, not bytes)
         self.written: set[str] = set()  # names in the scratch folder (rows repeat their context)
 
     def put(self, row: Row) -> None:
-        for blob in row.media or ():
-            name = file_name(blob)
+        if row.media is not None or self.source is None:
+            put_images(self.scratch, row.media or (), self.written)
+            return
+        for path in row.data.get("images", ()):
+            name = path.rpartition("/")[2]
             if name not in self.written:
                 self.written.add(name)
-                path = self.scratch / name
-                tmp = path.with_suffix(".part")
-                tmp.write_bytes(blob_bytes(blob))
-                os.replace(tmp, path)
+                _link(self.source / name, self.scratch / name)
 
     def read(self, path: str) -> bytes:
         """The bytes of the image a row names (``images/NAME``)."""
@@ -147,6 +159,14 @@ def _features(columns: tuple[tuple[str, str], ...]) -> bytes:
     types["float"] = {"dtype": "float64", "_type": "Value"}
     types["images"] = {"feature": {"_type": "Image"}, "_type": "List"}
     return orjson.dumps({"info": {"features": {n: types[t] for n, t in columns}}})
+
+
+def _link(source: Path, target: Path) -> None:
+    """``target`` the file ``source`` is: a hard link, or a copy on another filesystem."""
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copyfile(source, target)
 
 
 def _fsync_dir(path: Path) -> None:
@@ -310,19 +330,11 @@ class _Parquet:
         self.writer.close()
 
 
-def _write_all(fd: int, buffers: list[bytes]) -> None:
-    """Write ``buffers`` in order, as few system calls as IOV_MAX allows, without joining them
-    (no copy in this process)."""
-    i = 0
-    while i < len(buffers):
-        n = os.writev(fd, buffers[i : i + _IOV_MAX])
-        while n:
-            size = len(buffers[i])
-            if n < size:  # a short write: the rest of this buffer goes next
-                buffers[i] = buffers[i][n:]
-                break
-            n -= size
-            i += 1
+def _write_all(fd: int, data: bytes) -> None:
+    """Write ``data`` whole (``os.write`` may write less than it is given)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 class _Output:
@@ -346,13 +358,28 @@ class _Output:
         if fmt == "jsonl":
             self.fd = fd
             # Lines gather here (row, newline, row, …); about _BUFFER bytes of them at a time
-            # are written in the background.
+            # are hashed and written in the background (the manifest's entry, not read back).
             self.lines: list[bytes] = []
             self.pending = 0
-            self.background = _Background(partial(_write_all, fd), depth=_CHUNKS)
+            self.hash = hashlib.sha256()
+            self.size = 0
+            self.background = _Background(self._write, depth=_CHUNKS)
         else:
             os.close(fd)
             self.parquet = _Parquet(self.tmp, columns, blobs)
+
+    def _write(self, lines: list[bytes]) -> None:
+        # One buffer: hashed in one call that releases the GIL, where a call per line would
+        # take it back for every row.
+        data = b"".join(lines)
+        self.hash.update(data)
+        self.size += len(data)
+        assert self.fd is not None
+        _write_all(self.fd, data)
+
+    def entry(self) -> tuple[str, int] | None:
+        """The SHA-256 and size of a closed JSONL file, as written; None for Parquet."""
+        return (self.hash.hexdigest(), self.size) if self.fmt == "jsonl" else None
 
     def add(
         self,
@@ -423,6 +450,7 @@ class SplitWriter:
         fmt: str,
         columns: tuple[tuple[str, str], ...],
         before_commit: Callable[[], None] | None = None,
+        images_from: Path | None = None,
     ) -> None:
         if fmt not in FORMATS:
             raise ValueError(f"format must be one of {', '.join(FORMATS)}")
@@ -431,6 +459,8 @@ class SplitWriter:
         self.columns = columns
         self.paths = {s: self.folder / f"{s}.{fmt}" for s in ("train", "eval")}
         self.written = {"train": 0, "eval": 0}
+        # Split → (SHA-256, bytes) of the files hashed as they were written (JSONL).
+        self.hashed: dict[str, tuple[str, int]] = {}
         self.eval_prompt_in_train = 0
         self.left_out: set[bytes] = set()  # the prompt digests of those eval rows
         self._temps: list[Path] = []
@@ -438,11 +468,13 @@ class SplitWriter:
         self.before_commit = before_commit
         self.blobs: _Blobs | None = None  # TRL vision rows' images
         self._images = any(t == "images" for _, t in columns)
+        # Where the images of rows without their bytes are (_Blobs.source).
+        self.images_from = images_from
 
     def __enter__(self) -> SplitWriter:
         self.folder.mkdir(parents=True, exist_ok=True)
         if self._images:
-            self.blobs = _Blobs(self.folder)
+            self.blobs = _Blobs(self.folder, self.images_from)
         self.train = _Output(self.folder, self.paths["train"], self.fmt, self.columns, self.blobs)
         self._train_prompts = self._temp(".train-prompts.")
         self._eval_spool = self._temp(".eval-spool.")
@@ -516,6 +548,9 @@ class SplitWriter:
                 shutil.rmtree(self.folder / IMAGES_DIR, ignore_errors=True)
             _fsync_dir(self.folder)
             self.written = {"train": self.train.rows, "eval": evals.rows}
+            for split, output in (("train", self.train), ("eval", evals)):
+                if (entry := output.entry()) is not None:
+                    self.hashed[split] = entry
         finally:
             self.train.discard()
             if evals is not None:
