@@ -296,29 +296,6 @@ def test_vision_rows_count_the_image_placeholders(vision: Path, tmp_path: Path) 
         assert ids["input_ids"].count(pad) == len(row["images"]) > 0  # one per image shown
 
 
-def test_vision_rows_cut_to_fit_keep_the_images_they_show(vision: Path, tmp_path: Path) -> None:
-    facts = vision_session("v", 6)
-    opts: dict[str, Any] = {"kind": "sft", "profile": "trl", "images": True}
-    run_export(facts, tmp_path / "full", tokenizer=str(vision), **opts)
-    full = read_rows(tmp_path / "full" / "train.jsonl")
-    budget = sorted(r["metadata"]["tokens"] for r in full)[2]
-    summary = run_export(
-        facts, tmp_path / "cut", tokenizer=str(vision), max_tokens=budget, fit="split", **opts
-    )
-    cut = read_rows(tmp_path / "cut" / "train.jsonl")
-    assert summary.tokens is not None and summary.tokens.cut > 0
-    assert len(cut) == len(full)
-    images = {p.name for p in (tmp_path / "cut" / "images").iterdir()}
-    for row, whole in zip(cut, full, strict=True):
-        assert row["metadata"]["tokens"] <= budget
-        n = row["metadata"].get("context_cut", 0)
-        assert row["messages"] == [whole["messages"][0], *whole["messages"][1 + n :]]
-        shown = [c for m in row["messages"] for c in m["content"] if c == {"type": "image"}]
-        assert len(shown) == len(row["images"])
-        assert row["images"] == whole["images"][len(whole["images"]) - len(shown) :]
-        assert {p.removeprefix("images/") for p in row["images"]} <= images
-
-
 # -- the fast counter --------------------------------------------------------------------------
 
 _SPECIALS = [BOS, EOS, PAD, *QWEN_ADDED]

@@ -86,7 +86,29 @@ def summary_table(summary: ExportSummary) -> Table:
             t.add_row(f"tokens: {name}", "-" if value is None else str(value), "")
         if tokens.cut:
             t.add_row("tokens: rows cut to fit", str(tokens.cut), "--fit split")
+        if tokens.images is not None:
+            t.add_row("tokens: images counted as", tokens.images, _IMAGES_COUNTED[tokens.images])
     return t
+
+
+_IMAGES_COUNTED = {
+    "processor": "the image tokens the model's processor makes of each",
+    "placeholders": "the template's placeholder only: the tokenizer has no processor",
+}
+
+
+def _warn_placeholders(summary: ExportSummary) -> None:
+    """Say on stderr, beside the table or the JSON, that vision rows' counts leave out their
+    image tokens (TokenStats.images)."""
+    import msgspec
+
+    tokens = summary.tokens
+    if not isinstance(tokens, msgspec.UnsetType) and tokens.images == "placeholders":
+        err.print(
+            "[yellow]warning: no processor beside the tokenizer: each image is counted as its "
+            "template placeholder, not its image tokens, so metadata.tokens is short of what "
+            "the trainer sees (docs/export.md, Token budgets)[/]"
+        )
 
 
 def export_cmd(
@@ -287,6 +309,7 @@ def export_cmd(
             typer.echo(json_text(summary))
         else:
             err.print(summary_table(summary))
+        _warn_placeholders(summary)
         return
     with export_failures("write", target):
         if facts_files:
@@ -301,6 +324,7 @@ def export_cmd(
         typer.echo(json_text(summary))
     else:
         err.print(summary_table(summary))
+    _warn_placeholders(summary)
 
 
 def _run(

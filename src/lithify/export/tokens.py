@@ -7,13 +7,17 @@ turn the row exists for is: a row that does not fit teaches nothing, silently. T
 length of ``tokenizer.apply_chat_template(messages, tools=tools, tokenize=True)`` on the row as
 written (NeMo Gym rows: their prompt, with the generation prompt; canonical and NeMo Gym RL
 rows: their trajectory; both as the chat messages they become), with the Hugging Face tokenizer
-of a local folder or the local cache (never downloaded). ``transformers`` is the optional extra
-``lithify[tokens]``, imported only when counting.
+of a local folder or the local cache (never downloaded). TRL vision rows, when the model has a
+processor, are counted as TRL's vision collator builds them: the processor's chat template, then
+the processor on that text and the row's images (each image its own number of tokens).
+``transformers`` (and Pillow, for images) is the optional extra ``lithify[tokens]``, imported
+only when counting.
 """
 
 from __future__ import annotations
 
 import hashlib
+import io
 import re
 from collections import Counter
 from collections.abc import Iterable, Iterator
@@ -22,11 +26,11 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 import orjson
 
-from lithify.export.media import MEDIA_TYPES, Media
+from lithify.export.media import MEDIA_TYPES, Media, blob_bytes
 from lithify.export.profiles import ProfileError
 from lithify.export.rows import Row, has_prompt, prompt_digest
 from lithify.export.trainer import RowSkip, trainer_messages
-from lithify.model import Message
+from lithify.model import BlobPart, Message
 
 if TYPE_CHECKING:
     from lithify.export.validate import RowValidator
@@ -72,7 +76,11 @@ class TemplateFailed(Exception):
         self.reason = reason
 
 
-class TokenStats(msgspec.Struct, kw_only=True):
+# How the images of TRL vision rows were counted (``TokenStats.images``).
+PROCESSOR, PLACEHOLDERS = "processor", "placeholders"
+
+
+class TokenStats(msgspec.Struct, kw_only=True, omit_defaults=True):
     """What counting did: the tokenizer, the budget, and the token counts of the rows written
     (nearest-rank percentiles; ``None`` when no row was written)."""
 
@@ -86,6 +94,9 @@ class TokenStats(msgspec.Struct, kw_only=True):
     p95: int | None
     max: int | None
     cut: int  # rows written cut to fit
+    # TRL vision rows: their images counted by the model's processor, or only as the template's
+    # placeholders (no processor; no budget allowed then). Absent for rows without images.
+    images: str | None = None
 
 
 def check_options(kind: str, *, tokenizer: str | None, max_tokens: int | None, fit: str) -> None:
@@ -131,6 +142,49 @@ def load_tokenizer(name: str) -> Any:
     if not getattr(tok, "chat_template", None):
         raise TokenizerError(f"the tokenizer {name!r} has no chat template: rows cannot be counted")
     return tok
+
+
+# The processor last loaded, with the tokenizer it was loaded beside: a Ray worker counts many
+# sessions with one tokenizer (export.distributed) and loads its processor once.
+_processor: tuple[Any, Any] | None = None
+
+
+def load_processor(name: str, tokenizer: Any) -> Any | None:
+    """The Hugging Face processor of the model ``name`` (``AutoProcessor``, local files only)
+    that ``tokenizer`` was loaded from, or None when it has none (a text-only model). Raises
+    ``TokenizerError`` when it has one that cannot be loaded."""
+    global _processor
+    if _processor is not None and _processor[0] is tokenizer:
+        return _processor[1]
+    from transformers import AutoProcessor, ProcessorMixin
+
+    try:
+        found = AutoProcessor.from_pretrained(name, local_files_only=True)
+    except Exception as e:  # transformers raises what its loaders raise: ImportError, OSError…
+        raise TokenizerError(
+            f"the processor of {name!r} cannot be loaded, and TRL vision rows are counted with "
+            f"it (Qwen2-VL's and other processors with a video part need torch and "
+            f"torchvision): {_first_line(e)}"
+        ) from None
+    # Without a processor's files, AutoProcessor gives the tokenizer.
+    has = isinstance(found, ProcessorMixin) and getattr(found, "image_processor", None) is not None
+    processor = found if has else None
+    if processor is not None and not getattr(processor, "chat_template", None):
+        raise TokenizerError(
+            f"the processor of {name!r} has no chat template: rows cannot be counted"
+        )
+    _processor = (tokenizer, processor)
+    return processor
+
+
+def _processor_fingerprint(tokenizer_sha256: str, processor: Any) -> str:
+    """The SHA-256 of the tokenizer's fingerprint and what decides the processor's image
+    tokens: its class, its image processor's settings, its chat template."""
+    h = hashlib.sha256(tokenizer_sha256.encode())
+    h.update(type(processor).__name__.encode())
+    h.update(processor.image_processor.to_json_string().encode())
+    h.update(orjson.dumps(processor.chat_template, option=orjson.OPT_SORT_KEYS))
+    return h.hexdigest()
 
 
 def _first_line(e: BaseException) -> str:
@@ -269,10 +323,20 @@ class TokenCounter:
 
     NeMo Gym rows count the prompt the policy model is sent (their input, the generation prompt
     added), RL rows of the canonical and NeMo Gym profiles the whole trajectory; both through
-    the chat messages they become (``responses_chat``, ``canonical_chat``)."""
+    the chat messages they become (``responses_chat``, ``canonical_chat``).
+
+    With a ``processor``, TRL vision rows count as TRL's vision SFT collator builds them
+    (``DataCollatorForVisionLanguageModeling``): the processor's chat template applied to the
+    messages alone (TRL's vision trainer keeps no ``tools`` column), then the processor on that
+    text and the row's images, which expands each image's placeholder into its image tokens."""
 
     def __init__(
-        self, tokenizer: Any, shape: str, kind: str = "sft", text: TextCounter | None = None
+        self,
+        tokenizer: Any,
+        shape: str,
+        kind: str = "sft",
+        text: TextCounter | None = None,
+        processor: Any = None,
     ) -> None:
         self.tokenizer = tokenizer
         self.shape = shape
@@ -280,6 +344,7 @@ class TokenCounter:
         self.sequences = _SEQUENCES.get(shape, ())
         self.tools = _TOOLS.get(shape, "tools")
         self.encoder = text if text is not None else TextCounter(tokenizer)
+        self.processor = processor
         _memoize_sandbox(tokenizer)
 
     def conversations(self, data: dict[str, Any]) -> list[Conversation]:
@@ -322,11 +387,36 @@ class TokenCounter:
         what it renders (no special tokens added: the template wrote its own)."""
         return self.encoder.lengths(texts)
 
-    def count(self, data: dict[str, Any]) -> int:
+    def count(self, data: dict[str, Any], media: list[BlobPart] | None = None) -> int:
+        """The row's count (``media``: the images a vision row shows, in order). Raises
+        ``TemplateFailed``."""
+        if media is not None and self.processor is not None:
+            return self.vision(data, media)
         return max(self.lengths(self.texts(data)))
+
+    def vision(self, data: dict[str, Any], media: list[BlobPart]) -> int:
+        """A vision row's count: the length of the ``input_ids`` the processor makes of its
+        rendered messages and its images, as TRL's collator calls it. Raises
+        ``TemplateFailed``."""
+        from PIL import Image
+
+        ((messages, _, prompt),) = self.conversations(data)
+        try:
+            text = self.processor.apply_chat_template(
+                messages, tokenize=False, add_generation_prompt=prompt
+            )
+            images = [Image.open(io.BytesIO(blob_bytes(b))) for b in media]
+            found = self.processor(
+                text=[text], images=[images] if images else None, add_special_tokens=False
+            )
+        except Exception as e:  # the template's raise, or an image the processor cannot read
+            raise TemplateFailed(f"{type(e).__name__}: {e}") from None
+        return len(found["input_ids"][0])
 
     def count_many(self, rows: list[Row]) -> list[int | TemplateFailed]:
         """Each row's count (or why it has none), the texts encoded together."""
+        if self.processor is not None:
+            return [self._try(row) for row in rows]
         texts: list[str] = []
         spans: list[tuple[int, int] | TemplateFailed] = []
         for row in rows:
@@ -341,6 +431,12 @@ class TokenCounter:
         return [
             sp if isinstance(sp, TemplateFailed) else max(lengths[sp[0] : sp[1]]) for sp in spans
         ]
+
+    def _try(self, row: Row) -> int | TemplateFailed:
+        try:
+            return self.count(row.data, row.media)
+        except TemplateFailed as e:
+            return e
 
 
 # Pre-tokenizers that treat every piece of a text alike, wherever it lies in the text (Metaspace
@@ -536,9 +632,23 @@ class TokenBudget:
     ) -> None:
         # ``sha256`` and ``text``: the tokenizer's fingerprint and text counter, when a process
         # that counts many exports' parts (a Ray worker) keeps them.
-        self.counter = TokenCounter(tokenizer, shape, kind, text)
+        sha256 = sha256 if sha256 is not None else fingerprint(tokenizer)
+        # TRL vision rows (their schema has the images column) count with the model's processor.
+        self.images: str | None = None
+        processor = None
+        if "images" in validator.schema["properties"]:
+            processor = load_processor(name, tokenizer)
+            if processor is None and max_tokens is not None:
+                raise TokenizerError(
+                    f"--max-tokens with --images needs the model's processor beside the "
+                    f"tokenizer {name!r} (preprocessor_config.json): without it an image counts "
+                    f"as its template placeholder, not the image tokens the trainer sees, and a "
+                    f"row under the budget would still be cut by the trainer"
+                )
+            self.images = PLACEHOLDERS if processor is None else PROCESSOR
+        self.counter = TokenCounter(tokenizer, shape, kind, text, processor)
         self.name = name
-        self.sha256 = sha256 if sha256 is not None else fingerprint(tokenizer)
+        self.sha256 = sha256 if processor is None else _processor_fingerprint(sha256, processor)
         self.shape = shape
         self.max_tokens = max_tokens
         self.fit = fit
@@ -625,19 +735,17 @@ class TokenBudget:
                 continue
             kept = [*context[:head], *body[cut:], *target]
             new = {**data, context_key: kept}
-            media = row.media
-            if media is not None:
-                media = _kept_images(data, media, head, head + cut)
-                new["images"] = [data["images"][i] for i in media]
+            shown = None
+            if row.media is not None:
+                kept_images = _kept_images(data, row.media, head, head + cut)
+                new["images"] = [data["images"][i] for i in kept_images]
+                shown = [row.media[i] for i in kept_images]
             try:
-                n = self.counter.count(new)
+                n = self.counter.count(new, shown)
             except TemplateFailed:
                 continue  # this cut does not render: a later one may
             if n <= self.max_tokens:  # type: ignore[operator]
                 self._start = (segment, cut)
-                shown = (
-                    None if media is None or row.media is None else [row.media[i] for i in media]
-                )
                 return self._rebuilt(row, new, kept[: len(kept) - len(target)], shown), n, cut
         return None
 
@@ -696,6 +804,7 @@ class TokenBudget:
             p95=percentile(self.counts, 95),
             max=max(self.counts) if self.counts else None,
             cut=self.cut,
+            images=self.images,
         )
 
 
