@@ -217,7 +217,9 @@ def _prepare_each(
     rows = Prepared([], [])
     for fact in facts:
         try:
-            rows.facts.append(preparer([fact]).facts[0])
+            one = preparer([fact])
+            rows.facts.extend(one.facts)
+            rows.texts.extend(one.texts)
         except (ValueError, TypeError) as e:
             out.rejected += 1
             out.errors.append(f"a fact could not be stored: {e}")

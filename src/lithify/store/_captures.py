@@ -26,7 +26,8 @@ from lithify.core.identity import (
 from lithify.model import InferenceCall
 from lithify.store._backend import Backend
 from lithify.store._query import Cursor, Query, _and, _select_in, fact_where
-from lithify.store._rows import FACT_COLUMNS, VARIANT_COLUMNS, _fact_decoder
+from lithify.store._rows import FACT_COLUMNS, VARIANT_COLUMNS
+from lithify.store._text import _fact_decoder
 from lithify.store._types import FactFilter, InsertResult, StoredCapture
 
 

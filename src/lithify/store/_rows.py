@@ -14,6 +14,7 @@ import orjson
 from lithify.core import codec
 from lithify.core.times import datetime_to_rfc3339
 from lithify.model import FEEDBACK_TARGETS, Feedback, InferenceCall
+from lithify.store._text import TextNote, text_note
 from lithify.store._types import Prepared, TimeBound
 
 FACT_COLUMNS = (
@@ -58,7 +59,6 @@ FEEDBACK_COLUMNS = (
 _TOKEN_MAX = 2**48
 _INT64_MAX = 2**63 - 1
 
-_fact_decoder = codec.Decoder(InferenceCall)
 _feedback_decoder = codec.Decoder(Feedback)
 
 
@@ -212,9 +212,25 @@ def prepare(
     """The rows ``insert_prepared`` writes, fact bodies through ``pack`` (how a backend keeps
     them, ``FactStore.preparer``), blobs cut out; raises like ``insert_facts`` on an invalid
     item."""
+    facts = list(facts)
     rows = [fact_row(f, "") for f in facts]
+    notes = text_notes(facts, rows)
     rows = [(*r[:-1], store_body(r[-1], pack, blob_min)) for r in rows]
-    return Prepared(rows, [feedback_row(f, "") for f in feedback])
+    return Prepared(rows, [feedback_row(f, "") for f in feedback], notes)
+
+
+_FACT_SESSION = FACT_COLUMNS.index("session_id")
+
+
+def text_notes(facts: list[InferenceCall], rows: list[tuple[Any, ...]]) -> list[TextNote | None]:
+    """The text index's notes of facts and their rows (bodies still whole codec bytes): every
+    writer makes them as the receiver's workers do, so that the index is the same whichever
+    wrote it."""
+    texts: dict[bytes, str] = {}
+    return [
+        None if r[_FACT_SESSION] is None else text_note(f, r[-1], texts)
+        for f, r in zip(facts, rows, strict=True)
+    ]
 
 
 def _stamp(rows: list[tuple[Any, ...]], index: int, at: str) -> list[tuple[Any, ...]]:

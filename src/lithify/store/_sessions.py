@@ -8,28 +8,20 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import hashlib
-import json
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-import msgspec
 import orjson
 
 from lithify.core import codec
 from lithify.model import (
     Message,
-    ReasoningPart,
-    ServerToolCallPart,
-    ServerToolCallResponsePart,
-    TextPart,
-    ToolCallPart,
-    ToolCallResponsePart,
 )
 from lithify.store._captures import _DUPLICATE, _STORED, CaptureIndex
 from lithify.store._query import Cursor, _select_in, fact_where
-from lithify.store._rows import FACT_COLUMNS, _fact_decoder, _feedback_decoder, time_bound
+from lithify.store._rows import FACT_COLUMNS, _feedback_decoder, time_bound
+from lithify.store._text import SEP, SessionText, TextNote, message_text
 from lithify.store._types import (
     Activity,
     FactFilter,
@@ -64,10 +56,8 @@ _KEY_AT = {"last_at": 4, "first_at": 3, "calls": 2, "duration_ms": 8}
 # needle of 3 characters or more; a shorter one is looked for in the documents of each session
 # in turn (a walk); needles with the separator or with what the documents cannot hold are
 # searched by reading the calls, a bounded number per page, as before the index.
-_DIGEST = 8
-_SEP = "\x1f"
 _TEXT_MIN = 3
-_UNINDEXABLE = ("\x00", _SEP, "\ufffd")
+_UNINDEXABLE = ("\x00", SEP, "\ufffd")
 _SEARCH_BATCH = 100  # the reading search (no index): sessions per batch, calls per page
 _SEARCH_CALLS = 10_000
 
@@ -140,131 +130,8 @@ def _value_cond(value: FeedbackValue) -> tuple[str, list[Any]]:
     return "value_kind = 'string' AND value_text = ?", [codec.col(value)]
 
 
-def _json(value: Any) -> str:
-    """JSON text of a value (integers past 64 bits, which orjson refuses, as the standard
-    library writes them)."""
-    try:
-        return orjson.dumps(value, default=str).decode()
-    except TypeError:
-        return json.dumps(value, default=str, ensure_ascii=False, separators=(",", ":"))
-
-
-def message_text(messages: Iterable[Message]) -> Iterable[str]:
-    """The searchable text of messages: text and reasoning, tool names and arguments, tool
-    results and server tools (JSON where they are not text)."""
-    for m in messages:
-        for p in m.parts:
-            if isinstance(p, TextPart | ReasoningPart):
-                yield p.content
-            elif isinstance(p, ToolCallPart):
-                yield p.name
-                yield _json(p.arguments)
-            elif isinstance(p, ToolCallResponsePart):
-                if isinstance(p.result, str):
-                    yield p.result
-                else:
-                    yield _json(p.result)
-            elif isinstance(p, ServerToolCallPart):
-                yield p.name
-                yield _json(p.server_tool_call)
-            elif isinstance(p, ServerToolCallResponsePart):
-                yield _json(p.server_tool_call_response)
-            # media parts have no text to search: their bytes are not words
-
-
 def _has_text(messages: Iterable[Message], needle: str) -> bool:
     return any(needle in t.casefold() for t in message_text(messages))
-
-
-def _indexable(piece: str) -> str:
-    """A casefolded piece as the index holds it: NUL and lone surrogates (which neither
-    database's text takes) become U+FFFD, which no needle the index answers holds, so no
-    match is lost or made."""
-    if piece.isascii() and "\x00" not in piece:
-        return piece
-    return "".join("\ufffd" if c == "\x00" or "\ud800" <= c <= "\udfff" else c for c in piece)
-
-
-class _Said(msgspec.Struct):
-    """What a fact said, its messages as their msgpack bytes (codec bodies are maps: the rest
-    is skipped)."""
-
-    input_messages: list[msgspec.Raw] = []
-    output_messages: list[msgspec.Raw] = []
-
-
-_said = msgspec.msgpack.Decoder(_Said)
-# The codec's tag of a body that is plain msgpack (a value it escapes has another, and holds
-# extension values a message read as msgpack would take for data).
-_PLAIN = codec.encode(Message("user", []))[:1]
-_message = msgspec.msgpack.Decoder(Message)
-
-
-class _Texts:
-    """The messages of one session not in its text index yet, and their text. A message is
-    known by the digest of its bytes, so a call's replay of the conversation is neither
-    decoded nor indexed again; and the input of the session's last call indexed is known as a
-    whole (its count and digest), so a call that replays it as its first messages is checked
-    with one hash of their bytes, not a digest each. ``state``: the summary's ``texts`` (that
-    count, 4 bytes, and digest, then the digests of the messages indexed)."""
-
-    def __init__(self, state: bytes) -> None:
-        state = bytes(state)
-        self.replay_n = int.from_bytes(state[:4], "big") if state else 0
-        self.replay = state[4 : 4 + _DIGEST]
-        known = state[4 + _DIGEST :]
-        self.have = {known[i : i + _DIGEST] for i in range(0, len(known), _DIGEST)}
-        self.known = known
-        self.pieces: list[str] = []
-        self.digests: list[bytes] = []
-
-    def _new(self, key: bytes | msgspec.Raw) -> bool:
-        d = hashlib.blake2b(key, digest_size=_DIGEST).digest()
-        if d in self.have:
-            return False
-        self.have.add(d)
-        self.digests.append(d)
-        return True
-
-    def _replayed(self, raws: list[msgspec.Raw]) -> int:
-        """How many of these input messages are known as the last input indexed (its count,
-        or 0); this input then becomes the one known."""
-        n = self.replay_n if 0 < self.replay_n <= len(raws) else 0
-        h = hashlib.blake2b(b"".join(raws[:n]), digest_size=_DIGEST)
-        start = n if n and h.digest() == self.replay else 0
-        h.update(b"".join(raws[n:]))
-        self.replay_n, self.replay = len(raws), h.digest()
-        return start
-
-    def add(self, body: bytes) -> None:
-        """The new messages of a fact, from its codec bytes."""
-        try:
-            if body[:1] != _PLAIN:
-                raise msgspec.DecodeError("an escaped body")
-            said = _said.decode(memoryview(body)[1:])
-            raws = said.input_messages
-            start = self._replayed(raws)
-            fresh = [r for r in (*raws[start:], *said.output_messages) if self._new(r)]
-            messages = [_message.decode(r) for r in fresh]
-        except (msgspec.DecodeError, msgspec.ValidationError):
-            # Bodies of values msgpack cannot carry as they are (codec.encode escapes them).
-            fact = _fact_decoder.decode(body)
-            messages = [
-                m
-                for m in (*fact.input_messages, *fact.output_messages)
-                if self._new(codec.encode(m))
-            ]
-        for t in message_text(messages):
-            piece = t.casefold()
-            if piece:
-                self.pieces.append(_indexable(piece))
-
-    def state(self) -> bytes:
-        head = self.replay_n.to_bytes(4, "big") + self.replay.ljust(_DIGEST, b"\0")
-        return head + self.known + b"".join(self.digests)
-
-    def doc(self) -> str:
-        return _SEP.join(self.pieces)
 
 
 def _needle_indexed(needle: str) -> bool:
@@ -333,9 +200,11 @@ class SessionQueries(CaptureIndex):
         rows: Sequence[tuple[Any, ...]],
         outcomes: Sequence[int],
         touched: set[str],
+        notes: Sequence[TextNote | None],
     ) -> None:
         """Keep the summaries and the text index of the sessions a write touched: ``rows``
-        (facts rows as written, with ``outcomes``) add their calls and their text; the
+        (facts rows as written, with ``outcomes``, and the ``notes`` of their text: None where
+        the rows came without, their bodies are read) add their calls and their text; the
         sessions in ``touched`` (whose calls the capture index decided again) are summed
         again from their calls."""
         if not self._summarized:
@@ -396,9 +265,13 @@ class SessionQueries(CaptureIndex):
                     n, first, last, tin, tout, deg = a
             have = bytes(have)
             if sid in texts:
-                t = _Texts(have)
+                t = SessionText(have)
                 for i in sorted(texts[sid], key=lambda i: (rows[i][_SORT_AT], rows[i][0])):
-                    t.add(self._codec_bytes(rows[i][-1], cur))
+                    note = notes[i]
+                    if note is None:
+                        t.add_body(self._codec_bytes(rows[i][-1], cur))
+                    else:
+                        t.add(note)
                 if t.pieces:
                     docs.append((sid_id, ndocs, t.doc()))
                     ndocs += 1
@@ -453,14 +326,14 @@ class SessionQueries(CaptureIndex):
                 [],
             )
             current: str | None = None
-            texts = _Texts(b"")
+            texts = SessionText(b"")
             for sid, raw in stream:
                 if sid != current:
                     if current is not None:
                         self._append_text(cur, current, texts)
                     cur.execute("SELECT texts FROM sessions WHERE session_id = ?", (sid,))
-                    current, texts = sid, _Texts(bytes(cur.fetchone()[0]))
-                texts.add(join(raw))
+                    current, texts = sid, SessionText(bytes(cur.fetchone()[0]))
+                texts.add_body(join(raw))
             if current is not None:
                 self._append_text(cur, current, texts)
 
@@ -473,7 +346,7 @@ class SessionQueries(CaptureIndex):
                 (n, first, last, tin, tout, tin + tout, _duration_ms(first, last), deg, sid),
             )
 
-    def _append_text(self, cur: Cursor, sid: str, texts: _Texts) -> None:
+    def _append_text(self, cur: Cursor, sid: str, texts: SessionText) -> None:
         cur.execute("SELECT id, docs FROM sessions WHERE session_id = ?", (sid,))
         sid_id, n = cur.fetchone()
         more = 1 if texts.pieces else 0

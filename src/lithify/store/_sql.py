@@ -31,8 +31,10 @@ from lithify.store._rows import (
     feedback_row,
     now,
     take_blobs,
+    text_notes,
 )
 from lithify.store._sessions import SessionQueries
+from lithify.store._text import TextNote
 from lithify.store._types import (
     DegradationCount,
     FactFilter,
@@ -46,6 +48,9 @@ from lithify.store._types import (
     TokenInfo,
 )
 from lithify.store.migrations import SCHEMA_VERSION_TABLE, SESSIONS_VERSION
+
+# A write's facts rows as ordered, their outcomes, the sessions decided again, their text notes.
+_Noted = tuple[list[Any], list[int], set[str], list[TextNote | None]]
 
 
 def _token_name(name: str) -> str:
@@ -140,13 +145,15 @@ class SqlStore(SessionQueries):
         own: bool = False,
         collisions: list[str] | None = None,
         blobs: dict[bytes, bytes] | None = None,
-        sessions: list[tuple[list[Any], list[int], set[str]]] | None = None,
+        sessions: list[_Noted] | None = None,
+        notes: Sequence[TextNote | None] = (),
     ) -> list[int]:
         """Insert rows; what became of each (``_STORED``, ``_DUPLICATE``, ``_VARIANT``), in the
         order given; the ids of calls the facts made collide go to ``collisions``; ``blobs``:
-        the bytes the fact bodies refer to (rows from ``prepare`` carry theirs); ``sessions``:
-        where to leave what the session summaries need, for the caller to note once for several
-        writes (else they are noted here). Facts need ``_share_captures`` first."""
+        the bytes the fact bodies refer to (rows from ``prepare`` carry theirs); ``notes``: the
+        text index's note of each fact row (none: read from the bodies); ``sessions``: where to
+        leave what the session summaries need, for the caller to note once for several writes
+        (else they are noted here). Facts need ``_share_captures`` first."""
         if table == "facts":
             # The blobs first: the capture index may read these facts back whole.
             rows, carried = take_blobs(rows)
@@ -168,10 +175,11 @@ class SqlStore(SessionQueries):
             self._keep_captures(
                 cur, ordered, outcomes, own, [] if collisions is None else collisions, touched
             )
+            noted = [notes[i] for i in order] if len(notes) == len(rows) else [None] * len(rows)
             if sessions is None:
-                self._note_sessions(cur, ordered, outcomes, touched)
+                self._note_sessions(cur, ordered, outcomes, touched, noted)
             else:
-                sessions.append((ordered, outcomes, touched))
+                sessions.append((ordered, outcomes, touched, noted))
         out = [_STORED] * len(rows)
         for j, i in enumerate(order):
             out[i] = outcomes[j]
@@ -185,6 +193,7 @@ class SqlStore(SessionQueries):
         rows = [fact_row(f, at) for f in facts]
         if not rows:
             return InsertResult(0, 0, [])
+        notes = text_notes(facts, rows)
         blobs: dict[bytes, bytes] = {}
         for i, row in enumerate(rows):
             stored, found = codec.split_blobs(row[-1], self.blob_min)
@@ -195,7 +204,9 @@ class SqlStore(SessionQueries):
         def write(cur: Cursor, own: bool) -> tuple[list[int], list[str]]:
             self._share_captures(cur, own)
             collisions: list[str] = []
-            outcomes = self._write(cur, "facts", FACT_COLUMNS, rows, own, collisions, blobs)
+            outcomes = self._write(
+                cur, "facts", FACT_COLUMNS, rows, own, collisions, blobs, notes=notes
+            )
             return outcomes, collisions
 
         return _result([f.inference_call_id for f in facts], *self._writing(write))
@@ -231,22 +242,24 @@ class SqlStore(SessionQueries):
             done: list[tuple[list[int], list[str]]] = []
             # The session summaries once for the group, not once a batch: a group of many small
             # requests then reads and writes each session's summary once.
-            sessions: list[tuple[list[Any], list[int], set[str]]] = []
-            for rows in facts:
+            sessions: list[_Noted] = []
+            for rows, b in zip(facts, batches, strict=True):
                 collisions: list[str] = []
                 if rows:
                     outcomes = self._write(
-                        cur, "facts", FACT_COLUMNS, rows, own, collisions, sessions=sessions
-                    )
+                        cur, "facts", FACT_COLUMNS, rows, own, collisions, sessions=sessions,
+                        notes=b.texts,
+                    )  # fmt: skip
                     done.append((outcomes, collisions))
                 else:
                     done.append(([], collisions))
             if sessions:
                 self._note_sessions(
                     cur,
-                    [r for rows, _, _ in sessions for r in rows],
-                    [o for _, outcomes, _ in sessions for o in outcomes],
-                    set().union(*(t for _, _, t in sessions)),
+                    [r for rows, _, _, _ in sessions for r in rows],
+                    [o for _, outcomes, _, _ in sessions for o in outcomes],
+                    set().union(*(t for _, _, t, _ in sessions)),
+                    [n for _, _, _, noted in sessions for n in noted],
                 )
             return (
                 done,

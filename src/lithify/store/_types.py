@@ -4,13 +4,16 @@ backend implements."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal, Protocol, Self
+from typing import TYPE_CHECKING, Any, Literal, Protocol, Self
 
 import msgspec
 
 from lithify.model import Feedback, InferenceCall
+
+if TYPE_CHECKING:
+    from lithify.store._text import TextNote
 
 
 class StoreError(Exception):
@@ -84,6 +87,9 @@ class Prepared:
 
     facts: list[tuple[Any, ...]]
     feedback: list[tuple[Any, ...]]
+    # The text index's note of each fact (``text_note``; None: a call without a session).
+    # Rows that come without them (an empty list) have their text read from their bodies.
+    texts: list[TextNote | None] = field(default_factory=list)
 
 
 class Group(msgspec.Struct, frozen=True):
