@@ -430,12 +430,6 @@ def test_the_manifest_hashes_the_image_files_and_a_replay_checks_them(tmp_path: 
     assert bad == [victim]
 
 
-def test_the_ray_engine_refuses_trl_vision_rows(tmp_path: Path) -> None:
-    options = ExportOptions(kind="sft", profile="trl", images=True)
-    with pytest.raises(ValueError, match="local engine only"):
-        export_ray([tmp_path / "facts.jsonl"], tmp_path / "out", options)
-
-
 def test_text_exports_are_unchanged_by_media_support(tmp_path: Path) -> None:
     """A fact without media parts makes the rows it made before (its schema id included)."""
     f: InferenceCall = fact("t", [user("hi")], [assistant(text("hello"))], session="s")

@@ -391,3 +391,34 @@ def test_convert_splits_one_large_file_into_tasks(cluster: object, tmp_path: Pat
     assert _parts(tmp_path / "ray") == (tmp_path / "local.jsonl").read_bytes()
     assert summary.to_json() == local.to_json()
     assert local.inputs == 1 and len(local.corrupt) == 2
+
+
+def test_trl_vision_rows_and_their_image_files(cluster: object, tmp_path: Path) -> None:
+    """``--images`` on Ray: the tasks write the images into the shards' folder on the shared
+    filesystem, the merge takes the ones its rows name; rows, ``images/``, card and manifest
+    are the local export's, JSONL (image tokens counted by the processor, rows cut to fit) and
+    Parquet (the images in the rows, no folder)."""
+    from lithify.model import encode
+    from tests.export.helpers import media_sessions
+    from tests.export.test_vision_tokens import SIZES, build_processor, sized_session
+
+    model = build_processor(tmp_path / "model")
+    found = media_sessions()
+    for k in range(6):  # sessions of 1 to 6 turns, the images in turn
+        found += sized_session(f"v{k}", (SIZES * 2)[k : 2 * k + 1])
+    paths = [tmp_path / f"part-{i}.jsonl" for i in range(3)]
+    for i, path in enumerate(paths):  # a session's facts over several files
+        path.write_bytes(b"".join(encode(f) + b"\n" for f in found[i::3]))
+    tokens = {"tokenizer": str(model), "max_tokens": 250, "fit": "split"}
+    for fmt, extra in (("jsonl", tokens), ("parquet", {})):
+        options = ExportOptions(
+            kind="sft", profile="trl", images=True, fmt=fmt, eval_fraction=0.5, **extra
+        )  # type: ignore[arg-type]
+        local = _local(paths, tmp_path / f"local-{fmt}", options)
+        assert local.rows["train"] > 4 and local.rows["eval"] > 0
+        out = tmp_path / f"ray-{fmt}"
+        done = export_ray(paths, out, options, partitions=3, shard_bytes=1 << 12)
+        _same(local, tmp_path / f"local-{fmt}", done, out)
+        files = {p.name: p.read_bytes() for p in (tmp_path / f"local-{fmt}").glob("images/*")}
+        assert {p.name: p.read_bytes() for p in out.glob("images/*")} == files
+        assert bool(files) == (fmt == "jsonl")

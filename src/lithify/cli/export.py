@@ -287,9 +287,6 @@ def export_cmd(
     if facts_files:
         facts_files = fact_paths(facts_files)
     if check_engine(engine):
-        if options.images:
-            err.print("[red]--images is written by the local engine only: drop --engine ray[/]")
-            raise typer.Exit(Exit.USAGE)
         url = None
         if facts_files:
             origin = cli_provenance(options, facts=facts_files, filters=filters)

@@ -54,6 +54,7 @@ from lithify.export.manifest import (
     publish,
     unpublish,
 )
+from lithify.export.media import IMAGES_DIR
 from lithify.export.pipeline import (
     ExportOptions,
     counted,
@@ -74,7 +75,7 @@ from lithify.export.tokens import (
     load_tokenizer,
 )
 from lithify.export.validate import RowInvalid
-from lithify.export.writers import SplitWriter, columns_for
+from lithify.export.writers import SplitWriter, columns_for, put_images
 from lithify.model import Feedback, InferenceCall
 from lithify.store import FactFilter, open_store
 
@@ -244,11 +245,12 @@ def _rows_schema() -> Any:
     )
 
 
-def _derive_group(batch: Any, job: _Job) -> Iterator[Any]:
+def _derive_group(batch: Any, job: _Job, images: str | None = None) -> Iterator[Any]:
     """The rows of one group (a session's facts, or one call without a session), flagged as
     the local export flags them, in batches; then one tally record: the derivation's counts,
     the builder's, the flags', the feedback targets met, the facts read, and the facts of the
-    calls its DPO candidates name (the pairs are flagged on the driver)."""
+    calls its DPO candidates name (the pairs are flagged on the driver). TRL vision rows'
+    images are written into the folder ``images`` (the rows carry their names only)."""
 
     facts = sorted((_calls.decode(b) for b in batch["body"].to_pylist()), key=session_order_key)
     order = batch["order"][0].as_py()
@@ -274,7 +276,10 @@ def _derive_group(batch: Any, job: _Job) -> Iterator[Any]:
         return
     try:
         derived = derive_rows(flagger.watch(facts), index, builder, stats)
+        written: set[str] = set()  # image files this group wrote (rows repeat their context)
         for row in counted(flagger.apply(derived), budget):
+            if images is not None and row.media:
+                put_images(Path(images), row.media, written)
             rows.append(row)
             if len(rows) == _BATCH:
                 sizes.append((seq, sum(len(r.encoded) for r in rows)))
@@ -469,6 +474,9 @@ def _publish_shards(staging: Path, final: Path, shards: list[dict[str, Any]]) ->
 
 def _fsync_tree(folder: Path) -> None:
     for path in folder.iterdir():
+        if path.is_dir():  # the image files of TRL vision rows
+            _fsync_tree(path)
+            continue
         with open(path, "rb") as fh:
             os.fsync(fh.fileno())
 
@@ -607,15 +615,13 @@ def export_ray(
     export is published as the local one is (``facts.sha256``, the card, ``manifest.json`` last,
     ``provenance`` in it), byte for byte the local export's.
 
+    TRL vision rows (``--images``): the tasks write the images their rows show into
+    ``OUT/shards/images`` (every node writes into the output folder, a shared filesystem; a
+    file is named by its bytes' SHA-256, so writing it twice writes the same file), and the
+    merge takes the files its rows name from there, as the local writer takes them from rows.
+
     Raises ``InputError`` for a fact file that cannot be read, ``RowInvalid`` for a row that
     fails its schema (nothing is written then)."""
-    if options.images:
-        # Image files are written once each beside the rows, by the one writer that sees every
-        # row; shards made on other machines have no shared folder to put them in.
-        raise ValueError(
-            "TRL vision rows (--images) are written by the local engine only: "
-            "run this export without --engine ray"
-        )
     from ray.data.expressions import col
 
     filters = filters or FactFilter()
@@ -638,14 +644,29 @@ def export_ray(
         )
 
     job = _Job(options, feedback, aliases)
+    # The shards' folder, made before the tasks run: they write the image files into it.
+    staging = out / f".{SHARDS}.staging"
+    if staging.exists():
+        shutil.rmtree(staging)
+    staging.mkdir(parents=True)
+    images = None
+    if options.images:
+        images = staging / IMAGES_DIR
+        images.mkdir()
     derived = (
         selected.groupby("group", num_partitions=partitions)
-        .map_groups(_derive_group, fn_kwargs={"job": job}, batch_format="pyarrow")
+        .map_groups(
+            _derive_group,
+            fn_kwargs={"job": job, "images": None if images is None else str(images)},
+            batch_format="pyarrow",
+        )
         .materialize()
     )
     for r in derived.filter(expr=col("kind") == "tokenizer").take(1):
+        shutil.rmtree(staging)
         raise TokenizerError(bytes(r["tally"]).decode())
     for r in derived.filter(expr=col("kind") == "invalid").take(1):
+        shutil.rmtree(staging)
         raise RowInvalid(*pickle.loads(r["tally"]))
     stats = DeriveStats(duplicates=duplicates)
     index = FeedbackIndex(feedback, aliases)
@@ -674,10 +695,6 @@ def export_ray(
     for _ in flagger.watch(candidates):
         pass
 
-    staging = out / f".{SHARDS}.staging"
-    if staging.exists():
-        shutil.rmtree(staging)
-    staging.mkdir(parents=True)
     rows = derived.filter(expr=col("kind").is_in([_ROW, _FACT]))
     cuts = _cuts(sizes, shard_bytes)
     shards = (
@@ -698,10 +715,13 @@ def export_ray(
         options.fmt,
         columns_for(options.kind, builder.shape, images=options.images),
         before_commit=lambda: unpublish(out),
+        images_from=out / SHARDS / IMAGES_DIR,
     )
     if merge:
         with writer:
-            for row in _merged(out / SHARDS, manifest, options.fmt != "jsonl"):
+            # Parquet rows are rebuilt from their data, and vision rows name their images there.
+            parse = options.fmt != "jsonl" or options.images
+            for row in _merged(out / SHARDS, manifest, parse):
                 writer.write(row)
     summary = note_flags(summarize(options, builder, stats, writer, index.dropped()), flagger)
     if budget is not None:
