@@ -30,6 +30,7 @@ _fact_decoder = codec.Decoder(InferenceCall)
 # needle the index answers holds; a message is known by a digest of its bytes.
 DIGEST = 8
 SEP = "\x1f"
+_HEAD = 4 + DIGEST
 
 
 def _json(value: Any) -> str:
@@ -88,10 +89,9 @@ _PLAIN = codec.encode(Message("user", []))[:1]
 _message = msgspec.msgpack.Decoder(Message)
 
 # What the text index needs of a fact, made where its rows are built (``text_note``: the
-# receiver's worker processes), so that the writer only looks digests up: (its input messages'
-# count, the digests of every prefix of its input, b"" for a body the codec escaped, the
-# digests of its messages, and each message's text as the index holds it).
-TextNote = tuple[int, bytes, bytes, tuple[str, ...]]
+# receiver's worker processes), so that the writer only looks digests up: each message's
+# digest and its text as the index holds it.
+TextNote = tuple[tuple[bytes, str], ...]
 
 
 def _digest(data: bytes | msgspec.Raw) -> bytes:
@@ -101,109 +101,83 @@ def _digest(data: bytes | msgspec.Raw) -> bytes:
 def _indexed(m: Message) -> str:
     """A message's text as the index holds it: its pieces casefolded, the empty ones left out,
     joined by the separator."""
-    return SEP.join(_indexable(p) for t in message_text((m,)) if (p := t.casefold()))
+    return SEP.join([_indexable(p) for t in message_text((m,)) if (p := t.casefold())])
 
 
-def _keys(body: bytes) -> tuple[int, bytes, bytes, list[msgspec.Raw] | None]:
-    """A fact's messages as the index knows them, from its codec bytes: (input count, prefix
-    digests, message digests, the messages' bytes). A message is known by the digest of its
-    bytes; a body the codec escaped (values msgpack cannot carry as they are) has no prefixes,
-    and its messages are known by their own encoding (None for the bytes)."""
+def _keys(body: bytes) -> tuple[list[bytes], list[msgspec.Raw] | None]:
+    """The digests a fact's messages are known by, from its codec bytes, and the messages'
+    bytes: a message is known by the digest of its bytes; in a body the codec escaped (values
+    msgpack cannot carry as they are), by that of its own encoding (and None for the bytes)."""
     try:
         if body[:1] != _PLAIN:
             raise msgspec.DecodeError("an escaped body")
         said = _said.decode(memoryview(body)[1:])
     except (msgspec.DecodeError, msgspec.ValidationError):
         fact = _fact_decoder.decode(body)
-        messages = (*fact.input_messages, *fact.output_messages)
-        keys = b"".join(_digest(codec.encode(m)) for m in messages)
-        return len(fact.input_messages), b"", keys, None
-    h = hashlib.blake2b(digest_size=DIGEST)
-    prefixes = [h.digest()]
-    for raw in said.input_messages:
-        h.update(raw)
-        prefixes.append(h.digest())
+        return [
+            _digest(codec.encode(m)) for m in (*fact.input_messages, *fact.output_messages)
+        ], None
     raws = [*said.input_messages, *said.output_messages]
-    return len(said.input_messages), b"".join(prefixes), b"".join(map(_digest, raws)), raws
+    return [_digest(r) for r in raws], raws
 
 
 def text_note(fact: InferenceCall, body: bytes, texts: dict[bytes, str] | None = None) -> TextNote:
     """The ``TextNote`` of a fact and its codec bytes; ``texts``: the text of messages met
     before, by digest (a request's calls replay one conversation: each message is read once,
     and its text crosses to the writer once)."""
-    n, prefixes, keys, _ = _keys(body)
+    keys, _ = _keys(body)
     seen = {} if texts is None else texts
-    out: list[str] = []
-    for k, m in enumerate((*fact.input_messages, *fact.output_messages)):
-        d = keys[k * DIGEST : (k + 1) * DIGEST]
+    out: list[tuple[bytes, str]] = []
+    for d, m in zip(keys, (*fact.input_messages, *fact.output_messages), strict=True):
         text = seen.get(d)
         if text is None:
             text = seen[d] = _indexed(m)
-        out.append(text)
-    return n, prefixes, keys, tuple(out)
+        out.append((d, text))
+    return tuple(out)
 
 
 class SessionText:
     """The messages of one session not in its text index yet, and their text. A message is
     known by the digest of its bytes, so a call's replay of the conversation is not indexed
-    again; and the input of the session's last call indexed is known as a whole (its count and
-    digest), so a call that replays it as its first messages is checked with one digest of
-    their bytes, not a digest each. ``state``: the summary's ``texts`` (that count, 4 bytes,
-    and digest, then the digests of the messages indexed)."""
+    again. ``state``: the summary's ``texts``: 12 bytes passed on as they are (earlier writers
+    kept there the count and digest of the last input indexed, to skip its replay; every
+    message that names is indexed, so one that still reads it skips only known messages), then
+    the digests of the messages indexed."""
 
     def __init__(self, state: bytes) -> None:
         state = bytes(state)
-        self.replay_n = int.from_bytes(state[:4], "big") if state else 0
-        self.replay = state[4 : 4 + DIGEST]
-        known = state[4 + DIGEST :]
+        self.head = state[:_HEAD] or bytes(_HEAD)
+        known = state[_HEAD:]
         self.have = {known[i : i + DIGEST] for i in range(0, len(known), DIGEST)}
         self.known = known
         self.pieces: list[str] = []
         self.digests: list[bytes] = []
 
-    def _fresh(self, n: int, prefixes: bytes, keys: bytes) -> list[int]:
-        """Which of a fact's messages are new to the session (their places), now known. Its
-        first ``n`` (the input) are skipped when they replay the last input indexed; that input
-        then becomes this one. A body without prefixes leaves the last input as it was."""
-        start = 0
-        if prefixes:
-            last = self.replay_n if 0 < self.replay_n <= n else 0
-            if last and prefixes[last * DIGEST : (last + 1) * DIGEST] == self.replay:
-                start = last
-            self.replay_n, self.replay = n, prefixes[n * DIGEST : (n + 1) * DIGEST]
-        fresh: list[int] = []
-        for k in range(start, len(keys) // DIGEST):
-            d = keys[k * DIGEST : (k + 1) * DIGEST]
+    def add(self, note: TextNote) -> None:
+        """The new messages of a fact, by its note."""
+        for d, text in note:
             if d not in self.have:
                 self.have.add(d)
                 self.digests.append(d)
-                fresh.append(k)
-        return fresh
-
-    def add(self, note: TextNote) -> None:
-        """The new messages of a fact, by its note."""
-        n, prefixes, keys, texts = note
-        for k in self._fresh(n, prefixes, keys):
-            if texts[k]:
-                self.pieces.append(texts[k])
+                if text:
+                    self.pieces.append(text)
 
     def add_body(self, body: bytes) -> None:
         """The new messages of a fact, from its codec bytes: only those are decoded."""
-        n, prefixes, keys, raws = _keys(body)
-        fresh = self._fresh(n, prefixes, keys)
+        keys, raws = _keys(body)
+        fresh = [k for k, d in enumerate(keys) if d not in self.have]
         if not fresh:
             return
         if raws is None:
             fact = _fact_decoder.decode(body)
             messages = (*fact.input_messages, *fact.output_messages)
-            texts = [_indexed(messages[k]) for k in fresh]
+            texts = {k: _indexed(messages[k]) for k in fresh}
         else:
-            texts = [_indexed(_message.decode(raws[k])) for k in fresh]
-        self.pieces.extend(t for t in texts if t)
+            texts = {k: _indexed(_message.decode(raws[k])) for k in fresh}
+        self.add(tuple((keys[k], texts[k]) for k in fresh))
 
     def state(self) -> bytes:
-        head = self.replay_n.to_bytes(4, "big") + self.replay.ljust(DIGEST, b"\0")
-        return head + self.known + b"".join(self.digests)
+        return self.head + self.known + b"".join(self.digests)
 
     def doc(self) -> str:
         return SEP.join(self.pieces)
