@@ -300,6 +300,7 @@ with open_store(url) as store:
 def stages(db: Path, rounds: int) -> None:
     """CPU seconds of the pipeline up to each stage (median of ``rounds``, interleaved), and
     what each stage adds."""
+    warm(None)
     cpu: list[list[float]] = [[] for _ in STAGES]
     for _ in range(rounds):
         for i in range(len(STAGES)):
@@ -316,6 +317,9 @@ def _run(argv: list[str], src: str | None = None) -> tuple[float, float, float, 
     """Run a command (one that reports its peak, bench/peak.py); (wall seconds, CPU seconds,
     its own peak RSS in MB, stdout). ``src``: import lithify from this ``src`` folder."""
     env = dict(os.environ)
+    # An installed lithify runs from compiled bytecode: let the warm-up (``warm``) write it,
+    # or every run would compile every module it imports (≈0.3 s of CPU here).
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     if src is not None:
         env["PYTHONPATH"] = str(Path(src).resolve())
     t0 = time.perf_counter()
@@ -331,6 +335,18 @@ def _run(argv: list[str], src: str | None = None) -> tuple[float, float, float, 
     if proc.returncode:
         raise SystemExit(f"{' '.join(argv)} exited with {proc.returncode}: {stderr[-2000:]!r}")
     return secs, usage.ru_utime + usage.ru_stime, peak.parse_mb(stderr), out
+
+
+WARM = """
+import lithify.cli.export, lithify.export.pipeline, lithify.export.writers, lithify.store
+import pyarrow.parquet
+"""
+
+
+def warm(before: str | None) -> None:
+    """Import what the runs import, once per checkout, writing its bytecode."""
+    for src in (None, before) if before else (None,):
+        _run(peak.python(WARM), src)
 
 
 def built_tokenizer(vocab: int = 2000) -> Path:
@@ -401,6 +417,7 @@ def bench(
     cpu: dict[str, list[float]] = {}
     rss: dict[str, float] = {}
     counts: dict[str, tuple[int, int, int]] = {}
+    warm(before)
     with tempfile.TemporaryDirectory(dir=OUT, prefix="export-run-") as tmp:
         for _ in range(rounds):
             for name, argv, src in _steps(db, Path(tmp), tokenizer, before):

@@ -159,6 +159,18 @@ def resolve_facts(
     return kept, dropped, aliases(names)
 
 
+def next_session(last: str | None, sid: str) -> str:
+    """The column form of ``sid``, a session starting after the one whose column form is
+    ``last`` (None: the first); raises ``ValueError`` unless it comes after it in order."""
+    key = col(sid)
+    if last is not None and key <= last:
+        raise ValueError(
+            f"facts are not grouped by session: {sid!r} came back, or came after "
+            f"{uncol(last)!r} (sessions must come in order)"
+        )
+    return key
+
+
 def iter_sessions(
     facts: Iterable[InferenceCall], stats: DeriveStats | None = None
 ) -> Iterator[tuple[str | None, list[InferenceCall]]]:
@@ -194,13 +206,7 @@ def iter_sessions(
             if group:
                 yield flush()
                 group = []
-            key = col(sid)
-            if last is not None and key <= last:
-                raise ValueError(
-                    f"facts are not grouped by session: {sid!r} came back, or came after "
-                    f"{uncol(last)!r} (sessions must come in order)"
-                )
-            last = key
+            last = next_session(last, sid)
             current = sid
         group.append(fact)
     if group:

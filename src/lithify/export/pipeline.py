@@ -3,17 +3,28 @@ rows of one kind and profile, validated → train/eval files, and the ``ExportSu
 
 from __future__ import annotations
 
+import os
+import pickle
+import queue
+import socket
+import subprocess
+import sys
+import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
+from lithify.core import codec
 from lithify.derive.feedback import FeedbackIndex
 from lithify.derive.segments import iter_segments
-from lithify.derive.sessions import DeriveStats
+from lithify.derive.sessions import DeriveStats, next_session
 from lithify.export.flags import Flagger, dropped_flags, note_flags
-from lithify.export.manifest import FactDigests, Provenance, publish, unpublish
+from lithify.export.manifest import FactDigests, Provenance, call_line, publish, unpublish
 from lithify.export.media import DEFAULT_MAX_INLINE
 from lithify.export.profiles import ProfileError, resolve
 from lithify.export.rows import Row, RowBuilder
@@ -22,7 +33,7 @@ from lithify.export.summary import ExportSummary
 from lithify.export.tokens import TextCounter, TokenBudget, check_options, load_tokenizer
 from lithify.export.where import Condition, parse
 from lithify.export.writers import FORMATS, SplitWriter, columns_for
-from lithify.model import InferenceCall
+from lithify.model import Feedback, InferenceCall
 
 
 @dataclass(frozen=True)
@@ -138,12 +149,15 @@ def export(
     *,
     progress: Callable[[int], None] | None = None,
     provenance: Provenance | None = None,
+    workers: int | None = None,
 ) -> ExportSummary:
     """Derive and write the rows of ``options.kind`` from ``selection`` (``export.source``),
     then their manifest and card (``export.manifest``; ``provenance``: where the facts came from).
 
-    ``progress`` is told of facts read. Raises ``RowInvalid`` when a row fails its schema
-    (nothing is written then), and what reading the facts raises.
+    ``progress`` is told of facts read. ``workers``: processes that build the rows while this
+    one reads and writes (``_in_workers``; None: ``_auto``, 0: none); the files are the same
+    bytes either way. Raises ``RowInvalid`` when a row fails its schema (nothing is written
+    then), and what reading the facts raises.
     """
     builder = make_builder(options)
     budget = token_budget(options, builder)  # before anything is read or written
@@ -152,13 +166,19 @@ def export(
     digests = FactDigests()
     drop = dropped_flags(options.drop_flags, options.keep_flags)
     flagger = Flagger(options.kind, drop, builder.validator)
-    facts = flagger.watch(digests.watch(selection.facts))
-    facts = facts if progress is None else _ticking(facts, progress)
+    facts = selection.facts if progress is None else _ticking(selection.facts, progress)
     out = Path(out_dir)
     columns = columns_for(options.kind, builder.shape, images=options.images)
     writer = SplitWriter(out, options.fmt, columns, before_commit=lambda: unpublish(out))
+    n = _workers(options, selection, workers)
     with writer:
-        for row in counted(flagger.apply(derive_rows(facts, index, builder, stats)), budget):
+        if n:
+            job = _Job(options, list(selection.feedback), dict(selection.aliases))
+            rows = _in_workers(facts, job, n, _Merge(builder, stats, index, digests, flagger))
+        else:
+            watched = flagger.watch(digests.watch(facts))
+            rows = counted(flagger.apply(derive_rows(watched, index, builder, stats)), budget)
+        for row in rows:
             writer.write(row)
         for row in counted(flagger.apply(builder.pairs()), budget):
             writer.write(row)
@@ -176,6 +196,230 @@ def export(
         hashed=writer.hashed,
     )
     return summary
+
+
+# -- rows built in worker processes ------------------------------------------------------------
+# An export holds one core with Python's work (decoding, derivation, rows, validation: none of
+# it releases the GIL). With workers, this process reads the facts, hands whole sessions in
+# batches to the workers in turn (batch k to worker k mod n), and takes back each batch's rows
+# and fact lines in batch order: the order of a serial export, so the same bytes. A session's
+# rows depend on it alone (the Ray export relies on it too); what spans sessions — counts, the
+# flags' tally, the feedback targets met — comes back at the end and is added up here.
+
+PARALLEL_FACTS = 4096  # fewer facts are exported in this process: starting workers costs more
+_BATCH = 4 << 20  # codec bytes of whole sessions per batch
+_AHEAD = 2  # batches a worker may hold: memory stays at workers × _AHEAD batches and rows
+_batch_encoder = msgspec.msgpack.Encoder()
+_batch_decoder = msgspec.msgpack.Decoder(list[bytes])
+
+
+@dataclass(frozen=True)
+class _Job:
+    """What a worker builds rows with (pickled into it once)."""
+
+    options: ExportOptions
+    feedback: list[Feedback]
+    aliases: dict[str, str]
+
+
+@dataclass(frozen=True)
+class _Merge:
+    """What this process adds the workers' results into."""
+
+    builder: RowBuilder
+    stats: DeriveStats
+    index: FeedbackIndex
+    digests: FactDigests
+    flagger: Flagger
+
+
+@dataclass(frozen=True)
+class _Failed:
+    error: BaseException
+
+
+def _workers(options: ExportOptions, selection: Selection, asked: int | None) -> int:
+    """How many worker processes build the rows; 0: this process does. DPO pairs, token
+    budgets and TRL vision rows (each needs what the rows of every session leave behind, or
+    image bytes) stay in this process."""
+    if options.kind == "dpo" or options.tokenizer is not None or options.images:
+        return 0
+    return max(0, _auto(selection) if asked is None else asked)
+
+
+def _auto(selection: Selection) -> int:
+    """``LITHIFY_EXPORT_WORKERS`` when set; else two workers for an export of at least
+    ``PARALLEL_FACTS`` facts when a core is idle (they cost about 1.4× the CPU of one process:
+    on a busy machine they would take it from the rest), none otherwise."""
+    env = os.environ.get("LITHIFY_EXPORT_WORKERS", "").strip()
+    if env.isdigit():
+        return int(env)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
+    big = selection.total is not None and selection.total >= PARALLEL_FACTS
+    return 2 if big and cores >= 2 and os.getloadavg()[0] <= cores - 1 else 0
+
+
+def _batches(facts: Iterable[InferenceCall], digests: FactDigests) -> Iterator[bytes]:
+    """``facts`` (grouped by session, as ``iter_sessions`` checks) as batches of whole
+    sessions' codec bytes; ``digests`` counts them."""
+    blobs: list[bytes] = []
+    size = 0
+    last: str | None = None  # the column form of the last session id
+    prev: object = object()
+    for f in facts:
+        sid = f.session_id
+        if sid is not None and sid != prev:
+            if size >= _BATCH:
+                yield _batch_encoder.encode(blobs)
+                blobs, size = [], 0
+            last = next_session(last, sid)
+        elif sid is None and size >= _BATCH:
+            yield _batch_encoder.encode(blobs)
+            blobs, size = [], 0
+        prev = sid
+        data = codec.encode(f)
+        blobs.append(data)
+        size += len(data)
+        digests.note(f)
+    if blobs:
+        yield _batch_encoder.encode(blobs)
+
+
+# The worker's program: its own interpreter, not multiprocessing's spawn, which would run the
+# caller's main module again (a script without a ``__main__`` guard would export twice).
+_WORKER = "import sys; from lithify.export.pipeline import _work; _work(int(sys.argv[1]))"
+
+
+def _in_workers(facts: Iterable[InferenceCall], job: _Job, n: int, into: _Merge) -> Iterator[Row]:
+    """The rows of ``facts``, built by ``n`` worker processes, in the order one process makes
+    them; the fact lines and the workers' counts go ``into`` this process's."""
+    conns: list[Connection] = []
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        for _ in range(n):
+            ours, theirs = socket.socketpair()
+            fd = theirs.fileno()
+            procs.append(subprocess.Popen([sys.executable, "-c", _WORKER, str(fd)], pass_fds=(fd,)))
+            theirs.close()
+            conns.append(Connection(ours.detach()))
+            conns[-1].send_bytes(pickle.dumps(job, protocol=5))
+        sent = done = 0
+        for batch in _batches(facts, into.digests):
+            while sent - done >= n * _AHEAD:
+                yield from _rows_back(conns[done % n], into.digests)
+                done += 1
+            conns[sent % n].send_bytes(batch)
+            sent += 1
+        while done < sent:
+            yield from _rows_back(conns[done % n], into.digests)
+            done += 1
+        for conn in conns:
+            conn.send_bytes(b"")
+        for conn in conns:
+            tally, stats, flagged, dropped, met = _received(conn)
+            into.builder.merge(tally)
+            _add_stats(into.stats, stats)
+            into.flagger.flagged.update(flagged)
+            into.flagger.dropped += dropped
+            into.index.meet(met)
+        for proc in procs:
+            proc.wait()
+    finally:
+        for proc in procs:
+            if proc.poll() is None:  # this export failed or was abandoned: so is their work
+                proc.kill()
+                proc.wait()
+        for conn in conns:
+            conn.close()
+
+
+def _received(conn: Connection) -> Any:
+    got = pickle.loads(conn.recv_bytes())
+    if isinstance(got, _Failed):
+        raise got.error
+    return got
+
+
+def _rows_back(conn: Connection, digests: FactDigests) -> Iterator[Row]:
+    lines, rows = _received(conn)
+    for line in lines:
+        digests.add(line)
+    for encoded, split, prompt, ids, spans, data in rows:
+        yield Row(data, encoded, split, prompt, ids, spans)
+
+
+def _add_stats(total: DeriveStats, part: DeriveStats) -> None:
+    total.calls += part.calls
+    total.duplicates += part.duplicates
+    total.sessions += part.sessions
+    total.segments += part.segments
+    splits = Counter(total.splits)
+    splits.update(part.splits)
+    total.splits = dict(sorted(splits.items()))  # in name order, as ``DeriveStats.split`` keeps
+
+
+def _work(fd: int) -> None:
+    """A worker, on the socket ``fd``: its job, then batches of sessions in, their fact lines
+    and rows out, then its tallies."""
+    conn = Connection(fd)
+    # Batches are taken in as they come, so the main process never waits on a worker that is
+    # itself waiting to hand back rows.
+    job: _Job = pickle.loads(conn.recv_bytes())
+    inbox: queue.SimpleQueue[bytes] = queue.SimpleQueue()
+    threading.Thread(target=_receive, args=(conn, inbox), daemon=True).start()
+    try:
+        options = job.options
+        builder = make_builder(options)
+        index = FeedbackIndex(job.feedback, job.aliases)
+        stats = DeriveStats()
+        drop = dropped_flags(options.drop_flags, options.keep_flags)
+        flagger = Flagger(options.kind, drop, builder.validator)
+        reader = codec.FactReader()
+        columns = columns_for(options.kind, builder.shape)
+        while batch := inbox.get():
+            facts = [reader.decode(b) for b in _batch_decoder.decode(batch)]
+            lines = [call_line(f) for f in facts]
+            rows = derive_rows(flagger.watch(facts), index, builder, stats)
+            out = [_sent(row, options.fmt, columns) for row in flagger.apply(rows)]
+            conn.send_bytes(pickle.dumps((lines, out), protocol=5))
+        tally = (builder.tally(), stats, flagger.flagged, flagger.dropped, index.take_met())
+        conn.send_bytes(pickle.dumps(tally, protocol=5))
+    except BaseException as e:  # handed to the main process, which raises it
+        try:
+            failed = pickle.dumps(_Failed(e))
+        except Exception:
+            failed = pickle.dumps(_Failed(RuntimeError(f"{type(e).__name__}: {e}")))
+        conn.send_bytes(failed)
+        while inbox.get():  # what is still sent is taken and dropped: the main process raises
+            pass
+
+
+def _receive(conn: Connection, inbox: queue.SimpleQueue[bytes]) -> None:
+    try:
+        while batch := conn.recv_bytes():
+            inbox.put(batch)
+    except (EOFError, OSError):
+        pass
+    inbox.put(b"")
+
+
+def _sent(
+    row: Row, fmt: str, columns: tuple[tuple[str, str], ...]
+) -> tuple[bytes, str, bytes, list[str], dict[str, tuple[int, int]] | None, dict[str, Any]]:
+    """What the writer reads of a row. Its ``data`` only where the row's JSON does not hold the
+    value: JSONL lines are the JSON; a Parquet JSON column with its place known is a view of
+    it (a mark stands for the value), a reward column is the value."""
+    spans = row.spans
+    if fmt == "jsonl":
+        data: dict[str, Any] = {}
+    elif spans is None:
+        data = row.data
+    else:
+        data = {}
+        for name, kind in columns:
+            value = row.data.get(name)
+            data[name] = True if kind == "json" and name in spans and value is not None else value
+    return (row.encoded, row.split, row.prompt, row.source_ids, spans, data)
 
 
 def counted(rows: Iterable[Row], budget: TokenBudget | None) -> Iterable[Row]:

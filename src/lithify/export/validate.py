@@ -42,6 +42,10 @@ class RowInvalid(Exception):
             f"row from {', '.join(source_ids)} fails {schema_id}: " + "; ".join(errors[:5])
         )
 
+    def __reduce__(self) -> tuple[type[RowInvalid], tuple[str, list[str], list[str]]]:
+        # Pickled as its fields: a worker process of the export hands it to the main one.
+        return (RowInvalid, (self.schema_id, self.source_ids, self.errors))
+
 
 @cache
 def native_schema() -> dict[str, Any]:
