@@ -207,11 +207,16 @@ def test_fact_files_too_large_for_memory_select_what_memory_would(
     path = folder / "facts.jsonl"
     path.write_bytes(b"".join(encode_line(f) for f in [*captures, *fb, *fb[:1]]))
     held = from_files([path], filters)
-    spilled = from_files([path], filters, in_memory_bytes=0)
-    scratch = {p for p in Path(tempfile.gettempdir()).glob("lithify-export-*")}
-    assert scratch, "the scratch store is where the facts are read from"
-    assert _ids(spilled.facts) == _ids(held.facts)
-    assert not {p for p in Path(tempfile.gettempdir()).glob("lithify-export-*")} & scratch
+    # A temporary folder of its own: other tests' exports run beside this one.
+    tmp, tempfile.tempdir = tempfile.tempdir, str(tmp_path_factory.mktemp("tmp"))
+    try:
+        spilled = from_files([path], filters, in_memory_bytes=0)
+        scratch = {p for p in Path(tempfile.gettempdir()).glob("lithify-export-*")}
+        assert scratch, "the scratch store is where the facts are read from"
+        assert _ids(spilled.facts) == _ids(held.facts)
+        assert not {p for p in Path(tempfile.gettempdir()).glob("lithify-export-*")}
+    finally:
+        tempfile.tempdir = tmp
     assert (spilled.dropped, spilled.total) == (held.dropped, held.total)
     assert spilled.aliases == {k: v for k, v in held.aliases.items() if k in targets}
     # A redelivered feedback line is one fact in a store, as derivation counts it.
