@@ -313,28 +313,58 @@ def stages(db: Path, rounds: int) -> None:
         print(f"{name:<32}{m:>8.2f}{adds:>8.2f}{m / medians[0]:>8.2f}")
 
 
-def _run(argv: list[str], src: str | None = None) -> tuple[float, float, float, bytes]:
-    """Run a command (one that reports its peak, bench/peak.py); (wall seconds, CPU seconds,
-    its own peak RSS in MB, stdout). ``src``: import lithify from this ``src`` folder."""
-    env = dict(os.environ)
+# Worker processes of an export (LITHIFY_EXPORT_WORKERS) report their own peak too, as
+# "workers VmHWM": a sitecustomize on the path of every process of a run, reporting in those
+# whose parent is not the benchmark (the export's children).
+SITE = OUT / "bench-site"
+_SITECUSTOMIZE = """
+import atexit, os, sys
+
+def _peak():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM:"):
+            sys.stderr.write("workers " + line)
+
+if os.environ.get("LITHIFY_BENCH_PID") not in (None, str(os.getppid())):
+    atexit.register(_peak)
+"""
+
+
+def _workers_mb(stderr: bytes) -> float:
+    """The peaks the export's worker processes reported, added up (MB)."""
+    text = stderr.decode(errors="replace")
+    return sum(int(part.split()[0]) for part in text.split("workers VmHWM:")[1:]) / 1024
+
+
+def _run(
+    argv: list[str], src: str | None = None, extra: dict[str, str] | None = None
+) -> tuple[float, float, float, bytes]:
+    """Run a command (one that reports its peak, bench/peak.py); (wall seconds, CPU seconds of
+    it and its children, its peak RSS with its workers' in MB, stdout). ``src``: import
+    lithify from this ``src`` folder; ``extra``: environment variables."""
+    SITE.mkdir(parents=True, exist_ok=True)
+    (SITE / "sitecustomize.py").write_text(_SITECUSTOMIZE)
+    env = {**os.environ, **(extra or {}), "LITHIFY_BENCH_PID": str(os.getpid())}
     # An installed lithify runs from compiled bytecode: let the warm-up (``warm``) write it,
     # or every run would compile every module it imports (≈0.3 s of CPU here).
     env.pop("PYTHONDONTWRITEBYTECODE", None)
-    if src is not None:
-        env["PYTHONPATH"] = str(Path(src).resolve())
+    paths = [str(SITE)] + ([str(Path(src).resolve())] if src is not None else [])
+    env["PYTHONPATH"] = os.pathsep.join(paths)
     t0 = time.perf_counter()
     with tempfile.TemporaryFile() as err:
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err, env=env)
         assert proc.stdout is not None
         out = proc.stdout.read()
-        _, status, usage = os.wait4(proc.pid, 0)  # this child's own CPU time
+        # This child's CPU time, with that of the children it waited for (its workers).
+        _, status, usage = os.wait4(proc.pid, 0)
         secs = time.perf_counter() - t0
         err.seek(0)
         stderr = err.read()
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode:
         raise SystemExit(f"{' '.join(argv)} exited with {proc.returncode}: {stderr[-2000:]!r}")
-    return secs, usage.ru_utime + usage.ru_stime, peak.parse_mb(stderr), out
+    rss = peak.parse_mb(stderr.replace(b"workers VmHWM:", b"")) + _workers_mb(stderr)
+    return secs, usage.ru_utime + usage.ru_stime, rss, out
 
 
 WARM = """
@@ -383,20 +413,23 @@ def built_tokenizer(vocab: int = 2000) -> Path:
 
 def _steps(
     db: Path, out_dir: Path, tokenizer: str | None, before: str | None = None
-) -> Iterator[tuple[str, list[str], str | None]]:
+) -> Iterator[tuple[str, list[str], str | None, dict[str, str]]]:
     url = f"sqlite:///{db}"
-    yield "store read (baseline)", peak.python(READ, url), None
+    yield "store read (baseline)", peak.python(READ, url), None, {}
     for fmt in ("jsonl", "parquet"):
-        argv = ["export", "sft", "-s", url, "-o", str(out_dir / fmt), "--format", fmt]
-        yield f"export sft → {fmt}", peak.lithify(*argv, "--no-progress", "--json"), None
+        for workers in ("0", "2"):
+            argv = ["export", "sft", "-s", url, "-o", str(out_dir / f"{fmt}-{workers}")]
+            cmd = peak.lithify(*argv, "--format", fmt, "--no-progress", "--json")
+            name = f"export sft → {fmt}" + (", 2 workers" if workers != "0" else "")
+            yield name, cmd, None, {"LITHIFY_EXPORT_WORKERS": workers}
         if before is not None:
-            argv[argv.index("-o") + 1] += "-before"
-            cmd = peak.lithify(*argv, "--no-progress", "--json")
-            yield f"  before: → {fmt}", cmd, before
+            argv = ["export", "sft", "-s", url, "-o", str(out_dir / f"{fmt}-before")]
+            cmd = peak.lithify(*argv, "--format", fmt, "--no-progress", "--json")
+            yield f"  before: → {fmt}", cmd, before, {}
     if tokenizer is not None:
         argv = ["export", "sft", "-s", url, "-o", str(out_dir / "tokens"), "--profile", "trl"]
         argv += ["--tokenizer", tokenizer, "--no-progress", "--json"]
-        yield "export sft → jsonl, tokens", peak.lithify(*argv), None
+        yield "export sft → jsonl, tokens", peak.lithify(*argv), None, {}
 
 
 class Step(NamedTuple):
@@ -420,8 +453,8 @@ def bench(
     warm(before)
     with tempfile.TemporaryDirectory(dir=OUT, prefix="export-run-") as tmp:
         for _ in range(rounds):
-            for name, argv, src in _steps(db, Path(tmp), tokenizer, before):
-                secs, used, peak, out = _run(argv, src)
+            for name, argv, src, extra in _steps(db, Path(tmp), tokenizer, before):
+                secs, used, peak, out = _run(argv, src, extra)
                 wall.setdefault(name, []).append(secs)
                 cpu.setdefault(name, []).append(used)
                 rss[name] = max(rss.get(name, 0.0), peak)
@@ -443,7 +476,7 @@ def _print(title: str, steps: list[Step]) -> None:
     base, base_cpu = steps[0].secs, steps[0].cpu
     print(title)
     print(
-        f"{'step':<24}{'wall s':>8}{'cpu s':>8}{'facts/s':>10}{'rows/s':>10}"
+        f"{'step':<34}{'wall s':>8}{'cpu s':>8}{'facts/s':>10}{'rows/s':>10}"
         f"{'rows/cpu-s':>12}{'× baseline':>12}{'× by CPU':>10}{'peak RSS MB':>13}"
         f"{'output GB':>11}"
     )
@@ -452,7 +485,7 @@ def _print(title: str, steps: list[Step]) -> None:
         per_cpu = f"{st.rows / st.cpu:,.0f}" if st.rows else "-"
         out = f"{st.size / 1e9:.2f}" if st.size else "-"
         print(
-            f"{st.name:<24}{st.secs:>8.1f}{st.cpu:>8.1f}{st.facts / st.secs:>10,.0f}{rate:>10}"
+            f"{st.name:<34}{st.secs:>8.1f}{st.cpu:>8.1f}{st.facts / st.secs:>10,.0f}{rate:>10}"
             f"{per_cpu:>12}{st.secs / base:>12.2f}{st.cpu / base_cpu:>10.2f}{st.rss:>13.0f}"
             f"{out:>11}"
         )
@@ -515,7 +548,7 @@ def main() -> None:
         small, big = sorted(runs)
         print(f"peak RSS, {small:,} → {big:,} calls ({big // small}× as many):")
         for a, b in zip(runs[small], runs[big], strict=True):
-            print(f"  {a.name:<24}{a.rss:>6.0f} MB → {b.rss:.0f} MB ({b.rss / a.rss:.2f}×)")
+            print(f"  {a.name:<34}{a.rss:>6.0f} MB → {b.rss:.0f} MB ({b.rss / a.rss:.2f}×)")
 
 
 if __name__ == "__main__":

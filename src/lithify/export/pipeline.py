@@ -207,6 +207,7 @@ def export(
 # flags' tally, the feedback targets met — comes back at the end and is added up here.
 
 PARALLEL_FACTS = 4096  # fewer facts are exported in this process: starting workers costs more
+_AUTO_MAX = 4  # workers at most unless asked: this process's reading and writing then bind
 _BATCH = 4 << 20  # codec bytes of whole sessions per batch
 _AHEAD = 2  # batches a worker may hold: memory stays at workers × _AHEAD batches and rows
 _batch_encoder = msgspec.msgpack.Encoder()
@@ -248,15 +249,18 @@ def _workers(options: ExportOptions, selection: Selection, asked: int | None) ->
 
 
 def _auto(selection: Selection) -> int:
-    """``LITHIFY_EXPORT_WORKERS`` when set; else two workers for an export of at least
-    ``PARALLEL_FACTS`` facts when a core is idle (they cost about 1.4× the CPU of one process:
-    on a busy machine they would take it from the rest), none otherwise."""
+    """``LITHIFY_EXPORT_WORKERS`` when set; else, for an export of at least ``PARALLEL_FACTS``
+    facts, a worker per idle core beyond this process's (by the load average), at most
+    ``_AUTO_MAX``, when that is two or more; else none. Workers cost about twice the CPU of
+    one process (each decodes the facts again, and starts): they pay off on idle cores only."""
     env = os.environ.get("LITHIFY_EXPORT_WORKERS", "").strip()
     if env.isdigit():
         return int(env)
+    if selection.total is None or selection.total < PARALLEL_FACTS:
+        return 0
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
-    big = selection.total is not None and selection.total >= PARALLEL_FACTS
-    return 2 if big and cores >= 2 and os.getloadavg()[0] <= cores - 1 else 0
+    idle = int(cores - os.getloadavg()[0]) - 1
+    return min(idle, _AUTO_MAX) if idle >= 2 else 0
 
 
 def _batches(facts: Iterable[InferenceCall], digests: FactDigests) -> Iterator[bytes]:
