@@ -82,6 +82,15 @@ def _from_workers(store: FactStore, group: list[list[InferenceCall]]) -> None:
     store.insert_prepared([pickle.loads(pickle.dumps(prep(b))) for b in group])
 
 
+def _read_before(store: FactStore, group: list[list[InferenceCall]]) -> None:
+    """Rows of a process that has read these messages before (for another store): the notes
+    leave their text out, and the writer reads it from the bodies."""
+    prep = store.preparer()
+    for b in group:
+        prep(b)
+    store.insert_prepared([prep(b) for b in group])
+
+
 def _without_text(store: FactStore, group: list[list[InferenceCall]]) -> None:
     prep = store.preparer()
     store.insert_prepared([Prepared(prep(b).facts, []) for b in group])
@@ -153,7 +162,7 @@ def test_every_writer_stores_the_same_rows_summaries_and_text_index(
     new_store_url: Callable[[], str], facts: list[InferenceCall], seed: int, grouped: bool
 ) -> None:
     groups = _groups(facts, random.Random(seed), grouped)
-    paths = [_from_workers, _without_text] + ([] if grouped else [_direct])
+    paths = [_from_workers, _read_before, _without_text] + ([] if grouped else [_direct])
     tables = []
     for write in paths:
         url = new_store_url()
@@ -166,15 +175,18 @@ def test_every_writer_stores_the_same_rows_summaries_and_text_index(
         assert other == tables[0]
 
 
-@given(facts=_conversations())
+@given(facts=_conversations(), read=st.booleans())
 @settings(max_examples=50, deadline=None)
-def test_a_note_reads_what_the_body_says(facts: list[InferenceCall]) -> None:
-    """The text a worker reads from a fact is the text the writer reads from its stored bytes,
-    message by message, in a session's state as it grows."""
+def test_a_note_reads_what_the_body_says(facts: list[InferenceCall], read: bool) -> None:
+    """The text a worker reads from a fact (or leaves to the writer: a message it has read
+    before) is the text the writer reads from its stored bytes, in a session's state as it
+    grows."""
     by_note, by_body = SessionText(b""), SessionText(b"")
     for f in facts:
         body = codec.encode(f)
-        by_note.add(text_note(f, body))
+        if read:
+            text_note(f, body, "s")
+        by_note.add(text_note(f, body, "s"), lambda body=body: body)
         by_body.add_body(body)
         assert by_note.state() == by_body.state()
     assert by_note.doc() == by_body.doc()

@@ -226,9 +226,8 @@ def text_notes(facts: list[InferenceCall], rows: list[tuple[Any, ...]]) -> list[
     """The text index's notes of facts and their rows (bodies still whole codec bytes): every
     writer makes them as the receiver's workers do, so that the index is the same whichever
     wrote it."""
-    texts: dict[bytes, str] = {}
     return [
-        None if r[_FACT_SESSION] is None else text_note(f, r[-1], texts)
+        None if (sid := r[_FACT_SESSION]) is None else text_note(f, r[-1], sid)
         for f, r in zip(facts, rows, strict=True)
     ]
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import functools
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime, timedelta
 from typing import Any
@@ -267,11 +268,12 @@ class SessionQueries(CaptureIndex):
             if sid in texts:
                 t = SessionText(have)
                 for i in sorted(texts[sid], key=lambda i: (rows[i][_SORT_AT], rows[i][0])):
-                    note = notes[i]
+                    note, stored = notes[i], rows[i][-1]
+                    body = functools.partial(self._codec_bytes, stored, cur)
                     if note is None:
-                        t.add_body(self._codec_bytes(rows[i][-1], cur))
+                        t.add_body(body())
                     else:
-                        t.add(note)
+                        t.add(note, body)
                 if t.pieces:
                     docs.append((sid_id, ndocs, t.doc()))
                     ndocs += 1

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import msgspec
@@ -89,9 +89,15 @@ _PLAIN = codec.encode(Message("user", []))[:1]
 _message = msgspec.msgpack.Decoder(Message)
 
 # What the text index needs of a fact, made where its rows are built (``text_note``: the
-# receiver's worker processes), so that the writer only looks digests up: each message's
-# digest and its text as the index holds it.
-TextNote = tuple[tuple[bytes, str], ...]
+# receiver's worker processes), so that the writer looks digests up: each message's digest,
+# and its text as the index holds it, or None for a message the process has read before in the
+# same session (a replay: the writer reads it from the body in the rare case it is new there).
+TextNote = tuple[tuple[bytes, str | None], ...]
+
+# The (session, digest) of messages this process has read, so that a conversation's replays are
+# neither read nor sent again: at most this many, then forgotten all at once (~10 MB).
+_READ: dict[tuple[str, bytes], None] = {}
+_READ_MOST = 100_000
 
 
 def _digest(data: bytes | msgspec.Raw) -> bytes:
@@ -121,19 +127,38 @@ def _keys(body: bytes) -> tuple[list[bytes], list[msgspec.Raw] | None]:
     return [_digest(r) for r in raws], raws
 
 
-def text_note(fact: InferenceCall, body: bytes, texts: dict[bytes, str] | None = None) -> TextNote:
-    """The ``TextNote`` of a fact and its codec bytes; ``texts``: the text of messages met
-    before, by digest (a request's calls replay one conversation: each message is read once,
-    and its text crosses to the writer once)."""
-    keys, _ = _keys(body)
-    seen = {} if texts is None else texts
-    out: list[tuple[bytes, str]] = []
-    for d, m in zip(keys, (*fact.input_messages, *fact.output_messages), strict=True):
-        text = seen.get(d)
-        if text is None:
-            text = seen[d] = _indexed(m)
-        out.append((d, text))
+def text_note(fact: InferenceCall, body: bytes, session: str) -> TextNote:
+    """The ``TextNote`` of a fact of ``session`` (its column form) and its codec bytes."""
+    if len(_READ) > _READ_MOST:
+        _READ.clear()
+    out: list[tuple[bytes, str | None]] = []
+    for d, m in zip(_keys(body)[0], (*fact.input_messages, *fact.output_messages), strict=True):
+        key = (session, d)
+        if key in _READ:
+            out.append((d, None))
+        else:
+            _READ[key] = None
+            out.append((d, _indexed(m)))
     return tuple(out)
+
+
+def _reader(body: Callable[[], bytes]) -> Callable[[int], str]:
+    """The text of a fact's k-th message, from its codec bytes (``body``), decoded on demand."""
+    messages: list[Any] = []
+
+    def read(k: int) -> str:
+        if not messages:
+            data = body()
+            raws = _keys(data)[1]
+            if raws is None:
+                fact = _fact_decoder.decode(data)
+                messages.extend((*fact.input_messages, *fact.output_messages))
+            else:
+                messages.extend(raws)
+        m = messages[k]
+        return _indexed(m if isinstance(m, Message) else _message.decode(m))
+
+    return read
 
 
 class SessionText:
@@ -153,28 +178,24 @@ class SessionText:
         self.pieces: list[str] = []
         self.digests: list[bytes] = []
 
-    def add(self, note: TextNote) -> None:
-        """The new messages of a fact, by its note."""
-        for d, text in note:
-            if d not in self.have:
-                self.have.add(d)
-                self.digests.append(d)
-                if text:
-                    self.pieces.append(text)
+    def add(self, note: TextNote, body: Callable[[], bytes]) -> None:
+        """The new messages of a fact, by its note; the text the note leaves out is read from
+        the fact's codec bytes (``body``) where needed."""
+        read: Callable[[int], str] | None = None
+        for k, (d, text) in enumerate(note):
+            if d in self.have:
+                continue
+            self.have.add(d)
+            self.digests.append(d)
+            if text is None:
+                read = read or _reader(body)
+                text = read(k)
+            if text:
+                self.pieces.append(text)
 
     def add_body(self, body: bytes) -> None:
         """The new messages of a fact, from its codec bytes: only those are decoded."""
-        keys, raws = _keys(body)
-        fresh = [k for k, d in enumerate(keys) if d not in self.have]
-        if not fresh:
-            return
-        if raws is None:
-            fact = _fact_decoder.decode(body)
-            messages = (*fact.input_messages, *fact.output_messages)
-            texts = {k: _indexed(messages[k]) for k in fresh}
-        else:
-            texts = {k: _indexed(_message.decode(raws[k])) for k in fresh}
-        self.add(tuple((keys[k], texts[k]) for k in fresh))
+        self.add(tuple((d, None) for d in _keys(body)[0]), lambda: body)
 
     def state(self) -> bytes:
         return self.head + self.known + b"".join(self.digests)
