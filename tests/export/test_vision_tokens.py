@@ -12,7 +12,9 @@ torch and torchvision for its video part)."""
 
 from __future__ import annotations
 
+import io
 import json
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -20,12 +22,14 @@ from typing import Any
 import orjson
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from PIL import Image
 from transformers import AutoProcessor
 from typer.testing import CliRunner
 
 from lithify.cli import app
-from lithify.export.tokens import TokenizerError, load_tokenizer
+from lithify.export.tokens import ImageTokens, TextCounter, TokenizerError, load_tokenizer
 from lithify.model import Message, encode
 from tests.export.helpers import assistant, blob, fact, png, read_rows, replay, run_export, system
 from tests.export.helpers import text as text_part
@@ -174,6 +178,22 @@ def test_no_processor_no_budget(tokenizer_only: Path, tmp_path: Path) -> None:
     assert result.exit_code == 2 and "needs the model's processor" in result.output
 
 
+def test_the_cli_reports_the_processor_and_replays(model: Path, tmp_path: Path) -> None:
+    fact_file = tmp_path / "facts.jsonl"
+    fact_file.write_bytes(b"".join(encode(f) + b"\n" for f in sized_session("v", SIZES)))
+    out = tmp_path / "o"
+    args = ["export", "sft", "--profile", "trl", "--images", "--facts", str(fact_file)]
+    args += ["--tokenizer", str(model), "--max-tokens", "250", "--fit", "split", "-o", str(out)]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "processor" in result.output and "warning" not in result.output
+    manifest = orjson.loads((out / "manifest.json").read_bytes())
+    assert manifest["tokens"]["images"] == "processor" and manifest["tokens"]["cut"] > 0
+    again = runner.invoke(app, ["export", "--replay", str(out / "manifest.json"), "--json"])
+    assert again.exit_code == 0, again.output
+    assert orjson.loads(again.stdout)["identical"] is True
+
+
 def test_text_rows_carry_no_images_field(model: Path, tmp_path: Path) -> None:
     # The processor is for images: text rows count as before, with the tokenizer alone.
     facts = sized_session("v", SIZES[:2])
@@ -193,6 +213,38 @@ def test_the_processor_is_in_the_fingerprint(model: Path, tmp_path: Path) -> Non
     assert a.tokens is not None and b.tokens is not None
     assert a.tokens.sha256 != b.tokens.sha256
     assert a.tokens.max is not None and b.tokens.max is not None and b.tokens.max < a.tokens.max
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    sizes=st.lists(st.tuples(st.integers(1, 400), st.integers(1, 400)), max_size=4),
+    words=st.lists(st.sampled_from(["red", "blue", "<|image_pad|>", "\n", " "]), max_size=8),
+)
+def test_each_image_adds_its_own_tokens(
+    model: Path, sizes: list[tuple[int, int]], words: list[str]
+) -> None:
+    """The counter's sum (the text's tokens, plus what each image adds alone, remembered) is
+    the processor's own count of the text and the images together, for any images and text;
+    it never has to fall back to processing every row whole."""
+    tok = load_tokenizer(str(model))
+    processor = AutoProcessor.from_pretrained(str(model), local_files_only=True)
+    counter = ImageTokens(processor, TextCounter(tok))
+    blobs = [blob(png(w, h, (w % 256, h % 256, 0)), "image/png") for w, h in sizes]
+    content = [{"type": "text", "text": "".join(words)}, *[{"type": "image"}] * len(blobs)]
+    text = processor.apply_chat_template([{"role": "user", "content": content}], tokenize=False)
+    images = [Image.open(io.BytesIO(png(w, h, (w % 256, h % 256, 0)))) for w, h in sizes]
+    try:
+        found = processor(
+            text=[text], images=[images] if images else None, add_special_tokens=False
+        )
+    except ValueError as e:  # the text quotes the image token: the counter raises the same
+        with pytest.raises(ValueError, match=re.escape(str(e))):
+            counter.count(text, blobs)
+        return
+    # Checked whole the first time, by the sum of its parts the second.
+    assert counter.count(text, blobs) == len(found["input_ids"][0])
+    assert counter.count(text, blobs) == len(found["input_ids"][0])
+    assert not counter.whole
 
 
 # What TRL's vision SFT collator builds of the exported rows, in the TRL consumer venv: the

@@ -345,6 +345,7 @@ class TokenCounter:
         self.tools = _TOOLS.get(shape, "tools")
         self.encoder = text if text is not None else TextCounter(tokenizer)
         self.processor = processor
+        self.images = None if processor is None else ImageTokens(processor, self.encoder)
         _memoize_sandbox(tokenizer)
 
     def conversations(self, data: dict[str, Any]) -> list[Conversation]:
@@ -398,20 +399,15 @@ class TokenCounter:
         """A vision row's count: the length of the ``input_ids`` the processor makes of its
         rendered messages and its images, as TRL's collator calls it. Raises
         ``TemplateFailed``."""
-        from PIL import Image
-
+        assert self.images is not None
         ((messages, _, prompt),) = self.conversations(data)
         try:
             text = self.processor.apply_chat_template(
                 messages, tokenize=False, add_generation_prompt=prompt
             )
-            images = [Image.open(io.BytesIO(blob_bytes(b))) for b in media]
-            found = self.processor(
-                text=[text], images=[images] if images else None, add_special_tokens=False
-            )
+            return self.images.count(text, media)
         except Exception as e:  # the template's raise, or an image the processor cannot read
             raise TemplateFailed(f"{type(e).__name__}: {e}") from None
-        return len(found["input_ids"][0])
 
     def count_many(self, rows: list[Row]) -> list[int | TemplateFailed]:
         """Each row's count (or why it has none), the texts encoded together."""
@@ -437,6 +433,68 @@ class TokenCounter:
             return self.count(row.data, row.media)
         except TemplateFailed as e:
             return e
+
+
+_CACHED_IMAGES = 1 << 16  # images whose tokens the counter remembers before it starts afresh
+
+
+class ImageTokens:
+    """The length of ``processor(text=[text], images=[images])["input_ids"][0]`` for vision
+    rows, without processing every image of every row.
+
+    A processor expands each image's placeholder into tokens whose number depends on that image
+    (its size), not on the text around it: a row's count is its text's tokens plus what each of
+    its images adds, found once per image (the processor on a message showing it alone) and
+    remembered by the image's SHA-256. Rows of a session repeat their context's images, so an
+    image is processed once, not once per row that shows it. The first row showing one image
+    and the first showing several are also counted whole; where either differs, every row
+    after is counted whole (a processor whose expansion depends on more than the image). So is a
+    row whose text holds the image token other than once per image (a message quoting it): the
+    processor's own call says what it makes of it, or raises as it would in the trainer."""
+
+    def __init__(self, processor: Any, encoder: TextCounter) -> None:
+        self.processor = processor
+        self.encoder = encoder
+        self.known: dict[str, int] = {}
+        self.checked: set[bool] = set()  # rows checked whole: showing one image, several
+        self.token: str = getattr(processor, "image_token", None) or ""
+        try:
+            lone = [{"role": "user", "content": [{"type": "image"}]}]
+            self.lone = processor.apply_chat_template(lone, tokenize=False)
+        except Exception:  # a template that renders no such message: every row whole
+            self.lone = ""
+        # Without an image token to see in the text, every row is counted whole.
+        self.whole = not self.token or self.lone.count(self.token) != 1
+        self.base = encoder.lengths([self.lone])[0]
+
+    def count(self, text: str, media: list[BlobPart]) -> int:
+        if self.whole or text.count(self.token) != len(media):
+            return self._call(text, media)
+        n = self.encoder.lengths([text])[0] + sum(self._adds(b) for b in media)
+        several = len(media) > 1
+        if media and several not in self.checked:
+            self.checked.add(several)
+            whole = self._call(text, media)
+            self.whole = whole != n
+            return whole
+        return n
+
+    def _adds(self, blob: BlobPart) -> int:
+        n = self.known.get(blob.sha256)
+        if n is None:
+            if len(self.known) >= _CACHED_IMAGES:
+                self.known.clear()
+            n = self.known[blob.sha256] = self._call(self.lone, [blob]) - self.base
+        return n
+
+    def _call(self, text: str, media: list[BlobPart]) -> int:
+        from PIL import Image
+
+        images = [Image.open(io.BytesIO(blob_bytes(b))) for b in media]
+        found = self.processor(
+            text=[text], images=[images] if images else None, add_special_tokens=False
+        )
+        return len(found["input_ids"][0])
 
 
 # Pre-tokenizers that treat every piece of a text alike, wherever it lies in the text (Metaspace
