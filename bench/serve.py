@@ -420,13 +420,14 @@ def stages(templates: list[bytes], rounds: int) -> None:
 
     from lithify.core import codec
     from lithify.ingest.processing import inflate, process
-    from lithify.store import Prepared
+    from lithify.store import Prepared, _rows
     from lithify.store._rows import fact_row
     from lithify.store.sqlite import pack_body
     from lithify.translate.otlp import decode_spans
     from lithify.translate.redact import screen
     from lithify.translate.telemetry import translate_spans
 
+    text_notes = getattr(_rows, "text_notes", None)
     for encoding in ("protobuf", "json"):
         batches = Batches(templates, encoding)
         times: dict[str, list[float]] = {}
@@ -468,6 +469,8 @@ def stages(templates: list[bytes], rounds: int) -> None:
                     lambda r=rows: [codec.split_blobs(x[-1], codec.BLOB_MIN) for x in r],
                 )
                 timed("compress (LZ4)", lambda r=rows: [pack_body(x[-1]) for x in r])
+                if text_notes is not None:  # the text index's notes (absent before they were)
+                    timed("text notes (digests, text)", text_notes, facts, rows)
                 out = timed("worker: process() whole", process, "traces", encoding, body, "",
                             1 << 27, prep)  # fmt: skip
                 wire = timed("rows to the receiver (pickle)", pickle.dumps, out)
