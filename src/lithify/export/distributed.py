@@ -653,21 +653,23 @@ def export_ray(
     if options.images:
         images = staging / IMAGES_DIR
         images.mkdir()
-    derived = (
-        selected.groupby("group", num_partitions=partitions)
-        .map_groups(
-            _derive_group,
-            fn_kwargs={"job": job, "images": None if images is None else str(images)},
-            batch_format="pyarrow",
+    try:
+        derived = (
+            selected.groupby("group", num_partitions=partitions)
+            .map_groups(
+                _derive_group,
+                fn_kwargs={"job": job, "images": None if images is None else str(images)},
+                batch_format="pyarrow",
+            )
+            .materialize()
         )
-        .materialize()
-    )
-    for r in derived.filter(expr=col("kind") == "tokenizer").take(1):
-        shutil.rmtree(staging)
-        raise TokenizerError(bytes(r["tally"]).decode())
-    for r in derived.filter(expr=col("kind") == "invalid").take(1):
-        shutil.rmtree(staging)
-        raise RowInvalid(*pickle.loads(r["tally"]))
+        for r in derived.filter(expr=col("kind") == "tokenizer").take(1):
+            raise TokenizerError(bytes(r["tally"]).decode())
+        for r in derived.filter(expr=col("kind") == "invalid").take(1):
+            raise RowInvalid(*pickle.loads(r["tally"]))
+    except BaseException:  # nothing is written: not the images the tasks wrote either
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
     stats = DeriveStats(duplicates=duplicates)
     index = FeedbackIndex(feedback, aliases)
     flagger = Flagger(options.kind, dropped_flags(options.drop_flags, options.keep_flags))
