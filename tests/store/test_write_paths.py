@@ -191,3 +191,23 @@ def test_a_note_reads_what_the_body_says(facts: list[InferenceCall], read: bool)
         assert by_note.state() == by_body.state()
     assert by_note.doc() == by_body.doc()
     assert by_note.pieces
+
+
+def test_a_process_forgets_what_it_read_past_its_bound() -> None:
+    """The messages a process remembers having read take at most ``most`` bytes: past it they
+    are forgotten, and read (and sent) again."""
+    from lithify.store._text import _raws, _Read
+
+    fact = make_fact("m", session_id="s")
+    body = codec.encode(fact)
+    raws = _raws(body)
+    assert raws is not None
+    messages = (*fact.input_messages, *fact.output_messages)
+    read = _Read()
+    first = read.note("s", raws, messages)
+    assert all(text is not None for _, text in first)
+    assert all(text is None for _, text in read.note("s", raws, messages))
+    assert all(text is not None for _, text in read.note("other", raws, messages))
+    read.most = read.size - 1
+    again = read.note("s", raws, messages)
+    assert again == first and read.size <= sum(len(r) for r in raws)

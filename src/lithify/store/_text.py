@@ -94,10 +94,39 @@ _message = msgspec.msgpack.Decoder(Message)
 # same session (a replay: the writer reads it from the body in the rare case it is new there).
 TextNote = tuple[tuple[bytes, str | None], ...]
 
-# The (session, digest) of messages this process has read, so that a conversation's replays are
-# neither read nor sent again: at most this many, then forgotten all at once (~10 MB).
-_READ: dict[tuple[str, bytes], None] = {}
-_READ_MOST = 100_000
+
+class _Read:
+    """The messages this process has read, by session and bytes, with their digests: a
+    conversation's replays are then neither hashed, read nor sent again (a dictionary look-up
+    hashes the bytes several times faster than BLAKE2b). At most ``most`` bytes of messages,
+    then forgotten all at once."""
+
+    most = 32 * 1024 * 1024
+
+    def __init__(self) -> None:
+        self.digests: dict[tuple[str, bytes], bytes] = {}
+        self.size = 0
+
+    def note(
+        self, session: str, raws: list[msgspec.Raw], messages: tuple[Message, ...]
+    ) -> TextNote:
+        if self.size > self.most:
+            self.digests.clear()
+            self.size = 0
+        out: list[tuple[bytes, str | None]] = []
+        for raw, m in zip(raws, messages, strict=True):
+            key = (session, bytes(raw))
+            d = self.digests.get(key)
+            if d is None:
+                d = self.digests[key] = _digest(key[1])
+                self.size += len(key[1])
+                out.append((d, _indexed(m)))
+            else:
+                out.append((d, None))
+        return tuple(out)
+
+
+_read = _Read()
 
 
 def _digest(data: bytes | msgspec.Raw) -> bytes:
@@ -110,51 +139,49 @@ def _indexed(m: Message) -> str:
     return SEP.join([_indexable(p) for t in message_text((m,)) if (p := t.casefold())])
 
 
-def _keys(body: bytes) -> tuple[list[bytes], list[msgspec.Raw] | None]:
-    """The digests a fact's messages are known by, from its codec bytes, and the messages'
-    bytes: a message is known by the digest of its bytes; in a body the codec escaped (values
-    msgpack cannot carry as they are), by that of its own encoding (and None for the bytes)."""
+def _raws(body: bytes) -> list[msgspec.Raw] | None:
+    """A fact's messages as their bytes, from its codec bytes; None for a body the codec
+    escaped (values msgpack cannot carry as they are)."""
     try:
         if body[:1] != _PLAIN:
             raise msgspec.DecodeError("an escaped body")
         said = _said.decode(memoryview(body)[1:])
     except (msgspec.DecodeError, msgspec.ValidationError):
-        fact = _fact_decoder.decode(body)
-        return [
-            _digest(codec.encode(m)) for m in (*fact.input_messages, *fact.output_messages)
-        ], None
-    raws = [*said.input_messages, *said.output_messages]
-    return [_digest(r) for r in raws], raws
+        return None
+    return [*said.input_messages, *said.output_messages]
+
+
+def _messages(fact: InferenceCall) -> tuple[Message, ...]:
+    return (*fact.input_messages, *fact.output_messages)
+
+
+def _keys(body: bytes) -> list[bytes]:
+    """The digests a fact's messages are known by, from its codec bytes: that of each
+    message's bytes; in a body the codec escaped, that of its own encoding."""
+    raws = _raws(body)
+    if raws is None:
+        return [_digest(codec.encode(m)) for m in _messages(_fact_decoder.decode(body))]
+    return [_digest(r) for r in raws]
 
 
 def text_note(fact: InferenceCall, body: bytes, session: str) -> TextNote:
     """The ``TextNote`` of a fact of ``session`` (its column form) and its codec bytes."""
-    if len(_READ) > _READ_MOST:
-        _READ.clear()
-    out: list[tuple[bytes, str | None]] = []
-    for d, m in zip(_keys(body)[0], (*fact.input_messages, *fact.output_messages), strict=True):
-        key = (session, d)
-        if key in _READ:
-            out.append((d, None))
-        else:
-            _READ[key] = None
-            out.append((d, _indexed(m)))
-    return tuple(out)
+    raws = _raws(body)
+    if raws is None:
+        return tuple((_digest(codec.encode(m)), _indexed(m)) for m in _messages(fact))
+    return _read.note(session, raws, _messages(fact))
 
 
 def _reader(body: Callable[[], bytes]) -> Callable[[int], str]:
-    """The text of a fact's k-th message, from its codec bytes (``body``), decoded on demand."""
-    messages: list[Any] = []
+    """The text of a fact's k-th message, from its codec bytes (``body``): read on demand, and
+    only the messages asked for decoded."""
+    messages: list[Message | msgspec.Raw] = []
 
     def read(k: int) -> str:
         if not messages:
             data = body()
-            raws = _keys(data)[1]
-            if raws is None:
-                fact = _fact_decoder.decode(data)
-                messages.extend((*fact.input_messages, *fact.output_messages))
-            else:
-                messages.extend(raws)
+            raws = _raws(data)
+            messages.extend(_messages(_fact_decoder.decode(data)) if raws is None else raws)
         m = messages[k]
         return _indexed(m if isinstance(m, Message) else _message.decode(m))
 
@@ -195,7 +222,7 @@ class SessionText:
 
     def add_body(self, body: bytes) -> None:
         """The new messages of a fact, from its codec bytes: only those are decoded."""
-        self.add(tuple((d, None) for d in _keys(body)[0]), lambda: body)
+        self.add(tuple((d, None) for d in _keys(body)), lambda: body)
 
     def state(self) -> bytes:
         return self.head + self.known + b"".join(self.digests)
