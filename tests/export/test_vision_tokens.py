@@ -249,21 +249,25 @@ def test_each_image_adds_its_own_tokens(
 
 # What TRL's vision SFT collator builds of the exported rows, in the TRL consumer venv: the
 # dataset card's lines make ``images`` a list of datasets.Image, then one row per batch (no
-# padding) through DataCollatorForVisionLanguageModeling.
+# padding) through DataCollatorForVisionLanguageModeling (messages rows: the processor's
+# apply_chat_template; prompt-completion rows: the prompt with its images, then the completion).
 _TRL_SCRIPT = """
 import json, sys
 import datasets
 from transformers import AutoProcessor
 from trl.trainer.sft_trainer import DataCollatorForVisionLanguageModeling
-folder, model = sys.argv[1], sys.argv[2]
-ds = datasets.load_dataset("json", data_files=f"{folder}/train.jsonl", split="train")
-ds = ds.map(lambda r: {"images": [f"{folder}/{p}" for p in r["images"]]})
-ds = ds.cast_column("images", datasets.List(datasets.Image()))
-ds = ds.select_columns(["messages", "images"])  # the vision trainer's signature columns
+model, folders = sys.argv[1], sys.argv[2:]
 collator = DataCollatorForVisionLanguageModeling(
     AutoProcessor.from_pretrained(model, local_files_only=True)
 )
-print(json.dumps([collator([row])["input_ids"].shape[1] for row in ds]))
+found = []
+for folder in folders:
+    ds = datasets.load_dataset("json", data_files=f"{folder}/train.jsonl", split="train")
+    ds = ds.map(lambda r: {"images": [f"{folder}/{p}" for p in r["images"]]})
+    ds = ds.cast_column("images", datasets.List(datasets.Image()))
+    ds = ds.remove_columns(["tools", "metadata"])  # not the vision trainer's columns
+    found.append([collator([row])["input_ids"].shape[1] for row in ds])
+print(json.dumps(found))
 """
 
 
@@ -273,11 +277,14 @@ def test_counts_are_what_trls_vision_collator_builds(model: Path, tmp_path: Path
     missing = _missing("trl")
     if missing is not None:  # scripts/test builds the venv: its absence is a failure
         pytest.fail(missing)
-    facts = sized_session("v", SIZES)
-    run_export(facts, tmp_path / "o", tokenizer=str(model), **TRL)
-    want = [r["metadata"]["tokens"] for r in read_rows(tmp_path / "o" / "train.jsonl")]
+    facts = sized_session("v", SIZES) + sized_session("w", SIZES[::-1])
+    folders, want = [], []
+    for shape in ("messages", "prompt-completion"):
+        run_export(facts, tmp_path / shape, tokenizer=str(model), shape=shape, **TRL)
+        want.append([r["metadata"]["tokens"] for r in read_rows(tmp_path / shape / "train.jsonl")])
+        folders.append(str(tmp_path / shape))
     done = subprocess.run(
-        [str(consumer_python("trl")), "-c", _TRL_SCRIPT, str(tmp_path / "o"), str(model)],
+        [str(consumer_python("trl")), "-c", _TRL_SCRIPT, str(model), *folders],
         check=True,
         capture_output=True,
         timeout=600,
