@@ -470,7 +470,7 @@ def stages(templates: list[bytes], rounds: int) -> None:
                 )
                 timed("compress (LZ4)", lambda r=rows: [pack_body(x[-1]) for x in r])
                 if text_notes is not None:  # the text index's notes (absent before they were)
-                    timed("text notes (digests, text)", text_notes, facts, rows)
+                    timed("text notes (digests, text)", text_notes, facts, rows, _rows.WORKER)
                 out = timed("worker: process() whole", process, "traces", encoding, body, "",
                             1 << 27, prep)  # fmt: skip
                 wire = timed("rows to the receiver (pickle)", pickle.dumps, out)

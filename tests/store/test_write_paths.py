@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from lithify.core import codec
 from lithify.model import InferenceCall, Message, TextPart, ToolCallPart
 from lithify.store import FactStore, Prepared, open_store, sqlite_path
-from lithify.store._text import SEP, SessionText, text_note
+from lithify.store._text import SEP, Read, SessionText, text_note
 from tests.store.helpers import make_fact
 
 # Texts that casefold, that are empty, that hold what the index cannot (NUL, a lone surrogate:
@@ -181,12 +181,12 @@ def test_a_note_reads_what_the_body_says(facts: list[InferenceCall], read: bool)
     """The text a worker reads from a fact (or leaves to the writer: a message it has read
     before) is the text the writer reads from its stored bytes, in a session's state as it
     grows."""
-    by_note, by_body = SessionText(b""), SessionText(b"")
+    by_note, by_body, mind = SessionText(b""), SessionText(b""), Read()
     for f in facts:
         body = codec.encode(f)
         if read:
-            text_note(f, body, "s")
-        by_note.add(text_note(f, body, "s"), lambda body=body: body)
+            text_note(f, body, "s", mind)
+        by_note.add(text_note(f, body, "s", mind), lambda body=body: body)
         by_body.add_body(body)
         assert by_note.state() == by_body.state()
     assert by_note.doc() == by_body.doc()
@@ -196,14 +196,14 @@ def test_a_note_reads_what_the_body_says(facts: list[InferenceCall], read: bool)
 def test_a_process_forgets_what_it_read_past_its_bound() -> None:
     """The messages a process remembers having read take at most ``most`` bytes: past it they
     are forgotten, and read (and sent) again."""
-    from lithify.store._text import _raws, _Read
+    from lithify.store._text import Read, _raws
 
     fact = make_fact("m", session_id="s")
     body = codec.encode(fact)
     raws = _raws(body)
     assert raws is not None
     messages = (*fact.input_messages, *fact.output_messages)
-    read = _Read()
+    read = Read()
     first = read.note("s", raws, messages)
     assert all(text is not None for _, text in first)
     assert all(text is None for _, text in read.note("s", raws, messages))

@@ -14,7 +14,7 @@ import orjson
 from lithify.core import codec
 from lithify.core.times import datetime_to_rfc3339
 from lithify.model import FEEDBACK_TARGETS, Feedback, InferenceCall
-from lithify.store._text import TextNote, text_note
+from lithify.store._text import WORKER, Read, TextNote, text_note
 from lithify.store._types import Prepared, TimeBound
 
 FACT_COLUMNS = (
@@ -214,7 +214,7 @@ def prepare(
     item."""
     facts = list(facts)
     rows = [fact_row(f, "") for f in facts]
-    notes = text_notes(facts, rows)
+    notes = text_notes(facts, rows, WORKER)
     rows = [(*r[:-1], store_body(r[-1], pack, blob_min)) for r in rows]
     return Prepared(rows, [feedback_row(f, "") for f in feedback], notes)
 
@@ -222,12 +222,15 @@ def prepare(
 _FACT_SESSION = FACT_COLUMNS.index("session_id")
 
 
-def text_notes(facts: list[InferenceCall], rows: list[tuple[Any, ...]]) -> list[TextNote | None]:
-    """The text index's notes of facts and their rows (bodies still whole codec bytes): every
-    writer makes them as the receiver's workers do, so that the index is the same whichever
-    wrote it."""
+def text_notes(
+    facts: list[InferenceCall], rows: list[tuple[Any, ...]], read: Read
+) -> list[TextNote | None]:
+    """The text index's notes of facts and their rows (bodies still whole codec bytes), leaving
+    out what ``read`` has read: every writer makes them as the receiver's workers do (which
+    remember what they read across requests, ``WORKER``), so that the index is the same
+    whichever wrote it."""
     return [
-        None if (sid := r[_FACT_SESSION]) is None else text_note(f, r[-1], sid)
+        None if (sid := r[_FACT_SESSION]) is None else text_note(f, r[-1], sid, read)
         for f, r in zip(facts, rows, strict=True)
     ]
 

@@ -34,7 +34,7 @@ from lithify.store._rows import (
     text_notes,
 )
 from lithify.store._sessions import SessionQueries
-from lithify.store._text import TextNote
+from lithify.store._text import Read, TextNote
 from lithify.store._types import (
     DegradationCount,
     FactFilter,
@@ -193,7 +193,7 @@ class SqlStore(SessionQueries):
         rows = [fact_row(f, at) for f in facts]
         if not rows:
             return InsertResult(0, 0, [])
-        notes = text_notes(facts, rows)
+        notes = text_notes(facts, rows, Read())  # the batch's own: the proxy keeps none
         blobs: dict[bytes, bytes] = {}
         for i, row in enumerate(rows):
             stored, found = codec.split_blobs(row[-1], self.blob_min)

@@ -95,7 +95,7 @@ _message = msgspec.msgpack.Decoder(Message)
 TextNote = tuple[tuple[bytes, str | None], ...]
 
 
-class _Read:
+class Read:
     """The messages this process has read, by session and bytes, with their digests: a
     conversation's replays are then neither hashed, read nor sent again (a dictionary look-up
     hashes the bytes several times faster than BLAKE2b). At most ``most`` bytes of messages,
@@ -126,7 +126,8 @@ class _Read:
         return tuple(out)
 
 
-_read = _Read()
+# The receiver's worker processes remember across requests (``prepare``).
+WORKER = Read()
 
 
 def _digest(data: bytes | msgspec.Raw) -> bytes:
@@ -164,12 +165,13 @@ def _keys(body: bytes) -> list[bytes]:
     return [_digest(r) for r in raws]
 
 
-def text_note(fact: InferenceCall, body: bytes, session: str) -> TextNote:
-    """The ``TextNote`` of a fact of ``session`` (its column form) and its codec bytes."""
+def text_note(fact: InferenceCall, body: bytes, session: str, read: Read) -> TextNote:
+    """The ``TextNote`` of a fact of ``session`` (its column form) and its codec bytes, leaving
+    out the text of the messages ``read`` has read."""
     raws = _raws(body)
     if raws is None:
         return tuple((_digest(codec.encode(m)), _indexed(m)) for m in _messages(fact))
-    return _read.note(session, raws, _messages(fact))
+    return read.note(session, raws, _messages(fact))
 
 
 def _reader(body: Callable[[], bytes]) -> Callable[[int], str]:
