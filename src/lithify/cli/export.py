@@ -190,7 +190,8 @@ def export_cmd(
         typer.Option(
             help="Count each row's tokens with this Hugging Face tokenizer: a folder, or a name "
             "in the local cache (never downloaded; needs lithify[tokens]; docs/export.md, Token "
-            "budgets)."
+            "budgets). With --images, the model's processor beside it counts each image's "
+            "tokens."
         ),
     ] = None,
     max_tokens: Annotated[
