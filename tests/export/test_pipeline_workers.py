@@ -3,6 +3,7 @@ as one process writes, whatever the kind, format, split and batches; errors come
 
 from __future__ import annotations
 
+from importlib.metadata import version
 from pathlib import Path
 
 import pytest
@@ -94,3 +95,9 @@ def test_a_workers_error_is_raised_here_and_nothing_is_written(tmp_path: Path) -
         errors.append(str(e.value))
         assert not (tmp_path / str(n) / "manifest.json").exists()
     assert errors[0] == errors[1]
+
+
+def test_rows_name_the_distributions_version() -> None:
+    from lithify.export.rows import EXPORTER
+
+    assert f"lithify {version('lithify')}" == EXPORTER

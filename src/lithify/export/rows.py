@@ -13,11 +13,11 @@ split by kind, each part would reach back into the others.
 from __future__ import annotations
 
 import hashlib
+import sys
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from importlib.metadata import version
 from typing import Any
 
 import msgspec
@@ -53,9 +53,12 @@ from lithify.model import (
     ToolDefinition,
 )
 
-# In every row's metadata. The distribution's version: a stage does not import the package's
-# face (lithify/__init__), and tests/export/test_rows.py holds the two equal.
-EXPORTER = f"lithify {version('lithify')}"
+# In every row's metadata. The version the package states (tests/export/test_pipeline_workers.py
+# holds it equal to the distribution's), read from the package, always imported before its
+# stages, not imported here (a stage does not import the package's face), and not through
+# importlib.metadata, whose import costs an export process (and each worker) more than this
+# module does.
+EXPORTER = f"lithify {sys.modules['lithify'].__version__}"
 
 # The shapes each kind can take (the first is the default).
 SHAPES: dict[str, tuple[str, ...]] = {
