@@ -13,9 +13,12 @@ source payload on ``raw``) straight into a SQLite store through ``insert_facts``
 cached in bench/out/ under a name that holds the parameters (generation is timed apart and never
 counted). Then, in fresh processes so that peak RSS is each run's own: the bare store read of the
 same facts (``iter_facts(order="session")``, decoded, nothing derived: the baseline), and
-`lithify export sft` to JSONL and to Parquet, validation on as always. Every figure is the median
-of the rounds of this run; ratios are against the baseline of this run. A second, smaller store
-(``--small``) shows peak RSS does not grow with the number of calls.
+`lithify export sft` to JSONL and to Parquet, validation on as always, in one process
+(``LITHIFY_EXPORT_WORKERS=0``) and with two worker processes building the rows (``=2``). CPU
+time is the export's with its workers'; peak RSS the main process's plus each worker's. Runs
+use compiled bytecode, as an installed lithify does (a warm-up writes it). Every figure is the
+median of the rounds of this run; ratios are against the baseline of this run. A second,
+smaller store (``--small``) shows peak RSS does not grow with the number of calls.
 
 ``--tokenizer PATH_OR_NAME`` adds `lithify export sft --tokenizer …` to JSONL (every row counted,
 docs/export.md, Token budgets) beside the plain export, and prints the ratio of their rows/s;
@@ -29,7 +32,9 @@ threads') as medians of the rounds, and what each stage adds.
 
 ``--before OLD/src`` runs each export again with lithify imported from another checkout's
 ``src`` (PYTHONPATH), in the same rounds, so that a change is measured against its starting
-point under the same load. The load average at the start and the end of each size is printed.
+point under the same load; ``--src NEW/src`` takes the other runs' lithify from a checkout too
+(a clean worktree, when others' uncommitted work sits in this one). The load average at the
+start and the end of each size is printed.
 """
 
 from __future__ import annotations
@@ -373,9 +378,9 @@ import pyarrow.parquet
 """
 
 
-def warm(before: str | None) -> None:
+def warm(*srcs: str | None) -> None:
     """Import what the runs import, once per checkout, writing its bytecode."""
-    for src in (None, before) if before else (None,):
+    for src in dict.fromkeys(srcs):
         _run(peak.python(WARM), src)
 
 
@@ -412,16 +417,20 @@ def built_tokenizer(vocab: int = 2000) -> Path:
 
 
 def _steps(
-    db: Path, out_dir: Path, tokenizer: str | None, before: str | None = None
+    db: Path,
+    out_dir: Path,
+    tokenizer: str | None,
+    before: str | None = None,
+    src: str | None = None,
 ) -> Iterator[tuple[str, list[str], str | None, dict[str, str]]]:
     url = f"sqlite:///{db}"
-    yield "store read (baseline)", peak.python(READ, url), None, {}
+    yield "store read (baseline)", peak.python(READ, url), src, {}
     for fmt in ("jsonl", "parquet"):
         for workers in ("0", "2"):
             argv = ["export", "sft", "-s", url, "-o", str(out_dir / f"{fmt}-{workers}")]
             cmd = peak.lithify(*argv, "--format", fmt, "--no-progress", "--json")
             name = f"export sft → {fmt}" + (", 2 workers" if workers != "0" else "")
-            yield name, cmd, None, {"LITHIFY_EXPORT_WORKERS": workers}
+            yield name, cmd, src, {"LITHIFY_EXPORT_WORKERS": workers}
         if before is not None:
             argv = ["export", "sft", "-s", url, "-o", str(out_dir / f"{fmt}-before")]
             cmd = peak.lithify(*argv, "--format", fmt, "--no-progress", "--json")
@@ -429,7 +438,7 @@ def _steps(
     if tokenizer is not None:
         argv = ["export", "sft", "-s", url, "-o", str(out_dir / "tokens"), "--profile", "trl"]
         argv += ["--tokenizer", tokenizer, "--no-progress", "--json"]
-        yield "export sft → jsonl, tokens", peak.lithify(*argv), None, {}
+        yield "export sft → jsonl, tokens", peak.lithify(*argv), src, {}
 
 
 class Step(NamedTuple):
@@ -443,18 +452,22 @@ class Step(NamedTuple):
 
 
 def bench(
-    db: Path, rounds: int, tokenizer: str | None = None, before: str | None = None
+    db: Path,
+    rounds: int,
+    tokenizer: str | None = None,
+    before: str | None = None,
+    src: str | None = None,
 ) -> list[Step]:
     """Each step ``rounds`` times, rounds interleaved so that load drifts hit all alike."""
     wall: dict[str, list[float]] = {}
     cpu: dict[str, list[float]] = {}
     rss: dict[str, float] = {}
     counts: dict[str, tuple[int, int, int]] = {}
-    warm(before)
+    warm(src, before)
     with tempfile.TemporaryDirectory(dir=OUT, prefix="export-run-") as tmp:
         for _ in range(rounds):
-            for name, argv, src, extra in _steps(db, Path(tmp), tokenizer, before):
-                secs, used, peak, out = _run(argv, src, extra)
+            for name, argv, where, extra in _steps(db, Path(tmp), tokenizer, before, src):
+                secs, used, peak, out = _run(argv, where, extra)
                 wall.setdefault(name, []).append(secs)
                 cpu.setdefault(name, []).append(used)
                 rss[name] = max(rss.get(name, 0.0), peak)
@@ -502,6 +515,9 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--before", help="also export with lithify from this src folder, interleaved")
     ap.add_argument(
+        "--src", help="lithify from this src folder for the other runs (default: the installed one)"
+    )
+    ap.add_argument(
         "--stages",
         type=int,
         metavar="CALLS",
@@ -528,7 +544,7 @@ def main() -> None:
         db, note = store_for(calls)
         print(note, flush=True)
         load = os.getloadavg()[0]
-        runs[calls] = bench(db, args.rounds, tokenizer, args.before)
+        runs[calls] = bench(db, args.rounds, tokenizer, args.before, args.src)
         title = (
             f"{calls:,} calls in {calls // CALLS_PER_SESSION:,} sessions, "
             f"median of {args.rounds} rounds; load average {load:.2f} at the start, "
