@@ -174,6 +174,8 @@ def test_no_processor_no_budget(tokenizer_only: Path, tmp_path: Path) -> None:
     assert "placeholders" in result.output and "warning: no processor" in result.output
     manifest = orjson.loads((tmp_path / "o" / "manifest.json").read_bytes())
     assert manifest["tokens"]["images"] == "placeholders"
+    card = " ".join((tmp_path / "o" / "README.md").read_text().split())
+    assert "an image counts as the placeholder" in card
     result = runner.invoke(app, [*args, "--max-tokens", "100000"])
     assert result.exit_code == 2 and "needs the model's processor" in result.output
 
@@ -189,6 +191,8 @@ def test_the_cli_reports_the_processor_and_replays(model: Path, tmp_path: Path) 
     assert "processor" in result.output and "warning" not in result.output
     manifest = orjson.loads((out / "manifest.json").read_bytes())
     assert manifest["tokens"]["images"] == "processor" and manifest["tokens"]["cut"] > 0
+    card = " ".join((out / "README.md").read_text().split())
+    assert "TRL's vision collator" in card and "placeholder" not in card
     again = runner.invoke(app, ["export", "--replay", str(out / "manifest.json"), "--json"])
     assert again.exit_code == 0, again.output
     assert orjson.loads(again.stdout)["identical"] is True

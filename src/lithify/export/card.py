@@ -19,6 +19,7 @@ from lithify.derive import SPLIT_REASONS
 from lithify.derive.feedback import FEEDBACK_DROP_REASONS
 from lithify.export.flags import FLAGS, dropped_flags
 from lithify.export.profiles import PROFILE_CHANGES
+from lithify.export.tokens import PROCESSOR
 from lithify.export.trainer import LOSSY_DEGRADATIONS, SKIP_REASONS
 from lithify.export.writers import columns_for
 from lithify.model import DEGRADATION_REASONS
@@ -277,10 +278,18 @@ def _counted(m: Manifest) -> str:
         "tokenizes them (prompt and completion together; for a preference pair, the longer "
         "of prompt + chosen and prompt + rejected)"
     )
-    if m.options.get("images"):
+    if not isinstance(m.tokens, msgspec.UnsetType) and m.tokens.images == PROCESSOR:
+        said = (
+            "the model's processor on the row's messages and images, as TRL's vision collator "
+            "builds them: the processor's chat template on the messages (without tools: TRL's "
+            "vision trainer does not pass them), each image counted as the image tokens the "
+            "processor puts in its place"
+        )
+    elif m.options.get("images"):
         said += (
             "; an image counts as the placeholder the template writes for it, the image "
-            "tokens a vision model's processor puts there are not counted"
+            "tokens a vision model's processor puts there are not counted (the tokenizer has "
+            "no processor)"
         )
     return said
 
