@@ -3,6 +3,9 @@ as one process writes, whatever the kind, format, split and batches; errors come
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from importlib.metadata import version
 from pathlib import Path
 
@@ -10,8 +13,8 @@ import pytest
 
 from lithify.derive.sessions import sort_facts
 from lithify.export import ExportOptions, Selection, export, from_facts
-from lithify.model import InferenceCall, Message, TextPart
-from tests.export.helpers import assistant, call, export_files, fact, system, text, tool, user
+from lithify.model import InferenceCall, Message, TextPart, encode
+from tests.export.helpers import assistant, call, fact, system, text, tool, user
 from tests.export.test_corpus_export import corpus
 
 KINDS = [
@@ -30,7 +33,7 @@ def _both(tmp_path: Path, facts: list[InferenceCall], fb: list, workers: int, **
     for n in (0, workers):
         folder = tmp_path / f"workers-{n}"
         summary = export(from_facts(facts, fb), folder, ExportOptions(**options), workers=n)
-        out.append((export_files(folder), summary))
+        out.append(({f.name: f.read_bytes() for f in sorted(folder.iterdir())}, summary))
     return out
 
 
@@ -101,3 +104,20 @@ def test_rows_name_the_distributions_version() -> None:
     from lithify.export.rows import EXPORTER
 
     assert f"lithify {version('lithify')}" == EXPORTER
+
+
+def test_the_command_with_workers_writes_the_same_folder(tmp_path: Path) -> None:
+    """`lithify export` as run, LITHIFY_EXPORT_WORKERS=2 against 0: every file the same."""
+    facts = tmp_path / "facts.jsonl"
+    calls = sort_facts([f for s in range(12) for f in _agent(s, 6, 20_000)])
+    facts.write_bytes(b"".join(encode(f) + b"\n" for f in calls))
+    folders = []
+    for n in ("0", "2"):
+        out = tmp_path / f"out-{n}"
+        argv = [sys.executable, "-c", "from lithify.cli import main; main()", "export", "sft"]
+        argv += ["--facts", str(facts), "-o", str(out), "--format", "parquet", "--no-progress"]
+        env = {**os.environ, "LITHIFY_EXPORT_WORKERS": n}
+        done = subprocess.run(argv, env=env, capture_output=True, check=False)
+        assert done.returncode == 0, done.stderr
+        folders.append({f.name: f.read_bytes() for f in sorted(out.iterdir())})
+    assert folders[0] == folders[1] and "train.parquet" in folders[0]

@@ -303,7 +303,11 @@ def _in_workers(facts: Iterable[InferenceCall], job: _Job, n: int, into: _Merge)
         for _ in range(n):
             ours, theirs = socket.socketpair()
             fd = theirs.fileno()
-            procs.append(subprocess.Popen([sys.executable, "-c", _WORKER, str(fd)], pass_fds=(fd,)))
+            argv = [sys.executable, "-c", _WORKER, str(fd)]
+            # Not this process's stdin or stdout (a pipe reading the summary waits for every
+            # holder of its end); stderr stays, for what a worker cannot hand back.
+            dev = subprocess.DEVNULL
+            procs.append(subprocess.Popen(argv, pass_fds=(fd,), stdin=dev, stdout=dev))
             theirs.close()
             conns.append(Connection(ours.detach()))
             conns[-1].send_bytes(pickle.dumps(job, protocol=5))
