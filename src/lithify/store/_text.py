@@ -96,30 +96,33 @@ TextNote = tuple[tuple[bytes, str | None], ...]
 
 
 class Read:
-    """The messages this process has read, by session and bytes, with their digests: a
-    conversation's replays are then neither hashed, read nor sent again (a dictionary look-up
-    hashes the bytes several times faster than BLAKE2b). At most ``most`` bytes of messages,
-    then forgotten all at once."""
+    """The messages this process has read, by session, with their digests: a conversation's
+    replays are then neither hashed with BLAKE2b, read nor sent again. A message is known here
+    by its length and Python's hash of its bytes (SipHash, with this process's random key: 64
+    bits, as the digest; keeping the bytes to compare would cost a cold read of each, more than
+    the digest saves). At most ``most`` messages, then forgotten all at once (~15 MB)."""
 
-    most = 32 * 1024 * 1024
+    most = 100_000
 
     def __init__(self) -> None:
-        self.digests: dict[tuple[str, bytes], bytes] = {}
-        self.size = 0
+        self.digests: dict[tuple[str, int, int], bytes] = {}
+
+    @property
+    def size(self) -> int:
+        return len(self.digests)
 
     def note(
         self, session: str, raws: list[msgspec.Raw], messages: tuple[Message, ...]
     ) -> TextNote:
-        if self.size > self.most:
+        if len(self.digests) > self.most:
             self.digests.clear()
-            self.size = 0
         out: list[tuple[bytes, str | None]] = []
         for raw, m in zip(raws, messages, strict=True):
-            key = (session, bytes(raw))
+            data = bytes(raw)
+            key = (session, len(data), hash(data))
             d = self.digests.get(key)
             if d is None:
-                d = self.digests[key] = _digest(key[1])
-                self.size += len(key[1])
+                d = self.digests[key] = _digest(data)
                 out.append((d, _indexed(m)))
             else:
                 out.append((d, None))
