@@ -92,7 +92,9 @@ _message = msgspec.msgpack.Decoder(Message)
 # receiver's worker processes), so that the writer looks digests up: each message's digest,
 # and its text as the index holds it, or None for a message the process has read before in the
 # same session (a replay: the writer reads it from the body in the rare case it is new there).
-TextNote = tuple[tuple[bytes, str | None], ...]
+# Compact, as it crosses back from the worker with the rows: the digests end to end, and the
+# texts (None alone when the process had read every message).
+TextNote = tuple[bytes, tuple[str | None, ...] | None]
 
 
 class Read:
@@ -116,17 +118,19 @@ class Read:
     ) -> TextNote:
         if len(self.digests) > self.most:
             self.digests.clear()
-        out: list[tuple[bytes, str | None]] = []
+        digests: list[bytes] = []
+        texts: list[str | None] = []
         for raw, m in zip(raws, messages, strict=True):
             data = bytes(raw)
             key = (session, len(data), hash(data))
             d = self.digests.get(key)
             if d is None:
                 d = self.digests[key] = _digest(data)
-                out.append((d, _indexed(m)))
+                texts.append(_indexed(m))
             else:
-                out.append((d, None))
-        return tuple(out)
+                texts.append(None)
+            digests.append(d)
+        return b"".join(digests), None if texts.count(None) == len(texts) else tuple(texts)
 
 
 # The receiver's worker processes remember across requests (``prepare``).
@@ -173,7 +177,8 @@ def text_note(fact: InferenceCall, body: bytes, session: str, read: Read) -> Tex
     out the text of the messages ``read`` has read."""
     raws = _raws(body)
     if raws is None:
-        return tuple((_digest(codec.encode(m)), _indexed(m)) for m in _messages(fact))
+        messages = _messages(fact)
+        return b"".join(_digest(codec.encode(m)) for m in messages), tuple(map(_indexed, messages))
     return read.note(session, raws, _messages(fact))
 
 
@@ -214,11 +219,14 @@ class SessionText:
         """The new messages of a fact, by its note; the text the note leaves out is read from
         the fact's codec bytes (``body``) where needed."""
         read: Callable[[int], str] | None = None
-        for k, (d, text) in enumerate(note):
+        digests, texts = note
+        for k in range(len(digests) // DIGEST):
+            d = digests[k * DIGEST : (k + 1) * DIGEST]
             if d in self.have:
                 continue
             self.have.add(d)
             self.digests.append(d)
+            text = None if texts is None else texts[k]
             if text is None:
                 read = read or _reader(body)
                 text = read(k)
@@ -227,7 +235,7 @@ class SessionText:
 
     def add_body(self, body: bytes) -> None:
         """The new messages of a fact, from its codec bytes: only those are decoded."""
-        self.add(tuple((d, None) for d in _keys(body)), lambda: body)
+        self.add((b"".join(_keys(body)), None), lambda: body)
 
     def state(self) -> bytes:
         return self.head + self.known + b"".join(self.digests)
