@@ -27,13 +27,17 @@ KINDS = [
 ]
 
 
+def _files(folder: Path) -> dict[str, bytes]:
+    return {f.name: f.read_bytes() for f in sorted(folder.iterdir())}
+
+
 def _both(tmp_path: Path, facts: list[InferenceCall], fb: list, workers: int, **options: object):
     """The files of the export in one process and with ``workers``."""
     out = []
     for n in (0, workers):
         folder = tmp_path / f"workers-{n}"
         summary = export(from_facts(facts, fb), folder, ExportOptions(**options), workers=n)
-        out.append(({f.name: f.read_bytes() for f in sorted(folder.iterdir())}, summary))
+        out.append((_files(folder), summary))
     return out
 
 
@@ -119,5 +123,5 @@ def test_the_command_with_workers_writes_the_same_folder(tmp_path: Path) -> None
         env = {**os.environ, "LITHIFY_EXPORT_WORKERS": n}
         done = subprocess.run(argv, env=env, capture_output=True, check=False)
         assert done.returncode == 0, done.stderr
-        folders.append({f.name: f.read_bytes() for f in sorted(out.iterdir())})
+        folders.append(_files(out))
     assert folders[0] == folders[1] and "train.parquet" in folders[0]
