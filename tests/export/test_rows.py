@@ -235,6 +235,25 @@ def test_sft_skips_and_counts() -> None:
     assert len(rows_of(kept, segs[-1])) == 1
 
 
+@pytest.mark.parametrize("profile", ["canonical", "trl", "openai", "axolotl"])
+def test_an_output_outside_the_assistant_role_is_no_target(profile: str) -> None:
+    """An output recorded under another role teaches no assistant turn; OpenAI's weights and
+    preferred outputs are refused on it. Such a call is skipped, counted, never a crash."""
+    odd = fact("s", [user("q")], [Message("system", [text("a")], None)])
+    b = builder(profile=profile)
+    assert rows_of(b, segment(odd, session=None, seg_id="s")) == []
+    assert b.counts.skipped == {"non_assistant_output": 1}
+
+
+def test_a_preference_pair_needs_assistant_outputs(tmp_path: Path) -> None:
+    good, fg = _scored("s-good", "Sunny, 21°C.", 0.9)
+    bad, fbad = _scored("s-bad", "No idea.", 0.1)
+    odd = msgspec.structs.replace(bad[1], output_messages=[Message("user", [text("x")], None)])
+    summary = run_export([*good, bad[0], odd], tmp_path, [fg, fbad], kind="dpo", profile="openai")
+    assert summary.rows == {"train": 0, "eval": 0}
+    assert summary.skipped["non_assistant_output"] == 1
+
+
 def test_citations_and_opaque_state_leave_the_row_in() -> None:
     """A citation dropped from whole text, like opaque reasoning, changes nothing the model saw
     or said (LOSSY_DEGRADATIONS leaves both out): the row is exported."""

@@ -350,6 +350,13 @@ def _output(turn: Turn) -> Message | None:
     return outs[turn.chosen] if 0 <= turn.chosen < len(outs) else None
 
 
+def _check_target(output: Message) -> None:
+    """A row teaches the assistant's turn: an output in another role is no target (OpenAI's
+    format refuses a weight or a preferred output on it; other formats would train on it)."""
+    if output.role != "assistant":
+        raise RowSkip("non_assistant_output", output.role)
+
+
 @dataclass
 class _Candidate:
     score: float
@@ -573,6 +580,7 @@ class RowBuilder:
             target_images: list[BlobPart] = []
             if failure is None and output is not None:
                 try:
+                    _check_target(output)
                     target, d = self._messages([output], names, target_images)
                     changes |= d
                 except RowSkip as e:
@@ -763,6 +771,7 @@ class RowBuilder:
             target: list[dict[str, Any]] = []
             if failure is None and output is not None:
                 try:
+                    _check_target(output)
                     target = self._messages([output], names)[0]
                 except RowSkip as e:
                     failure = e
