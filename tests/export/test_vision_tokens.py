@@ -305,3 +305,38 @@ def test_an_image_the_processor_cannot_read_leaves_the_row_out(model: Path, tmp_
     summary = run_export(facts, tmp_path / "o", tokenizer=str(model), **TRL)
     assert summary.skipped == {"chat_template_error": 1}
     assert summary.rows["train"] == 1
+
+
+class _PerCall:
+    """A real processor whose output also depends on how many images one call shows (one token
+    more for several), as a processor with a per-request image header would."""
+
+    def __init__(self, processor: Any) -> None:
+        self.processor = processor
+        self.image_token = processor.image_token
+
+    def apply_chat_template(self, *args: Any, **kw: Any) -> Any:
+        return self.processor.apply_chat_template(*args, **kw)
+
+    def __call__(self, *, text: list[str], images: Any, **kw: Any) -> dict[str, Any]:
+        ids = list(self.processor(text=text, images=images, **kw)["input_ids"][0])
+        return {"input_ids": [[*ids, 0] if images and len(images[0]) > 1 else ids]}
+
+
+def test_a_processor_that_breaks_the_sum_is_called_on_every_row(model: Path) -> None:
+    """Where the first row showing several images is not the sum of its parts, that row and
+    every row after are counted by the processor itself."""
+    processor = _PerCall(AutoProcessor.from_pretrained(str(model), local_files_only=True))
+    counter = ImageTokens(processor, TextCounter(load_tokenizer(str(model))))
+    sizes = [(40, 30), (90, 60), (200, 120)]
+    blobs = [blob(png(w, h, (w % 256, h % 256, 0)), "image/png") for w, h in sizes]
+    for n in (1, 1, 2, 3, 1, 2):
+        content = [{"type": "text", "text": "look"}, *[{"type": "image"}] * n]
+        chat = [{"role": "user", "content": content}]
+        text = processor.apply_chat_template(chat, tokenize=False)
+        images = [Image.open(io.BytesIO(png(w, h, (w % 256, h % 256, 0)))) for w, h in sizes[:n]]
+        expected = len(
+            processor(text=[text], images=[images], add_special_tokens=False)["input_ids"][0]
+        )
+        assert counter.count(text, blobs[:n]) == expected, n
+    assert counter.whole
