@@ -194,3 +194,13 @@ def test_library_exports_say_their_facts_came_from_memory(tmp_path: Path) -> Non
     manifest = decode_manifest((tmp_path / "manifest.json").read_bytes())
     assert manifest.provenance.command is None and manifest.provenance.facts is None
     assert "facts given in memory" in (tmp_path / "README.md").read_text()
+
+
+def test_an_export_without_rows_does_not_promise_a_load(tmp_path: Path) -> None:
+    """``datasets`` refuses empty split files whatever the card declares, so a card of no rows
+    says there is nothing to load instead of showing how."""
+    run_export([fact("c", [user("hi")], [])], tmp_path, kind="sft")  # no output: no row
+    card = (tmp_path / "README.md").read_text()
+    assert "holds no rows" in card and "load_dataset(" not in card
+    run_export(tool_session(), tmp_path / "some", kind="sft")
+    assert "load_dataset(" in (tmp_path / "some" / "README.md").read_text()

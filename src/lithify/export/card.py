@@ -112,6 +112,27 @@ def _table(head: tuple[str, ...], rows: list[tuple[object, ...]]) -> list[str]:
     return [*out, ""]
 
 
+def _loading(m: Manifest, total: int) -> list[str]:
+    """How to load the rows; an export without any says so, as ``datasets`` refuses empty
+    files ("corresponds to no data") whatever the card declares."""
+    if not total:
+        return [
+            "This export holds no rows (see *Rows left out or changed* below): there is "
+            "nothing for `datasets.load_dataset` to load, and it refuses the empty files.",
+            "",
+        ]
+    return [
+        "```python",
+        "import datasets",
+        "",
+        'ds = datasets.load_dataset("path/to/this/folder")  # '
+        + ", ".join(s for s, _ in data_files(m)),
+        *_image_lines(m),
+        "```",
+        "",
+    ]
+
+
 def render(manifest: Manifest) -> str:
     """The card's text (``manifest.files`` need not list the card itself)."""
     m = manifest
@@ -127,14 +148,7 @@ def render(manifest: Manifest) -> str:
         f"of every file here; `lithify export --replay manifest.json` makes the export again "
         f"and checks it byte for byte.",
         "",
-        "```python",
-        "import datasets",
-        "",
-        'ds = datasets.load_dataset("path/to/this/folder")  # '
-        + ", ".join(s for s, _ in data_files(m)),
-        *_image_lines(m),
-        "```",
-        "",
+        *_loading(m, total),
         "## Splits",
         "",
     ]
