@@ -134,20 +134,20 @@ def _call_record(fact: InferenceCall) -> dict[str, Any]:
     }
 
 
-def _read_file(item: dict[str, Any]) -> list[dict[str, Any]]:
-    """The records of one fact file; a file that cannot be read is one error record, so the
-    driver reports the first such file in argument order, as the local export does."""
+def _read_file(item: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """The records of one fact file, yielded as read (Ray cuts them into blocks as they come:
+    a worker holds a block, not the file); a file that cannot be read ends with an error
+    record, so the driver reports the first such file in argument order, as the local export
+    does."""
     path, index = Path(item["path"]), int(item["index"])
-    out: list[dict[str, Any]] = []
     try:
         for _, fact in read_facts(path):
             if isinstance(fact, InferenceCall):
-                out.append(_call_record(fact))
+                yield _call_record(fact)
             else:
-                out.append({**_blank(_FEEDBACK), "body": encode(fact)})
+                yield {**_blank(_FEEDBACK), "body": encode(fact)}
     except InputError as e:
-        return [{**_blank(_ERROR), "body": str(e).encode(), "file": index}]
-    return out
+        yield {**_blank(_ERROR), "body": str(e).encode(), "file": index}
 
 
 # A store is read in parts by ranges of the stored call id: every id sorts into exactly one of
@@ -161,12 +161,13 @@ def id_ranges() -> list[tuple[str | None, str | None]]:
     return list(itertools.pairwise(bounds))
 
 
-def _read_range(item: dict[str, Any]) -> list[dict[str, Any]]:
-    """The call records of one id range of a store (the store applies the identity rule and
-    the filter, as for a local export)."""
+def _read_range(item: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """The call records of one id range of a store, yielded as read (the store applies the
+    identity rule and the filter, as for a local export)."""
     filters = dataclasses.replace(pickle.loads(item["filters"]), id_range=item["range"])
     with open_store(item["store"]) as store:
-        return [_call_record(f) for f in store.iter_facts(filters)]
+        for f in store.iter_facts(filters):
+            yield _call_record(f)
 
 
 def _blank(kind: str) -> dict[str, Any]:
