@@ -37,6 +37,16 @@ class DeriveStats(msgspec.Struct, kw_only=True):
         else:
             self.splits[reason] = n + 1
 
+    def add(self, part: DeriveStats) -> None:
+        """Add the counts of a part of the derivation (a worker's, a Ray task's)."""
+        self.calls += part.calls
+        self.duplicates += part.duplicates
+        self.sessions += part.sessions
+        self.segments += part.segments
+        splits = Counter(self.splits)
+        splits.update(part.splits)
+        self.splits = dict(sorted(splits.items()))  # in name order, as ``split`` keeps
+
 
 def call_order_key(fact: InferenceCall) -> tuple[str, str]:
     """A session's call order (docs/export.md): (started_at or observed_at, inference_call_id),

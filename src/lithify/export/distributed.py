@@ -298,7 +298,7 @@ def _derive_group(batch: Any, job: _Job, images: str | None = None) -> Iterator[
     tally = builder.tally()
     named = {c.call_id for c in (*tally.best.values(), *tally.worst.values())}
     candidates = [encode(f) for f in facts if f.inference_call_id in named]
-    flags = (flagger.flagged, flagger.dropped)
+    flags = flagger.tally()
     met = index.take_met()
     peak = (os.getpid(), _private_rss())  # with the session's facts still held
     tokens = None if budget is None else budget.tally()
@@ -499,16 +499,6 @@ def _merged(folder: Path, manifest: dict[str, Any], parse: bool) -> Iterator[Row
 
 
 # -- the export -------------------------------------------------------------------------------
-def _add(total: DeriveStats, part: DeriveStats) -> None:
-    total.calls += part.calls
-    total.duplicates += part.duplicates
-    total.sessions += part.sessions
-    total.segments += part.segments
-    for reason, n in part.splits.items():
-        total.splits[reason] = total.splits.get(reason, 0) + n
-    total.splits = dict(sorted(total.splits.items()))
-
-
 def _contested(calls: Any, partitions: int | None) -> Any:
     """An expression true of the call records that share an id with another (the identity
     rule ranks only those); None when no record does."""
@@ -679,18 +669,17 @@ def export_ray(
     peaks: dict[int, int] = {}
     digests = FactDigests()
     for r in derived.filter(expr=col("kind") == "tally").iter_rows():
-        part, tally, (flagged, flag_dropped), met, n, named, batches, (pid, rss), counts, tokens = (
-            pickle.loads(r["tally"])
+        part, tally, flags, met, n, named, batches, (pid, rss), counts, tokens = pickle.loads(
+            r["tally"]
         )
         if budget is not None:
             budget.merge(tokens)
         digests.merge(counts)
         peaks[pid] = max(peaks.get(pid, 0), rss)
         sizes += (((r["order"], seq), size) for seq, size in batches)
-        _add(stats, part)
+        stats.add(part)
         builder.merge(tally)
-        flagger.flagged.update(flagged)
-        flagger.dropped += flag_dropped
+        flagger.merge(flags)
         index.meet(met)
         candidates += (_calls.decode(b) for b in named)
         if progress is not None:

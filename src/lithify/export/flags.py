@@ -231,6 +231,15 @@ class Flagger:
             tools = "tools_recovered" if self._recover(row, missing) else "undefined_tool_call"
         return _judged(calls, targets, tools)
 
+    def tally(self) -> tuple[Counter[str], int]:
+        """What this flagger counted, for another to ``merge`` (a worker's, a Ray task's)."""
+        return self.flagged, self.dropped
+
+    def merge(self, tally: tuple[Counter[str], int]) -> None:
+        flagged, dropped = tally
+        self.flagged.update(flagged)
+        self.dropped += dropped
+
     def apply(self, rows: Iterable[Row]) -> Iterator[Row]:
         """``rows`` with ``metadata.flags`` set (a list, empty when none), without the rows
         carrying a dropped flag."""

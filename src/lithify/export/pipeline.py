@@ -324,11 +324,10 @@ def _in_workers(facts: Iterable[InferenceCall], job: _Job, n: int, into: _Merge)
         for conn in conns:
             conn.send_bytes(b"")
         for conn in conns:
-            tally, stats, flagged, dropped, met = _received(conn)
+            tally, stats, flags, met = _received(conn)
             into.builder.merge(tally)
-            _add_stats(into.stats, stats)
-            into.flagger.flagged.update(flagged)
-            into.flagger.dropped += dropped
+            into.stats.add(stats)
+            into.flagger.merge(flags)
             into.index.meet(met)
         for proc in procs:
             proc.wait()
@@ -356,16 +355,6 @@ def _rows_back(conn: Connection, digests: FactDigests) -> Iterator[Row]:
         yield Row(data, encoded, split, prompt, ids, spans)
 
 
-def _add_stats(total: DeriveStats, part: DeriveStats) -> None:
-    total.calls += part.calls
-    total.duplicates += part.duplicates
-    total.sessions += part.sessions
-    total.segments += part.segments
-    splits = Counter(total.splits)
-    splits.update(part.splits)
-    total.splits = dict(sorted(splits.items()))  # in name order, as ``DeriveStats.split`` keeps
-
-
 def _work(fd: int) -> None:
     """A worker, on the socket ``fd``: its job, then batches of sessions in, their fact lines
     and rows out, then its tallies."""
@@ -390,7 +379,7 @@ def _work(fd: int) -> None:
             rows = derive_rows(flagger.watch(facts), index, builder, stats)
             out = [_sent(row, options.fmt, columns) for row in flagger.apply(rows)]
             conn.send_bytes(pickle.dumps((lines, out), protocol=5))
-        tally = (builder.tally(), stats, flagger.flagged, flagger.dropped, index.take_met())
+        tally = (builder.tally(), stats, flagger.tally(), index.take_met())
         conn.send_bytes(pickle.dumps(tally, protocol=5))
     except BaseException as e:  # handed to the main process, which raises it
         try:
