@@ -6,14 +6,18 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from importlib.metadata import version
 from pathlib import Path
 
 import pytest
 
 from lithify.derive.sessions import sort_facts
-from lithify.export import ExportOptions, Selection, export, from_facts
+from lithify.export import ExportOptions, Selection, export, from_facts, from_store, pipeline
+from lithify.export.manifest import MANIFEST, decode_manifest
+from lithify.export.source import StoreQuery
 from lithify.model import InferenceCall, Message, TextPart, encode
+from lithify.store import FactFilter, open_store
 from tests.export.helpers import assistant, call, fact, system, text, tool, user
 from tests.export.test_corpus_export import corpus
 
@@ -110,18 +114,92 @@ def test_rows_name_the_distributions_version() -> None:
     assert f"lithify {version('lithify')}" == EXPORTER
 
 
-def test_the_command_with_workers_writes_the_same_folder(tmp_path: Path) -> None:
-    """`lithify export` as run, LITHIFY_EXPORT_WORKERS=2 against 0: every file the same."""
+@pytest.mark.parametrize("source", ["facts", "store"])
+def test_the_command_with_workers_writes_the_same_folder(
+    tmp_path: Path, source: str, store_url: str
+) -> None:
+    """`lithify export` as run, LITHIFY_EXPORT_WORKERS=2 against 0, from fact files (handed to
+    the workers) and from a store (read by the workers): every file the same."""
     facts = tmp_path / "facts.jsonl"
     calls = sort_facts([f for s in range(12) for f in _agent(s, 6, 20_000)])
     facts.write_bytes(b"".join(encode(f) + b"\n" for f in calls))
+    if source == "store":
+        with open_store(store_url) as store:
+            store.insert_facts(calls)
+    given = ["--facts", str(facts)] if source == "facts" else ["--store", store_url]
     folders = []
     for n in ("0", "2"):
         out = tmp_path / f"out-{n}"
         argv = [sys.executable, "-c", "from lithify.cli import main; main()", "export", "sft"]
-        argv += ["--facts", str(facts), "-o", str(out), "--format", "parquet", "--no-progress"]
+        argv += [*given, "-o", str(out), "--format", "parquet", "--no-progress"]
         env = {**os.environ, "LITHIFY_EXPORT_WORKERS": n}
         done = subprocess.run(argv, env=env, capture_output=True, check=False)
         assert done.returncode == 0, done.stderr
         folders.append(_files(out))
     assert folders[0] == folders[1] and "train.parquet" in folders[0]
+
+
+@pytest.mark.parametrize("opts", KINDS[:5], ids=lambda o: "-".join(o.values()))
+def test_workers_reading_the_store_themselves_write_the_files_one_process_writes(
+    tmp_path: Path, store_url: str, monkeypatch: pytest.MonkeyPatch, opts: dict[str, str]
+) -> None:
+    """Workers that read their own session ranges of a store (parts of 7 calls here, so
+    sessions of every size fall on both sides of a cut; calls without a session in the last
+    part; feedback from this process): the same files and counts as one process, and the
+    manifest's sources and models counted once."""
+    monkeypatch.setattr(pipeline, "_PART", 7)
+    corpus_facts, fb = corpus()
+    agents = [f for s in range(9) for f in _agent(s, 1 + s % 4, 200)]
+    lone = [fact(f"lone-{i}", [user("No session.")], [assistant(text("Fine."))]) for i in range(3)]
+    with open_store(store_url) as store:
+        store.insert_facts([*corpus_facts, *agents, *lone])
+        store.insert_feedback(fb)
+        out = {}
+        for n in (0, 1, 3):
+            folder = tmp_path / f"workers-{n}"
+            ticks: list[int] = []
+            selection = from_store(store, FactFilter())
+            assert selection.query is not None
+            summary = export(selection, folder, ExportOptions(**opts, eval_fraction=0.5),
+                             progress=ticks.append, workers=n)  # fmt: skip
+            out[n] = (_files(folder), summary, sum(ticks))
+    (serial, a, read), *others = out.values()
+    manifest = decode_manifest(serial[MANIFEST])
+    assert read == manifest.facts.count == store_total(store_url) > 0
+    assert sum(a.rows.values()) > 0 and sum(manifest.models.values()) == read
+    for files, b, ticks in others:
+        assert files == serial
+        assert (a.rows, a.derive, a.flags, a.skipped, a.feedback_dropped) == (
+            b.rows, b.derive, b.flags, b.skipped, b.feedback_dropped,
+        )  # fmt: skip
+        assert ticks == read
+
+
+def store_total(url: str) -> int:
+    with open_store(url) as store:
+        return store.count()
+
+
+@pytest.mark.parametrize(
+    ("cores", "load", "store", "expected"),
+    [
+        (2, 0.2, True, 2),  # an idle 2-core machine: workers that read the store themselves
+        (2, 0.2, False, 0),  # fed from here, they need two idle cores beyond this one
+        (2, 1.0, True, 0),
+        (4, 0.4, False, 3),
+        (16, 1.0, True, 4),  # at most four unless asked
+    ],
+)
+def test_workers_start_on_idle_cores_by_default(
+    monkeypatch: pytest.MonkeyPatch, cores: int, load: float, store: bool, expected: int
+) -> None:
+    monkeypatch.delenv("LITHIFY_EXPORT_WORKERS", raising=False)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: set(range(cores)))
+    monkeypatch.setattr(os, "getloadavg", lambda: (load, load, load))
+    query = StoreQuery("sqlite:///x.db", FactFilter(order="session")) if store else None
+    selection = Selection([], total=pipeline.PARALLEL_FACTS, query=query)
+    assert pipeline._workers(ExportOptions("sft"), selection, None) == expected
+    assert pipeline._workers(ExportOptions("dpo"), selection, None) == 0
+    assert pipeline._workers(ExportOptions("sft"), replace(selection, total=10), None) == 0
+    monkeypatch.setenv("LITHIFY_EXPORT_WORKERS", "3")
+    assert pipeline._workers(ExportOptions("sft"), selection, None) == 3

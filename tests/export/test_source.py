@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import tempfile
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta, timezone
@@ -93,6 +94,7 @@ FIELDS: dict[str, st.SearchStrategy[Any]] = {
     # A store's read split into parts, not a selection: tests/store/test_contract.py reads a
     # store by every range and finds each call once.
     "id_range": st.none(),
+    "session_range": st.none(),  # the same: read by every part below
 }
 
 
@@ -188,6 +190,49 @@ def test_a_store_read_by_id_ranges_gives_every_call_once(
         assert sum(store.count(FactFilter(id_range=r)) for r in id_ranges()) == store.count()
     with pytest.raises(ValueError, match="id_range"):
         select(captures, FactFilter(id_range=("a", "b")))
+
+
+@settings(
+    max_examples=30,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    captures=_captures(),
+    filters=st.fixed_dictionaries({**FIELDS, "limit": st.none()}).map(lambda d: FactFilter(**d)),
+    size=st.integers(1, 4),
+)
+def test_a_store_read_by_session_parts_is_the_session_read_in_order(
+    new_store_url: Callable[[], str], captures: list[InferenceCall], filters: FactFilter, size: int
+) -> None:
+    """The session ranges an export's workers read a store by (``FactStore.session_parts``),
+    read one after the other, give the selection's calls once each in session order — sessions
+    with NUL and non-ASCII ids, calls without a session, captures sharing ids — as the
+    ``StoreQuery`` a selection hands its workers."""
+    with open_store(new_store_url()) as store:
+        store.insert_facts(captures)
+        session = dataclasses.replace(filters, order="session")
+        query = from_store(store, filters).query
+        assert query is not None and query.filters == session
+        parts = store.session_parts(session, size)
+        assert parts[0][0] is None and parts[-1][1] is None
+        assert all(a[1] == b[0] for a, b in itertools.pairwise(parts))
+        read = [f for part in parts for f in query.read(store, part)]
+        assert _ids(read) == _ids(store.iter_facts(session))
+        counts = [store.count(dataclasses.replace(session, session_range=p)) for p in parts]
+        assert sum(counts) == store.count(session)
+        # Parts hold whole sessions, at least ``size`` calls each but the last.
+        assert all(n >= size for n in counts[:-1])
+    with pytest.raises(ValueError, match="session_range"):
+        select(captures, FactFilter(session_range=("a", "b")))
+
+
+def test_a_limited_selection_is_read_by_this_process_only(store_url: str) -> None:
+    """A limit counts calls across the whole read, so no worker reads a part of it."""
+    with open_store(store_url) as store:
+        store.insert_facts([make_fact("c1", session_id="s1")])
+        assert from_store(store, FactFilter(limit=1)).query is None
+        assert from_store(store, FactFilter()).query is not None
 
 
 @settings(

@@ -3,6 +3,7 @@ rows of one kind and profile, validated → train/eval files, and the ``ExportSu
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import queue
@@ -24,16 +25,24 @@ from lithify.derive.feedback import FeedbackIndex
 from lithify.derive.segments import iter_segments
 from lithify.derive.sessions import DeriveStats, next_session
 from lithify.export.flags import Flagger, dropped_flags, note_flags
-from lithify.export.manifest import FactDigests, Provenance, call_line, publish, unpublish
+from lithify.export.manifest import (
+    FactCounts,
+    FactDigests,
+    Provenance,
+    call_line,
+    publish,
+    unpublish,
+)
 from lithify.export.media import DEFAULT_MAX_INLINE
 from lithify.export.profiles import ProfileError, resolve
 from lithify.export.rows import Row, RowBuilder
-from lithify.export.source import Selection
+from lithify.export.source import Selection, StoreQuery
 from lithify.export.summary import ExportSummary
 from lithify.export.tokens import TextCounter, TokenBudget, check_options, load_tokenizer
 from lithify.export.where import Condition, parse
 from lithify.export.writers import FORMATS, SplitWriter, columns_for
 from lithify.model import Feedback, InferenceCall
+from lithify.store import open_store
 
 
 @dataclass(frozen=True)
@@ -173,8 +182,12 @@ def export(
     n = _workers(options, selection, workers)
     with writer:
         if n:
-            job = _Job(options, list(selection.feedback), dict(selection.aliases))
-            rows = _in_workers(facts, job, n, _Merge(builder, stats, index, digests, flagger))
+            query = selection.query
+            job = _Job(options, list(selection.feedback), dict(selection.aliases), query)
+            told = None if query is None else progress  # else told as this process reads
+            into = _Merge(builder, stats, index, digests, flagger, told)
+            work = _batches(facts, digests) if query is None else _parts(query)
+            rows = _in_workers(work, job, n, into)
         else:
             watched = flagger.watch(digests.watch(facts))
             rows = counted(flagger.apply(derive_rows(watched, index, builder, stats)), budget)
@@ -200,18 +213,23 @@ def export(
 
 # -- rows built in worker processes ------------------------------------------------------------
 # An export holds one core with Python's work (decoding, derivation, rows, validation: none of
-# it releases the GIL). With workers, this process reads the facts, hands whole sessions in
-# batches to the workers in turn (batch k to worker k mod n), and takes back each batch's rows
-# and fact lines in batch order: the order of a serial export, so the same bytes. A session's
-# rows depend on it alone (the Ray export relies on it too); what spans sessions — counts, the
+# it releases the GIL). With workers, each worker reads its own parts of a store's selection
+# (ranges of whole sessions, in session order: ``StoreQuery``), or, for facts that only this
+# process can read (files, memory), this process reads them and hands whole sessions over in
+# batches of codec bytes. Part or batch k goes to worker k mod n, and each one's rows and fact
+# lines come back in order: the order of a serial export, so the same bytes. A session's rows
+# depend on it alone (the Ray export relies on it too); what spans sessions — counts, the
 # flags' tally, the feedback targets met — comes back at the end and is added up here.
 
 PARALLEL_FACTS = 4096  # fewer facts are exported in this process: starting workers costs more
 _AUTO_MAX = 4  # workers at most unless asked: this process's reading and writing then bind
 _BATCH = 4 << 20  # codec bytes of whole sessions per batch
+_PART = 512  # calls per part a worker reads itself (whole sessions: a long one makes it longer)
 _AHEAD = 2  # batches a worker may hold: memory stays at workers × _AHEAD batches and rows
 _batch_encoder = msgspec.msgpack.Encoder()
 _batch_decoder = msgspec.msgpack.Decoder(list[bytes])
+_part_encoder = msgspec.msgpack.Encoder()
+_part_decoder = msgspec.msgpack.Decoder(tuple[str | None, str | None])
 
 
 @dataclass(frozen=True)
@@ -221,6 +239,7 @@ class _Job:
     options: ExportOptions
     feedback: list[Feedback]
     aliases: dict[str, str]
+    query: StoreQuery | None = None  # the workers read the facts themselves, in parts
 
 
 @dataclass(frozen=True)
@@ -232,6 +251,7 @@ class _Merge:
     index: FeedbackIndex
     digests: FactDigests
     flagger: Flagger
+    progress: Callable[[int], None] | None = None  # told of facts the workers read themselves
 
 
 @dataclass(frozen=True)
@@ -250,22 +270,24 @@ def _workers(options: ExportOptions, selection: Selection, asked: int | None) ->
 
 def _auto(selection: Selection) -> int:
     """``LITHIFY_EXPORT_WORKERS`` when set; else, for an export of at least ``PARALLEL_FACTS``
-    facts, a worker per idle core beyond this process's (by the load average), at most
-    ``_AUTO_MAX``, when that is two or more; else none. Workers cost about twice the CPU of
-    one process (each decodes the facts again, and starts): they pay off on idle cores only."""
+    facts, a worker per idle core (by the load average), at most ``_AUTO_MAX``, when that is two
+    or more; else none. Workers that read a store themselves cost about a third more CPU than
+    one process (each starts, and rows cross back to this one), so they pay on idle cores only;
+    workers fed by this process (fact files) cost twice the CPU (each fact is encoded here and
+    decoded again there), so they start only with two idle cores beyond this process's."""
     env = os.environ.get("LITHIFY_EXPORT_WORKERS", "").strip()
     if env.isdigit():
         return int(env)
     if selection.total is None or selection.total < PARALLEL_FACTS:
         return 0
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
-    idle = int(cores - os.getloadavg()[0]) - 1
+    idle = round(cores - os.getloadavg()[0]) - (selection.query is None)
     return min(idle, _AUTO_MAX) if idle >= 2 else 0
 
 
 def _batches(facts: Iterable[InferenceCall], digests: FactDigests) -> Iterator[bytes]:
-    """``facts`` (grouped by session, as ``iter_sessions`` checks) as batches of whole
-    sessions' codec bytes; ``digests`` counts them."""
+    """``facts`` (grouped by session, as ``iter_sessions`` checks) as messages to a worker:
+    batches of whole sessions' codec bytes; ``digests`` counts them."""
     blobs: list[bytes] = []
     size = 0
     last: str | None = None  # the column form of the last session id
@@ -289,14 +311,21 @@ def _batches(facts: Iterable[InferenceCall], digests: FactDigests) -> Iterator[b
         yield _batch_encoder.encode(blobs)
 
 
+def _parts(query: StoreQuery) -> Iterator[bytes]:
+    """The parts of a store's selection (whole sessions) as messages to a worker."""
+    for part in query.parts(_PART):
+        yield _part_encoder.encode(part)
+
+
 # The worker's program: its own interpreter, not multiprocessing's spawn, which would run the
 # caller's main module again (a script without a ``__main__`` guard would export twice).
 _WORKER = "import sys; from lithify.export.pipeline import _work; _work(int(sys.argv[1]))"
 
 
-def _in_workers(facts: Iterable[InferenceCall], job: _Job, n: int, into: _Merge) -> Iterator[Row]:
-    """The rows of ``facts``, built by ``n`` worker processes, in the order one process makes
-    them; the fact lines and the workers' counts go ``into`` this process's."""
+def _in_workers(work: Iterable[bytes], job: _Job, n: int, into: _Merge) -> Iterator[Row]:
+    """The rows of ``work`` (``_batches`` or ``_parts``), built by ``n`` worker processes, in
+    the order one process makes them; the fact lines and the workers' counts go ``into`` this
+    process's."""
     conns: list[Connection] = []
     procs: list[subprocess.Popen[bytes]] = []
     try:
@@ -312,19 +341,20 @@ def _in_workers(facts: Iterable[InferenceCall], job: _Job, n: int, into: _Merge)
             conns.append(Connection(ours.detach()))
             conns[-1].send_bytes(pickle.dumps(job, protocol=5))
         sent = done = 0
-        for batch in _batches(facts, into.digests):
+        for message in work:
             while sent - done >= n * _AHEAD:
-                yield from _rows_back(conns[done % n], into.digests)
+                yield from _rows_back(conns[done % n], into)
                 done += 1
-            conns[sent % n].send_bytes(batch)
+            conns[sent % n].send_bytes(message)
             sent += 1
         while done < sent:
-            yield from _rows_back(conns[done % n], into.digests)
+            yield from _rows_back(conns[done % n], into)
             done += 1
         for conn in conns:
             conn.send_bytes(b"")
         for conn in conns:
-            tally, stats, flags, met = _received(conn)
+            tally, stats, flags, met, counts = _received(conn)
+            into.digests.merge(counts)
             into.builder.merge(tally)
             into.stats.add(stats)
             into.flagger.merge(flags)
@@ -347,17 +377,19 @@ def _received(conn: Connection) -> Any:
     return got
 
 
-def _rows_back(conn: Connection, digests: FactDigests) -> Iterator[Row]:
+def _rows_back(conn: Connection, into: _Merge) -> Iterator[Row]:
     lines, rows = _received(conn)
     for line in lines:
-        digests.add(line)
+        into.digests.add(line)
+    if into.progress is not None:
+        into.progress(len(lines))
     for encoded, split, prompt, ids, spans, data in rows:
         yield Row(data, encoded, split, prompt, ids, spans)
 
 
 def _work(fd: int) -> None:
-    """A worker, on the socket ``fd``: its job, then batches of sessions in, their fact lines
-    and rows out, then its tallies."""
+    """A worker, on the socket ``fd``: its job, then batches of sessions or parts to read in,
+    their fact lines and rows out, then its tallies."""
     conn = Connection(fd)
     # Batches are taken in as they come, so the main process never waits on a worker that is
     # itself waiting to hand back rows.
@@ -373,13 +405,22 @@ def _work(fd: int) -> None:
         flagger = Flagger(options.kind, drop, builder.validator)
         reader = codec.FactReader()
         columns = columns_for(options.kind, builder.shape)
-        while batch := inbox.get():
-            facts = [reader.decode(b) for b in _batch_decoder.decode(batch)]
-            lines = [call_line(f) for f in facts]
-            rows = derive_rows(flagger.watch(facts), index, builder, stats)
-            out = [_sent(row, options.fmt, columns) for row in flagger.apply(rows)]
-            conn.send_bytes(pickle.dumps((lines, out), protocol=5))
-        tally = (builder.tally(), stats, flagger.tally(), index.take_met())
+        counts = FactCounts()  # of the facts this worker read from the store itself
+        with contextlib.ExitStack() as stack:
+            query = job.query  # parts to read, else batches of facts
+            store = None if query is None else stack.enter_context(open_store(query.url))
+            while message := inbox.get():
+                if query is not None and store is not None:
+                    facts = list(query.read(store, _part_decoder.decode(message)))
+                    for f in facts:
+                        counts.note(f)
+                else:
+                    facts = [reader.decode(b) for b in _batch_decoder.decode(message)]
+                lines = [call_line(f) for f in facts]
+                rows = derive_rows(flagger.watch(facts), index, builder, stats)
+                out = [_sent(row, options.fmt, columns) for row in flagger.apply(rows)]
+                conn.send_bytes(pickle.dumps((lines, out), protocol=5))
+        tally = (builder.tally(), stats, flagger.tally(), index.take_met(), counts)
         conn.send_bytes(pickle.dumps(tally, protocol=5))
     except BaseException as e:  # handed to the main process, which raises it
         try:

@@ -25,7 +25,7 @@ from lithify.derive.sessions import call_order_key, resolve_facts, session_order
 from lithify.model import Feedback, InferenceCall
 from lithify.store import FactFilter, FactStore, open_store
 
-__all__ = ["Selection", "from_facts", "from_files", "from_store", "matcher", "select"]
+__all__ = ["Selection", "StoreQuery", "from_facts", "from_files", "from_store", "matcher", "select"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +40,29 @@ class Selection:
     aliases: Mapping[str, str] = field(default_factory=dict)
     dropped: int = 0  # captures the identity rule left out that the filter matches
     total: int | None = None  # how many facts ``facts`` holds, for progress; None: unknown
+    # The store query ``facts`` reads, for worker processes to read in parts themselves
+    # (``export.pipeline``); None: only ``facts`` gives them.
+    query: StoreQuery | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StoreQuery:
+    """A store's selection as another process reads it again: the store's ``connect_url`` and
+    the filter, read by ranges of whole sessions (``FactStore.session_parts``)."""
+
+    url: str
+    filters: FactFilter
+
+    def parts(self, size: int) -> list[tuple[str | None, str | None]]:
+        """Session ranges of about ``size`` calls each that together read the selection."""
+        with open_store(self.url) as store:
+            return store.session_parts(self.filters, size)
+
+    def read(
+        self, store: FactStore, part: tuple[str | None, str | None]
+    ) -> Iterator[InferenceCall]:
+        """The selection's calls in ``part`` (one of ``parts``), in session order."""
+        return store.iter_facts(replace(self.filters, session_range=part))
 
 
 def from_store(store: FactStore, filters: FactFilter) -> Selection:
@@ -52,7 +75,10 @@ def from_store(store: FactStore, filters: FactFilter) -> Selection:
     feedback = list(store.iter_feedback())
     aliases = store.call_aliases(f.target_id for f in feedback if f.target_kind == "call")
     dropped = store.count_dropped(filters)
-    return Selection(store.iter_facts(filters), feedback, aliases, dropped, total)
+    # A limit counts calls across the whole read: ranges read apart cannot keep it.
+    url = getattr(store, "connect_url", None)
+    query = StoreQuery(url, filters) if url and filters.limit is None else None
+    return Selection(store.iter_facts(filters), feedback, aliases, dropped, total, query)
 
 
 # Fact files up to this size on disk are read into memory; larger inputs are first written into
@@ -111,7 +137,8 @@ def _through_scratch_store(paths: list[Path], filters: FactFilter) -> Selection:
             store.close()
             scratch.cleanup()
 
-    return replace(selection, facts=selected())
+    # Workers do not read the scratch store: it goes with the read of ``facts``.
+    return replace(selection, facts=selected(), query=None)
 
 
 def from_facts(
@@ -161,10 +188,11 @@ def matcher(filters: FactFilter) -> Callable[[InferenceCall], bool]:
             values = frozenset([match] if isinstance(match, str) else match)
             fields.append((attrgetter(name), values))
     since, until = _bound(filters.since), _bound(filters.until)
-    if filters.id_range is not None:
-        # A range of the ids captures are stored under, in the database's text order: how a
-        # distributed export splits a store's read, not a selection of calls.
-        raise ValueError("id_range splits a store's read: facts in memory have no such order")
+    for name in ("id_range", "session_range"):
+        if getattr(filters, name) is not None:
+            # Ranges in the database's text order: how an export splits a store's read into
+            # parts (Ray tasks, worker processes), not a selection of calls.
+            raise ValueError(f"{name} splits a store's read: facts in memory have no such order")
 
     def wanted(fact: InferenceCall) -> bool:
         for get, values in fields:

@@ -51,6 +51,18 @@ def fact_where(f: FactFilter | None) -> tuple[str, list[Any]]:
             if bound is not None:
                 where = _and(where, f"inference_call_id {op} ?")
                 params.append(codec.col(bound))
+    if f.session_range is not None:
+        lo, hi = f.session_range
+        if hi is not None:
+            where = _and(where, "session_id < ?")
+            params.append(codec.col(hi))
+        if lo is not None:
+            # The last range (no upper bound) holds the calls without a session too.
+            last = hi is None
+            where = _and(
+                where, "(session_id >= ? OR session_id IS NULL)" if last else "session_id >= ?"
+            )
+            params.append(codec.col(lo))
     return where, params
 
 
@@ -84,6 +96,7 @@ class Cursor(Protocol):
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Any: ...
     def fetchone(self) -> Any: ...
     def fetchall(self) -> list[Any]: ...
+    def fetchmany(self, size: int) -> list[Any]: ...
 
 
 Query = Callable[[str, list[Any]], Iterator[tuple[Any, ...]]]

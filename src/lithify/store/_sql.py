@@ -5,7 +5,8 @@ commits), reads, statistics and ingest tokens; the capture index is its other ha
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from itertools import chain, islice
+from dataclasses import replace
+from itertools import chain, islice, pairwise
 from typing import Any, Self
 
 from lithify.core import codec
@@ -392,6 +393,34 @@ class SqlStore(SessionQueries):
             return int(cur.fetchone()[0] or 0)
 
         return self._run(q, write=False)
+
+    def session_parts(
+        self, filters: FactFilter | None, size: int
+    ) -> list[tuple[str | None, str | None]]:
+        """``FactFilter.session_range`` bounds that cut the calls ``filters`` select (in session
+        order) into parts of about ``size`` calls, whole sessions each: the first from None,
+        the last to None, each ``to`` the next ``from``."""
+        f = replace(filters or FactFilter(), session_range=None, limit=None)
+        where, params = fact_where(f)
+
+        def q(cur: Cursor) -> list[str]:
+            cur.execute(
+                f"SELECT session_id, COUNT(*) FROM {self._calls(cur)}"
+                f"{_and(where, 'session_id IS NOT NULL')} GROUP BY session_id ORDER BY session_id",
+                params,
+            )
+            cuts: list[str] = []
+            held = 0
+            while chunk := cur.fetchmany(4096):
+                for sid, n in chunk:
+                    if held >= size:
+                        cuts.append(codec.uncol(sid) or "")
+                        held = 0
+                    held += n
+            return cuts
+
+        bounds: list[str | None] = [None, *self._run(q, write=False), None]
+        return list(pairwise(bounds))
 
     def count_feedback(self, filters: FeedbackFilter | None = None) -> int:
         where, params = feedback_where(filters)

@@ -156,6 +156,11 @@ class FactFilter:
     # database's text order: ranges that together cover every id split a store's read into
     # parts, each call in one (a distributed export's tasks). Stores only.
     id_range: tuple[str | None, str | None] | None = None
+    # Calls of the sessions whose id is in [from, to) (None: unbounded), in the database's text
+    # order; the range whose ``to`` is None also holds the calls without a session. The ranges
+    # ``FactStore.session_parts`` gives cover every call once, in session order: an export's
+    # worker processes each read their own (export.pipeline). Stores only.
+    session_range: tuple[str | None, str | None] | None = None
 
 
 FeedbackValue = bool | int | float | str
@@ -264,6 +269,9 @@ class FactStore(Protocol):
     """Immutable, deduplicated facts and feedback in a database (``open_store`` makes one)."""
 
     url: str  # for display: any password is masked
+    # What another process opens this same store with (``open_store``): a PostgreSQL URL keeps
+    # its password here, so it is never shown.
+    connect_url: str
 
     def insert_facts(self, batch: Iterable[InferenceCall]) -> InsertResult: ...
     def insert_feedback(self, batch: Iterable[Feedback]) -> InsertResult: ...
@@ -278,6 +286,9 @@ class FactStore(Protocol):
     def call_aliases(self, ids: Iterable[str]) -> dict[str, str]: ...
     def count(self, filters: FactFilter | None = None) -> int: ...
     def count_dropped(self, filters: FactFilter | None = None) -> int: ...
+    def session_parts(
+        self, filters: FactFilter | None, size: int
+    ) -> list[tuple[str | None, str | None]]: ...
     def count_feedback(self, filters: FeedbackFilter | None = None) -> int: ...
     def stats(self, filters: FactFilter | None = None, *, session_limit: int = 20) -> Stats: ...
     def sessions(self, filters: SessionFilter | None = None) -> SessionPage: ...

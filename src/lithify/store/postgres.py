@@ -71,6 +71,9 @@ class _PgCursor:
     def fetchall(self) -> list[Any]:
         return self.raw.fetchall()
 
+    def fetchmany(self, size: int) -> list[Any]:
+        return self.raw.fetchmany(size)
+
 
 def _insert_sql(table: str, columns: tuple[str, ...]) -> str:
     # One statement per batch whatever its size: each column goes as one array and unnest()
@@ -102,6 +105,7 @@ class PostgresStore(SqlStore):
     ) -> None:
         self._conninfo = url
         self.url = display_url or url
+        self.connect_url = url
         self.migrations = migrations
         self._kwargs: dict[str, Any] = {"application_name": "lithify"}
         try:

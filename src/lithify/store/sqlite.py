@@ -132,6 +132,7 @@ class SQLiteStore(SqlStore):
             raise StoreError(f"SQLite {sqlite3.sqlite_version} is too old: lithify needs 3.35+")
         self.path = Path(path).expanduser().absolute()
         self.url = f"sqlite://{self.path}"
+        self.connect_url = self.url
         self.migrations = migrations
         self._timeout = timeout
         self._lock = threading.RLock()
