@@ -13,7 +13,7 @@ import orjson
 import pytest
 
 from lithify.cli.exits import Exit
-from lithify.ingest.recorder import Recorder, RecorderConfig, encode_exchange
+from lithify.ingest.recorder import Recorder, RecorderConfig, RecorderProcess, encode_exchange
 from lithify.ingest.spool import (
     SpoolError,
     SpoolOfAnotherStore,
@@ -103,6 +103,21 @@ def test_the_recorder_never_drains_another_stores_spool(tmp_path: Path) -> None:
     assert rec.status.facts_stored == 1 and [f.model_call_id for f in stored_facts(a)] == [
         CHAT_RESP["id"]
     ]
+
+
+def test_before_the_recorder_reports_its_backlog_is_what_the_spool_holds(tmp_path: Path) -> None:
+    """A health check waiting for an idle recorder (backlog 0) must not pass on the status the
+    proxy holds before the recorder's first report (it once read 0, and a test that restarted
+    a proxy over a full spool passed its wait before anything was recorded)."""
+    spool, url = tmp_path / "spool", f"sqlite://{tmp_path}/a.db"
+    config = RecorderConfig(spool=str(spool), store=url)
+    assert RecorderProcess(config, {}).status["backlog_bytes"] == 0  # no spool yet
+    with SpoolWriter(spool, 1 << 20, store=store_key(url)) as w:
+        w.put(encode_exchange(exchange(response=orjson.dumps(CHAT_RESP))))
+    held = SpoolReader(spool).backlog()[0]
+    assert held > 0 and RecorderProcess(config, {}).status["backlog_bytes"] == held
+    Recorder(config).drain()  # recorded and committed: nothing is held any more
+    assert RecorderProcess(config, {}).status["backlog_bytes"] == 0
 
 
 def test_a_spool_that_records_no_store_is_claimed_by_one_claim_only(tmp_path: Path) -> None:

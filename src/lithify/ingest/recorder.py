@@ -436,8 +436,14 @@ class RecorderProcess:
         self.config = config
         self.logging_config = logging_config
         url = config.store
+        # Until the child first reports, the backlog is what the spool holds on disk: never 0
+        # for a spool with unrecorded exchanges (a health check waiting for an idle recorder
+        # must not pass before the recorder has looked).
+        backlog = 0
+        with contextlib.suppress(OSError):  # an unreadable spool fails the recorder, not this
+            backlog = SpoolReader(config.spool).backlog()[0]
         self.status: dict[str, Any] = RecorderStatus(
-            store=display_url(url) if url else "(default)"
+            store=display_url(url) if url else "(default)", backlog_bytes=backlog
         ).as_dict()
         self.restarts = 0
         self._ctx = multiprocessing.get_context("spawn")
