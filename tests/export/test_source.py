@@ -227,6 +227,14 @@ def test_a_store_read_by_session_parts_is_the_session_read_in_order(
         select(captures, FactFilter(session_range=("a", "b")))
 
 
+def test_a_store_query_never_shows_its_password() -> None:
+    from lithify.export import Selection
+    from lithify.export.source import StoreQuery
+
+    query = StoreQuery("postgresql://lithify:s3cret@db.internal/facts", FactFilter())
+    assert "s3cret" not in repr(query) and "s3cret" not in repr(Selection([], query=query))
+
+
 def test_a_limited_selection_is_read_by_this_process_only(store_url: str) -> None:
     """A limit counts calls across the whole read, so no worker reads a part of it."""
     with open_store(store_url) as store:

@@ -50,11 +50,12 @@ class StoreQuery:
     """A store's selection as another process reads it again: the store's ``connect_url`` and
     the filter, read by ranges of whole sessions (``FactStore.session_parts``)."""
 
-    url: str
-    filters: FactFilter
+    url: str = field(repr=False)  # a PostgreSQL URL holds its password: never shown
+    filters: FactFilter = field(default_factory=FactFilter)
 
     def parts(self, size: int) -> list[tuple[str | None, str | None]]:
-        """Session ranges of about ``size`` calls each that together read the selection."""
+        """Session ranges of at least ``size`` calls each (but the last) that, read one after
+        the other, are the selection's session read."""
         with open_store(self.url) as store:
             return store.session_parts(self.filters, size)
 

@@ -398,8 +398,8 @@ class SqlStore(SessionQueries):
         self, filters: FactFilter | None, size: int
     ) -> list[tuple[str | None, str | None]]:
         """``FactFilter.session_range`` bounds that cut the calls ``filters`` select (in session
-        order) into parts of about ``size`` calls, whole sessions each: the first from None,
-        the last to None, each ``to`` the next ``from``."""
+        order) into parts of whole sessions, at least ``size`` calls each but the last: the
+        first from None, the last to None, each ``to`` the next ``from``."""
         f = replace(filters or FactFilter(), session_range=None, limit=None)
         where, params = fact_where(f)
 
