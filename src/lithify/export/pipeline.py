@@ -224,7 +224,7 @@ def export(
 PARALLEL_FACTS = 4096  # fewer facts are exported in this process: starting workers costs more
 _AUTO_MAX = 4  # workers at most unless asked: this process's reading and writing then bind
 _BATCH = 4 << 20  # codec bytes of whole sessions per batch
-_PART = 512  # calls per part a worker reads itself (whole sessions: a long one makes it longer)
+_PART = 256  # calls per part a worker reads itself (whole sessions: a long one makes it longer)
 _AHEAD = 2  # batches a worker may hold: memory stays at workers × _AHEAD batches and rows
 _batch_encoder = msgspec.msgpack.Encoder()
 _batch_decoder = msgspec.msgpack.Decoder(list[bytes])
