@@ -91,10 +91,8 @@ FIELDS: dict[str, st.SearchStrategy[Any]] = {
     "until": st.none() | st.sampled_from(BOUNDS),
     "limit": st.none() | st.integers(0, 10),
     "order": st.sampled_from(["time", "session"]),
-    # A store's read split into parts, not a selection: tests/store/test_contract.py reads a
-    # store by every range and finds each call once.
-    "id_range": st.none(),
-    "session_range": st.none(),  # the same: read by every part below
+    # A store's read split into parts, not a selection: read by every part below.
+    "session_range": st.none(),
 }
 
 
@@ -167,29 +165,6 @@ def test_every_filter_narrows_fact_files_as_it_narrows_a_store(
 def test_an_unknown_order_is_refused() -> None:
     with pytest.raises(ValueError, match="unknown fact order"):
         select([], FactFilter(order="random"))  # type: ignore[arg-type]
-
-
-@settings(
-    max_examples=20,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
-@given(captures=_captures())
-def test_a_store_read_by_id_ranges_gives_every_call_once(
-    new_store_url: Callable[[], str], captures: list[InferenceCall]
-) -> None:
-    """The ranges a distributed export reads a store by (export.distributed.id_ranges) cover
-    every call exactly once, captures sharing ids and calls read under derived ids included."""
-    from lithify.export.distributed import id_ranges
-
-    with open_store(new_store_url()) as store:
-        store.insert_facts(captures)
-        whole = sorted(_ids(store.iter_facts()))
-        parts = [f for r in id_ranges() for f in store.iter_facts(FactFilter(id_range=r))]
-        assert sorted(_ids(parts)) == whole
-        assert sum(store.count(FactFilter(id_range=r)) for r in id_ranges()) == store.count()
-    with pytest.raises(ValueError, match="id_range"):
-        select(captures, FactFilter(id_range=("a", "b")))
 
 
 @settings(

@@ -215,7 +215,8 @@ def export_cmd(
     engine: EngineOpt = "local",
     ray_address: RayAddressOpt = None,
     partitions: Annotated[
-        int | None, typer.Option(help="--engine ray: partitions of the session shuffle.")
+        int | None,
+        typer.Option(help="--engine ray: partitions of the shuffles (sessions, shards)."),
     ] = None,
     merge: Annotated[
         bool,
@@ -292,8 +293,8 @@ def export_cmd(
         if facts_files:
             origin = cli_provenance(options, facts=facts_files, filters=filters)
         else:
-            # The store, read by id ranges in Ray tasks that open it themselves: a PostgreSQL
-            # URL on a cluster (a SQLite file only where every node sees it).
+            # The store, read by parts of whole sessions in Ray tasks that open it themselves:
+            # a PostgreSQL URL on a cluster (a SQLite file only where every node sees it).
             url = (
                 store_url or os.environ.get("LITHIFY_STORE") or f"sqlite:///{default_store_path()}"
             )

@@ -29,7 +29,6 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import hashlib
-import itertools
 import os
 import pickle
 import shutil
@@ -86,6 +85,7 @@ MANIFEST = "manifest.json"  # in SHARDS, written last
 # Bytes of facts per partition of the session shuffle, when not given: a reduce task holds its
 # partition, so this (and the largest session) bounds a worker's memory, not the input's size.
 _PARTITION_BYTES = 32 << 20
+_PART_CALLS = 4096  # calls per part of a store a task reads and derives (whole sessions)
 _BATCH = 1024  # rows a session task hands back at a time: a long session streams out
 
 
@@ -148,26 +148,6 @@ def _read_file(item: dict[str, Any]) -> Iterator[dict[str, Any]]:
                 yield {**_blank(_FEEDBACK), "body": encode(fact)}
     except InputError as e:
         yield {**_blank(_ERROR), "body": str(e).encode(), "file": index}
-
-
-# A store is read in parts by ranges of the stored call id: every id sorts into exactly one of
-# them, whatever the database's text order (the first and last are open).
-_ID_BOUNDS = "123456789abcdef"
-
-
-def id_ranges() -> list[tuple[str | None, str | None]]:
-    """The id ranges a distributed read of a store takes, one task each, covering every id."""
-    bounds: list[str | None] = [None, *_ID_BOUNDS, None]
-    return list(itertools.pairwise(bounds))
-
-
-def _read_range(item: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    """The call records of one id range of a store, yielded as read (the store applies the
-    identity rule and the filter, as for a local export)."""
-    filters = dataclasses.replace(pickle.loads(item["filters"]), id_range=item["range"])
-    with open_store(item["store"]) as store:
-        for f in store.iter_facts(filters):
-            yield _call_record(f)
 
 
 def _blank(kind: str) -> dict[str, Any]:
@@ -247,14 +227,38 @@ def _rows_schema() -> Any:
 
 
 def _derive_group(batch: Any, job: _Job, images: str | None = None) -> Iterator[Any]:
-    """The rows of one group (a session's facts, or one call without a session), flagged as
-    the local export flags them, in batches; then one tally record: the derivation's counts,
-    the builder's, the flags', the feedback targets met, the facts read, and the facts of the
-    calls its DPO candidates name (the pairs are flagged on the driver). TRL vision rows'
-    images are written into the folder ``images`` (the rows carry their names only)."""
-
+    """``_derive_facts`` of one group of call records (the session shuffle's)."""
     facts = sorted((_calls.decode(b) for b in batch["body"].to_pylist()), key=session_order_key)
-    order = batch["order"][0].as_py()
+    yield from _derive_facts(facts, batch["order"][0].as_py(), job, images)
+
+
+def _derive_part(batch: Any, job: _Job, images: str | None = None) -> Iterator[Any]:
+    """``_derive_facts`` of every group of one part of a store (``FactStore.session_parts``:
+    whole sessions, then, in the last part, the calls without one, each its own group), read
+    here in session order: no shuffle."""
+    (item,) = batch.to_pylist()
+    part = (item["lo"], item["hi"])
+    filters = dataclasses.replace(pickle.loads(item["filters"]), session_range=part)
+    with open_store(item["store"]) as store:
+        group: list[InferenceCall] = []
+        for f in store.iter_facts(filters):
+            if group and (f.session_id is None or f.session_id != group[0].session_id):
+                yield from _derive_facts(group, _group_of(group[0])[1], job, images)
+                group = []
+            group.append(f)
+        if group:
+            yield from _derive_facts(group, _group_of(group[0])[1], job, images)
+
+
+def _derive_facts(
+    facts: list[InferenceCall], order: str, job: _Job, images: str | None = None
+) -> Iterator[Any]:
+    """The rows of one group (a session's facts in session order, or one call without a
+    session; ``order``: its place in the local export's), flagged as the local export flags
+    them, in batches; then one tally record: the derivation's counts, the builder's, the
+    flags', the feedback targets met, the facts read, and the facts of the calls its DPO
+    candidates name (the pairs are flagged on the driver). TRL vision rows' images are written
+    into the folder ``images`` (the rows carry their names only)."""
     # The group's lines of facts.sha256, in the local export's order (this group's place, then
     # each call's): shards carry them beside the rows, and the driver joins them in order.
     counts = FactCounts()
@@ -517,25 +521,25 @@ def _contested(calls: Any, partitions: int | None) -> Any:
 _Calls = tuple[Any, list[Feedback], dict[str, str], int, int]
 
 
-def _store_calls(url: str, filters: FactFilter, partitions: int | None) -> _Calls:
-    """A store's selected calls as records, read by id ranges in parallel (the store applies
-    the identity rule and the filter); its feedback, aliases and left-out captures, and the
-    partitions of the session shuffle."""
+def _store_parts(url: str, filters: FactFilter, partitions: int | None) -> _Calls:
+    """A store's selection as its parts of whole sessions (``FactStore.session_parts``), one
+    task each, that read and derive them where they are (the store applies the identity rule
+    and the filter); its feedback, aliases and left-out captures, and the partitions of the
+    shards' shuffle (when None, one per ``_PART_CALLS`` calls)."""
     import ray
 
+    session = dataclasses.replace(filters, order="session")
     with open_store(url) as store:
         feedback = list(store.iter_feedback())
         aliases = store.call_aliases(f.target_id for f in feedback if f.target_kind == "call")
         duplicates = store.count_dropped(filters)
-    wanted = pickle.dumps(dataclasses.replace(filters, order="time"))
-    items = [{"store": url, "range": r, "filters": wanted} for r in id_ranges()]
-    calls = (
-        ray.data.from_items(items, override_num_blocks=len(items))
-        .flat_map(_read_range)
-        .materialize()
-    )
+        parts = store.session_parts(session, _PART_CALLS)
+        total = store.count(session)
+    wanted = pickle.dumps(session)
+    items = [{"store": url, "lo": lo, "hi": hi, "filters": wanted} for lo, hi in parts]
     if partitions is None:
-        partitions = max(1, -(-calls.size_bytes() // _PARTITION_BYTES))
+        partitions = max(1, -(-total // _PART_CALLS))
+    calls = ray.data.from_items(items, override_num_blocks=len(items))
     return calls, feedback, aliases, duplicates, partitions
 
 
@@ -596,8 +600,8 @@ def export_ray(
     store: str | None = None,
 ) -> ShardedExport:
     """``export.pipeline.export`` of ``from_files(paths, filters)`` (or, with ``store`` a store
-    URL and no paths, of ``from_store``: read in parallel by ranges of the call id, one task
-    each, ``id_ranges``) on the Ray this process is
+    URL and no paths, of ``from_store``: read in parallel by parts of whole sessions, one task
+    each reading and deriving its part, ``FactStore.session_parts``) on the Ray this process is
     connected to (``cli.engine.ray_session``): same rows, same files, same summary; the rows are also left
     as sorted shards in ``OUT/shards`` with their manifest. ``partitions``: how many the
     session shuffle makes (when None, one per 32 MiB of facts); ``shard_bytes``: about how much of
@@ -626,7 +630,7 @@ def export_ray(
     if store is not None:
         if paths:
             raise ValueError("a distributed export reads fact files or a store, not both")
-        selected, feedback, aliases, duplicates, partitions = _store_calls(
+        selected, feedback, aliases, duplicates, partitions = _store_parts(
             store, filters, partitions
         )
     else:
@@ -644,16 +648,18 @@ def export_ray(
     if options.images:
         images = staging / IMAGES_DIR
         images.mkdir()
+    kwargs = {"job": job, "images": None if images is None else str(images)}
     try:
-        derived = (
-            selected.groupby("group", num_partitions=partitions)
-            .map_groups(
-                _derive_group,
-                fn_kwargs={"job": job, "images": None if images is None else str(images)},
-                batch_format="pyarrow",
+        if store is not None:  # parts of whole sessions, each read and derived in one task
+            derived = selected.map_batches(
+                _derive_part, batch_size=1, fn_kwargs=kwargs, batch_format="pyarrow"
+            ).materialize()
+        else:
+            derived = (
+                selected.groupby("group", num_partitions=partitions)
+                .map_groups(_derive_group, fn_kwargs=kwargs, batch_format="pyarrow")
+                .materialize()
             )
-            .materialize()
-        )
         for r in derived.filter(expr=col("kind") == "tokenizer").take(1):
             raise TokenizerError(bytes(r["tally"]).decode())
         for r in derived.filter(expr=col("kind") == "invalid").take(1):

@@ -189,11 +189,10 @@ def matcher(filters: FactFilter) -> Callable[[InferenceCall], bool]:
             values = frozenset([match] if isinstance(match, str) else match)
             fields.append((attrgetter(name), values))
     since, until = _bound(filters.since), _bound(filters.until)
-    for name in ("id_range", "session_range"):
-        if getattr(filters, name) is not None:
-            # Ranges in the database's text order: how an export splits a store's read into
-            # parts (Ray tasks, worker processes), not a selection of calls.
-            raise ValueError(f"{name} splits a store's read: facts in memory have no such order")
+    if filters.session_range is not None:
+        # A range in the database's text order: how an export splits a store's read into parts
+        # (worker processes, Ray tasks), not a selection of calls.
+        raise ValueError("session_range splits a store's read: facts in memory have no such order")
 
     def wanted(fact: InferenceCall) -> bool:
         for get, values in fields:

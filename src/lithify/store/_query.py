@@ -46,11 +46,6 @@ def fact_where(f: FactFilter | None) -> tuple[str, list[Any]]:
         ("trace_id", f.trace_id),
     ]
     where, params = _where(conds, f.since, f.until)
-    if f.id_range is not None:
-        for op, bound in zip((">=", "<"), f.id_range, strict=True):
-            if bound is not None:
-                where = _and(where, f"inference_call_id {op} ?")
-                params.append(codec.col(bound))
     if f.session_range is not None:
         lo, hi = f.session_range
         if hi is not None:

@@ -152,14 +152,10 @@ class FactFilter:
     until: TimeBound = None
     limit: int | None = None
     order: Literal["time", "session"] = "time"
-    # Calls whose capture is stored under an id in [from, to) (None: unbounded), in the
-    # database's text order: ranges that together cover every id split a store's read into
-    # parts, each call in one (a distributed export's tasks). Stores only.
-    id_range: tuple[str | None, str | None] | None = None
     # Calls of the sessions whose id is in [from, to) (None: unbounded), in the database's text
     # order; the range whose ``to`` is None also holds the calls without a session. The ranges
     # ``FactStore.session_parts`` gives cover every call once, in session order: an export's
-    # worker processes each read their own (export.pipeline). Stores only.
+    # worker processes and Ray tasks each read their own. Stores only.
     session_range: tuple[str | None, str | None] | None = None
 
 
