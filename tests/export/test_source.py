@@ -92,7 +92,7 @@ FIELDS: dict[str, st.SearchStrategy[Any]] = {
     "limit": st.none() | st.integers(0, 10),
     "order": st.sampled_from(["time", "session"]),
     # A store's read split into parts, not a selection: read by every part below.
-    "session_range": st.none(),
+    "part": st.none(),
 }
 
 
@@ -194,12 +194,32 @@ def test_a_store_read_by_session_parts_is_the_session_read_in_order(
         assert all(a[1] == b[0] for a, b in itertools.pairwise(parts))
         read = [f for part in parts for f in query.read(store, part)]
         assert _ids(read) == _ids(store.iter_facts(session))
-        counts = [store.count(dataclasses.replace(session, session_range=p)) for p in parts]
+        counts = [store.count(dataclasses.replace(session, part=p)) for p in parts]
         assert sum(counts) == store.count(session)
         # Parts hold whole sessions, at least ``size`` calls each but the last.
         assert all(n >= size for n in counts[:-1])
-    with pytest.raises(ValueError, match="session_range"):
-        select(captures, FactFilter(session_range=("a", "b")))
+    with pytest.raises(ValueError, match="part"):
+        select(captures, FactFilter(part=(("session", "a"), None)))
+
+
+def test_calls_without_a_session_are_cut_into_parts_by_time(store_url: str) -> None:
+    """A store of calls without sessions (proxy traffic without a session header) is not one
+    part: its calls are cut by time, those of one time kept together, and read in order."""
+    times = [TIMES[i % 3] for i in range(9)]
+    facts = [make_fact(f"c{i}", session_id=None, started_at=t) for i, t in enumerate(times)]
+    facts.append(make_fact("s", session_id="s1", started_at=TIMES[0]))
+    with open_store(store_url) as store:
+        store.insert_facts(facts)
+        session = FactFilter(order="session")
+        parts = store.session_parts(session, 2)
+        # The session's call, then the three calls of each time: a cut once two are held.
+        assert parts == [
+            (None, ("time", TIMES[1])),
+            (("time", TIMES[1]), ("time", TIMES[2])),
+            (("time", TIMES[2]), None),
+        ]
+        read = [f for p in parts for f in store.iter_facts(dataclasses.replace(session, part=p))]
+        assert _ids(read) == _ids(store.iter_facts(session))
 
 
 def test_a_store_query_never_shows_its_password() -> None:

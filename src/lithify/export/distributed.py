@@ -234,11 +234,10 @@ def _derive_group(batch: Any, job: _Job, images: str | None = None) -> Iterator[
 
 def _derive_part(batch: Any, job: _Job, images: str | None = None) -> Iterator[Any]:
     """``_derive_facts`` of every group of one part of a store (``FactStore.session_parts``:
-    whole sessions, then, in the last part, the calls without one, each its own group), read
-    here in session order: no shuffle."""
+    whole sessions, or calls without one, each its own group), read here in session order: no
+    shuffle."""
     (item,) = batch.to_pylist()
-    part = (item["lo"], item["hi"])
-    filters = dataclasses.replace(pickle.loads(item["filters"]), session_range=part)
+    filters = dataclasses.replace(pickle.loads(item["filters"]), part=pickle.loads(item["part"]))
     with open_store(item["store"]) as store:
         group: list[InferenceCall] = []
         for f in store.iter_facts(filters):
@@ -536,7 +535,7 @@ def _store_parts(url: str, filters: FactFilter, partitions: int | None) -> _Call
         parts = store.session_parts(session, _PART_CALLS)
         total = store.count(session)
     wanted = pickle.dumps(session)
-    items = [{"store": url, "lo": lo, "hi": hi, "filters": wanted} for lo, hi in parts]
+    items = [{"store": url, "part": pickle.dumps(p), "filters": wanted} for p in parts]
     if partitions is None:
         partitions = max(1, -(-total // _PART_CALLS))
     calls = ray.data.from_items(items, override_num_blocks=len(items))

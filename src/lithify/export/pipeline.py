@@ -42,7 +42,7 @@ from lithify.export.tokens import TextCounter, TokenBudget, check_options, load_
 from lithify.export.where import Condition, parse
 from lithify.export.writers import FORMATS, SplitWriter, columns_for
 from lithify.model import Feedback, InferenceCall
-from lithify.store import open_store
+from lithify.store import PartBound, open_store
 
 
 @dataclass(frozen=True)
@@ -214,7 +214,7 @@ def export(
 # -- rows built in worker processes ------------------------------------------------------------
 # An export holds one core with Python's work (decoding, derivation, rows, validation: none of
 # it releases the GIL). With workers, each worker reads its own parts of a store's selection
-# (ranges of whole sessions, in session order: ``StoreQuery``), or, for facts that only this
+# (parts of the session read, whole sessions each: ``StoreQuery``), or, for facts that only this
 # process can read (files, memory), this process reads them and hands whole sessions over in
 # batches of codec bytes. Part or batch k goes to worker k mod n, and each one's rows and fact
 # lines come back in order: the order of a serial export, so the same bytes. A session's rows
@@ -229,7 +229,7 @@ _AHEAD = 2  # batches a worker may hold: memory stays at workers × _AHEAD batch
 _batch_encoder = msgspec.msgpack.Encoder()
 _batch_decoder = msgspec.msgpack.Decoder(list[bytes])
 _part_encoder = msgspec.msgpack.Encoder()
-_part_decoder = msgspec.msgpack.Decoder(tuple[str | None, str | None])
+_part_decoder = msgspec.msgpack.Decoder(tuple[PartBound | None, PartBound | None])
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from lithify.core.factfile import read_facts
 from lithify.core.times import datetime_to_rfc3339
 from lithify.derive.sessions import call_order_key, resolve_facts, session_order_key
 from lithify.model import Feedback, InferenceCall
-from lithify.store import FactFilter, FactStore, open_store
+from lithify.store import FactFilter, FactStore, PartBound, open_store
 
 __all__ = ["Selection", "StoreQuery", "from_facts", "from_files", "from_store", "matcher", "select"]
 
@@ -48,22 +48,22 @@ class Selection:
 @dataclass(frozen=True, slots=True)
 class StoreQuery:
     """A store's selection as another process reads it again: the store's ``connect_url`` and
-    the filter, read by ranges of whole sessions (``FactStore.session_parts``)."""
+    the filter, read in parts of whole sessions (``FactStore.session_parts``)."""
 
     url: str = field(repr=False)  # a PostgreSQL URL holds its password: never shown
     filters: FactFilter = field(default_factory=FactFilter)
 
-    def parts(self, size: int) -> list[tuple[str | None, str | None]]:
+    def parts(self, size: int) -> list[tuple[PartBound | None, PartBound | None]]:
         """Session ranges of at least ``size`` calls each (but the last) that, read one after
         the other, are the selection's session read."""
         with open_store(self.url) as store:
             return store.session_parts(self.filters, size)
 
     def read(
-        self, store: FactStore, part: tuple[str | None, str | None]
+        self, store: FactStore, part: tuple[PartBound | None, PartBound | None]
     ) -> Iterator[InferenceCall]:
         """The selection's calls in ``part`` (one of ``parts``), in session order."""
-        return store.iter_facts(replace(self.filters, session_range=part))
+        return store.iter_facts(replace(self.filters, part=part))
 
 
 def from_store(store: FactStore, filters: FactFilter) -> Selection:
@@ -189,10 +189,10 @@ def matcher(filters: FactFilter) -> Callable[[InferenceCall], bool]:
             values = frozenset([match] if isinstance(match, str) else match)
             fields.append((attrgetter(name), values))
     since, until = _bound(filters.since), _bound(filters.until)
-    if filters.session_range is not None:
+    if filters.part is not None:
         # A range in the database's text order: how an export splits a store's read into parts
         # (worker processes, Ray tasks), not a selection of calls.
-        raise ValueError("session_range splits a store's read: facts in memory have no such order")
+        raise ValueError("part splits a store's read: facts in memory have no such order")
 
     def wanted(fact: InferenceCall) -> bool:
         for get, values in fields:

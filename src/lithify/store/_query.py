@@ -46,18 +46,23 @@ def fact_where(f: FactFilter | None) -> tuple[str, list[Any]]:
         ("trace_id", f.trace_id),
     ]
     where, params = _where(conds, f.since, f.until)
-    if f.session_range is not None:
-        lo, hi = f.session_range
-        if hi is not None:
-            where = _and(where, "session_id < ?")
-            params.append(codec.col(hi))
+    if f.part is not None:
+        lo, hi = f.part
+        # Sessions by id, then the calls without one by time: the session read's order.
         if lo is not None:
-            # The last range (no upper bound) holds the calls without a session too.
-            last = hi is None
-            where = _and(
-                where, "(session_id >= ? OR session_id IS NULL)" if last else "session_id >= ?"
-            )
-            params.append(codec.col(lo))
+            kind, value = lo
+            if kind == "session":
+                where = _and(where, "(session_id >= ? OR session_id IS NULL)")
+            else:
+                where = _and(where, "(session_id IS NULL AND sort_at >= ?)")
+            params.append(codec.col(value))
+        if hi is not None:
+            kind, value = hi
+            if kind == "session":
+                where = _and(where, "session_id < ?")
+            else:
+                where = _and(where, "(session_id IS NOT NULL OR sort_at < ?)")
+            params.append(codec.col(value))
     return where, params
 
 

@@ -42,6 +42,7 @@ from lithify.store._types import (
     FeedbackFilter,
     Group,
     InsertResult,
+    PartBound,
     Prepared,
     SchemaTooNew,
     Stats,
@@ -396,30 +397,35 @@ class SqlStore(SessionQueries):
 
     def session_parts(
         self, filters: FactFilter | None, size: int
-    ) -> list[tuple[str | None, str | None]]:
-        """``FactFilter.session_range`` bounds that cut the calls ``filters`` select (in session
-        order) into parts of whole sessions, at least ``size`` calls each but the last: the
-        first from None, the last to None, each ``to`` the next ``from``."""
-        f = replace(filters or FactFilter(), session_range=None, limit=None)
+    ) -> list[tuple[PartBound | None, PartBound | None]]:
+        """``FactFilter.part`` bounds that cut the calls ``filters`` select, in session order,
+        into parts of at least ``size`` calls each but the last: whole sessions, then the calls
+        without one by time (all of one time in one part). The first part is open at its start,
+        the last at its end, each ``to`` the next ``from``."""
+        f = replace(filters or FactFilter(), part=None, limit=None)
         where, params = fact_where(f)
 
-        def q(cur: Cursor) -> list[str]:
-            cur.execute(
-                f"SELECT session_id, COUNT(*) FROM {self._calls(cur)}"
-                f"{_and(where, 'session_id IS NOT NULL')} GROUP BY session_id ORDER BY session_id",
-                params,
-            )
-            cuts: list[str] = []
+        def q(cur: Cursor) -> list[PartBound]:
+            cuts: list[PartBound] = []
             held = 0
-            while chunk := cur.fetchmany(4096):
-                for sid, n in chunk:
-                    if held >= size:
-                        cuts.append(codec.uncol(sid) or "")
-                        held = 0
-                    held += n
+            for kind, key, cond in (
+                ("session", "session_id", "session_id IS NOT NULL"),
+                ("time", "sort_at", "session_id IS NULL"),
+            ):
+                cur.execute(
+                    f"SELECT {key}, COUNT(*) FROM {self._calls(cur)}{_and(where, cond)} "
+                    f"GROUP BY {key} ORDER BY {key}",
+                    params,
+                )
+                while chunk := cur.fetchmany(4096):
+                    for value, n in chunk:
+                        if held >= size:
+                            cuts.append((kind, codec.uncol(value) or ""))
+                            held = 0
+                        held += n
             return cuts
 
-        bounds: list[str | None] = [None, *self._run(q, write=False), None]
+        bounds: list[PartBound | None] = [None, *self._run(q, write=False), None]
         return list(pairwise(bounds))
 
     def count_feedback(self, filters: FeedbackFilter | None = None) -> int:

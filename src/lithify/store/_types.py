@@ -130,6 +130,12 @@ Match = str | Sequence[str] | None
 TimeBound = str | datetime | None
 
 
+# Where a part of the session read starts or ends: ("session", id), at that session; or
+# ("time", sort_at), among the calls without a session (read after every session, in time
+# order), at the first of that time.
+PartBound = tuple[Literal["session", "time"], str]
+
+
 @dataclass(frozen=True)
 class FactFilter:
     """Which facts to read. Several values for one field match any of them.
@@ -152,11 +158,11 @@ class FactFilter:
     until: TimeBound = None
     limit: int | None = None
     order: Literal["time", "session"] = "time"
-    # Calls of the sessions whose id is in [from, to) (None: unbounded), in the database's text
-    # order; the range whose ``to`` is None also holds the calls without a session. The ranges
+    # A part of the session read: its calls from ``from`` (inclusive) to ``to`` (exclusive),
+    # each a ``PartBound`` or None (open), in the database's text order. The parts
     # ``FactStore.session_parts`` gives cover every call once, in session order: an export's
     # worker processes and Ray tasks each read their own. Stores only.
-    session_range: tuple[str | None, str | None] | None = None
+    part: tuple[PartBound | None, PartBound | None] | None = None
 
 
 FeedbackValue = bool | int | float | str
@@ -284,7 +290,7 @@ class FactStore(Protocol):
     def count_dropped(self, filters: FactFilter | None = None) -> int: ...
     def session_parts(
         self, filters: FactFilter | None, size: int
-    ) -> list[tuple[str | None, str | None]]: ...
+    ) -> list[tuple[PartBound | None, PartBound | None]]: ...
     def count_feedback(self, filters: FeedbackFilter | None = None) -> int: ...
     def stats(self, filters: FactFilter | None = None, *, session_limit: int = 20) -> Stats: ...
     def sessions(self, filters: SessionFilter | None = None) -> SessionPage: ...
