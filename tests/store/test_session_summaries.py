@@ -328,3 +328,32 @@ def test_writers_side_by_side_keep_the_summaries(store_url: str) -> None:
         assert sum(s.calls for s in listed.values()) == 60
         found = _pages(store, SessionFilter(text="word4z"))
         assert sorted(s.session_id for s in found) == sorted({f"s{i % 3}" for i in range(4, 60, 7)})
+
+
+def test_a_store_without_summaries_reads_the_same_and_lists_no_session(
+    new_store_url: Callable[[], str],
+) -> None:
+    """``open_store(summaries=False)`` (the export's scratch store): the same facts, captures
+    and session order as a store that keeps them, and no session summaries or text index."""
+    rng = random.Random(7)
+    facts = [
+        make_fact(
+            f"c{i}",
+            session_id=rng.choice([None, "s1", "s2", "s3"]),
+            started_at=rng.choice(TIMES[1:4]),
+            output_messages=[Message("assistant", [TextPart(rng.choice(TEXTS))], "stop")],
+        )
+        for i in range(30)
+    ]
+    facts += [msgspec.structs.replace(facts[0], output_messages=[])]  # another capture
+    with open_store(new_store_url()) as kept, open_store(new_store_url(), summaries=False) as bare:
+        for store in (kept, bare):
+            store.insert_facts(facts[:17])
+            store.insert_facts(facts[17:])
+        for order in ("time", "session"):
+            f = FactFilter(order=order)  # type: ignore[arg-type]
+            read = [codec.encode(x) for x in bare.iter_facts(f)]
+            assert read == [codec.encode(x) for x in kept.iter_facts(f)]
+        assert bare.count_dropped() == kept.count_dropped() == 1
+        assert kept.sessions(SessionFilter()).sessions
+        assert not bare.sessions(SessionFilter()).sessions

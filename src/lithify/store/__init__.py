@@ -133,10 +133,13 @@ def open_store(
     url: str | None = None,
     *,
     migrations: tuple[Migration, ...] = MIGRATIONS,
+    summaries: bool = True,
 ) -> FactStore:
     """Open the store ``url`` names (None: ``$LITHIFY_STORE``, else the per-user default).
 
     ``migrations`` replaces the schema history (tests use it to exercise upgrades).
+    ``summaries=False`` keeps no session summaries and no text index as facts are written (half
+    the cost of a write): for a private scratch store only, never one the session list reads.
     Raises ``InvalidStoreURL`` for a URL it cannot read, ``SchemaTooNew`` for a database a newer
     lithify migrated, ``StoreUnavailable`` when the database cannot be reached.
     """
@@ -145,7 +148,7 @@ def open_store(
     if url is None:
         from lithify.store.sqlite import SQLiteStore
 
-        return SQLiteStore(default_store_path(), migrations=migrations)
+        return SQLiteStore(default_store_path(), migrations=migrations, summaries=summaries)
     url = url.strip()
     if not url:
         raise InvalidStoreURL("empty store URL")
@@ -154,7 +157,9 @@ def open_store(
     if scheme in ("postgresql", "postgres"):
         from lithify.store.postgres import PostgresStore
 
-        return PostgresStore(url, display_url=display_url(url), migrations=migrations)
+        return PostgresStore(
+            url, display_url=display_url(url), migrations=migrations, summaries=summaries
+        )
     path = sqlite_path(url)
     if path is None:
         raise InvalidStoreURL(
@@ -163,4 +168,4 @@ def open_store(
         )
     from lithify.store.sqlite import SQLiteStore
 
-    return SQLiteStore(path, migrations=migrations)
+    return SQLiteStore(path, migrations=migrations, summaries=summaries)

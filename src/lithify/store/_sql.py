@@ -74,10 +74,13 @@ _HAS_VERSIONS = {
 class SqlStore(SessionQueries):
     """The shared half of both backends; subclasses supply connections and dialect hooks."""
 
+    # False: the session summaries and text index are not kept (``open_store(summaries=False)``).
+    _keep_summaries = True
+
     # -- schema ----------------------------------------------------------------------------
     def _migrate(self) -> None:
         latest = self.migrations[-1].version if self.migrations else 0
-        self._summarized = latest >= SESSIONS_VERSION
+        self._summarized = self._keep_summaries and latest >= SESSIONS_VERSION
 
         def up_to_date(cur: Cursor) -> bool:
             cur.execute(_HAS_VERSIONS[self.dialect])
@@ -195,7 +198,8 @@ class SqlStore(SessionQueries):
         rows = [fact_row(f, at) for f in facts]
         if not rows:
             return InsertResult(0, 0, [])
-        notes = text_notes(facts, rows, Read())  # the batch's own: the proxy keeps none
+        # The batch's own reading (the proxy keeps none); none for a store without summaries.
+        notes = text_notes(facts, rows, Read()) if self._summarized else ()
         blobs: dict[bytes, bytes] = {}
         for i, row in enumerate(rows):
             stored, found = codec.split_blobs(row[-1], self.blob_min)

@@ -102,11 +102,13 @@ class PostgresStore(SqlStore):
         display_url: str | None = None,
         connect_timeout: int = 5,
         migrations: tuple[Migration, ...] = MIGRATIONS,
+        summaries: bool = True,
     ) -> None:
         self._conninfo = url
         self.url = display_url or url
         self.connect_url = url
         self.migrations = migrations
+        self._keep_summaries = summaries
         self._kwargs: dict[str, Any] = {"application_name": "lithify"}
         try:
             given = conninfo_to_dict(url)

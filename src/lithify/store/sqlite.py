@@ -127,6 +127,7 @@ class SQLiteStore(SqlStore):
         *,
         timeout: float = 30.0,
         migrations: tuple[Migration, ...] = MIGRATIONS,
+        summaries: bool = True,
     ) -> None:
         if sqlite3.sqlite_version_info < (3, 35):
             raise StoreError(f"SQLite {sqlite3.sqlite_version} is too old: lithify needs 3.35+")
@@ -134,6 +135,7 @@ class SQLiteStore(SqlStore):
         self.url = f"sqlite://{self.path}"
         self.connect_url = self.url
         self.migrations = migrations
+        self._keep_summaries = summaries
         self._timeout = timeout
         self._lock = threading.RLock()
         self._conn: sqlite3.Connection | None = None
