@@ -203,3 +203,35 @@ def test_workers_start_on_idle_cores_by_default(
     assert pipeline._workers(ExportOptions("sft"), replace(selection, total=10), None) == 0
     monkeypatch.setenv("LITHIFY_EXPORT_WORKERS", "3")
     assert pipeline._workers(ExportOptions("sft"), selection, None) == 3
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_fact_files_through_a_scratch_store_with_workers_and_no_scratch_left(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, workers: int
+) -> None:
+    """Fact files too large for memory go through a scratch store, which worker processes read
+    in parts as any store: the bytes of the in-memory export; the scratch folder is gone after
+    the export, and after one that fails too."""
+    import tempfile
+
+    from lithify.export import ProfileError, from_files
+
+    monkeypatch.setattr(pipeline, "_PART", 7)
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    calls = sort_facts([f for s in range(12) for f in _agent(s, 1 + s % 5, 300)])
+    lone = [fact(f"lone-{i}", [user("No session.")], [assistant(text("Fine."))]) for i in range(3)]
+    path = tmp_path / "facts.jsonl"
+    path.write_bytes(b"".join(encode(f) + b"\n" for f in [*lone, *calls]))
+    options = ExportOptions("sft", eval_fraction=0.4)
+    export(from_files([path], FactFilter()), tmp_path / "memory", options, workers=0)
+    big = from_files([path], FactFilter(), in_memory_bytes=0)
+    assert big.query is not None and list(scratch.iterdir())
+    export(big, tmp_path / "scratch", options, workers=workers)
+    assert _files(tmp_path / "scratch") == _files(tmp_path / "memory")
+    assert not list(scratch.iterdir())
+    failing = from_files([path], FactFilter(), in_memory_bytes=0)
+    with pytest.raises(ProfileError):
+        export(failing, tmp_path / "failed", ExportOptions("sft", fmt="csv"), workers=workers)
+    assert not list(scratch.iterdir())

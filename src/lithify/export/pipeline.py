@@ -162,12 +162,28 @@ def export(
 ) -> ExportSummary:
     """Derive and write the rows of ``options.kind`` from ``selection`` (``export.source``),
     then their manifest and card (``export.manifest``; ``provenance``: where the facts came from).
+    ``selection.close`` is called at the end, whatever happens.
 
     ``progress`` is told of facts read. ``workers``: processes that build the rows while this
     one reads and writes (``_in_workers``; None: ``_auto``, 0: none); the files are the same
     bytes either way. Raises ``RowInvalid`` when a row fails its schema (nothing is written
     then), and what reading the facts raises.
     """
+    try:
+        return _export(selection, Path(out_dir), options, progress, provenance, workers)
+    finally:
+        if selection.close is not None:
+            selection.close()
+
+
+def _export(
+    selection: Selection,
+    out: Path,
+    options: ExportOptions,
+    progress: Callable[[int], None] | None,
+    provenance: Provenance | None,
+    workers: int | None,
+) -> ExportSummary:
     builder = make_builder(options)
     budget = token_budget(options, builder)  # before anything is read or written
     index = FeedbackIndex(selection.feedback, selection.aliases)
@@ -176,7 +192,6 @@ def export(
     drop = dropped_flags(options.drop_flags, options.keep_flags)
     flagger = Flagger(options.kind, drop, builder.validator)
     facts = selection.facts if progress is None else _ticking(selection.facts, progress)
-    out = Path(out_dir)
     columns = columns_for(options.kind, builder.shape, images=options.images)
     writer = SplitWriter(out, options.fmt, columns, before_commit=lambda: unpublish(out))
     n = _workers(options, selection, workers)

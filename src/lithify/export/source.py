@@ -43,6 +43,9 @@ class Selection:
     # The store query ``facts`` reads, for worker processes to read in parts themselves
     # (``export.pipeline``); None: only ``facts`` gives them.
     query: StoreQuery | None = None
+    # What to release once the export is done, whether or not ``facts`` was read (a scratch
+    # store); it may be called more than once.
+    close: Callable[[], None] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +123,11 @@ def _through_scratch_store(paths: list[Path], filters: FactFilter) -> Selection:
     scratch = tempfile.TemporaryDirectory(prefix="lithify-export-")
     # Read by this export alone: no session summaries or text index (half the cost of filling).
     store = open_store(f"sqlite:///{Path(scratch.name) / 'facts.db'}", summaries=False)
+
+    def close() -> None:
+        store.close()
+        scratch.cleanup()
+
     try:
         feedback: list[Feedback] = []
         facts = _read(paths, feedback)
@@ -128,19 +136,17 @@ def _through_scratch_store(paths: list[Path], filters: FactFilter) -> Selection:
         store.insert_feedback(feedback)
         selection = from_store(store, filters)
     except BaseException:
-        store.close()
-        scratch.cleanup()
+        close()
         raise
 
     def selected() -> Iterator[InferenceCall]:
         try:
             yield from selection.facts
         finally:
-            store.close()
-            scratch.cleanup()
+            close()
 
-    # Workers do not read the scratch store: it goes with the read of ``facts``.
-    return replace(selection, facts=selected(), query=None)
+    # Worker processes may read the scratch store in parts as they read any store.
+    return replace(selection, facts=selected(), close=close)
 
 
 def from_facts(
