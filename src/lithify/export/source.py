@@ -121,7 +121,7 @@ def _through_scratch_store(paths: list[Path], filters: FactFilter) -> Selection:
     """``from_files`` for inputs too large for memory: the store applies the identity rule and
     the filter as it does for an import, so the selection is the in-memory one."""
     scratch = tempfile.TemporaryDirectory(prefix="lithify-export-")
-    # Read by this export alone: no session summaries or text index (a quarter of the filling).
+    # Read by this export alone: no session summaries or text index (filling costs a quarter).
     store = open_store(f"sqlite:///{Path(scratch.name) / 'facts.db'}", summaries=False)
 
     def close() -> None:
