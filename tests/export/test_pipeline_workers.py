@@ -235,3 +235,21 @@ def test_fact_files_through_a_scratch_store_with_workers_and_no_scratch_left(
     with pytest.raises(ProfileError):
         export(failing, tmp_path / "failed", ExportOptions("sft", fmt="csv"), workers=workers)
     assert not list(scratch.iterdir())
+
+
+def test_workers_open_a_sqlite_store_whatever_its_file_is_named(tmp_path: Path) -> None:
+    """The workers reopen the store by its bare path: `?`, `#`, `%20` and spaces in a file
+    name are not URL syntax to them."""
+    folder = tmp_path / "odd %20 #name?"
+    folder.mkdir()
+    calls = sort_facts([f for s in range(6) for f in _agent(s, 3, 100)])
+    from lithify.store.sqlite import SQLiteStore
+
+    with SQLiteStore(folder / "facts?.db") as store:
+        store.insert_facts(calls)
+        out = {}
+        for n in (0, 2):
+            export(from_store(store, FactFilter()), tmp_path / f"w{n}", ExportOptions("sft"),
+                   workers=n)  # fmt: skip
+            out[n] = _files(tmp_path / f"w{n}")
+    assert out[0] == out[2] and out[0]["train.jsonl"]

@@ -133,7 +133,8 @@ class SQLiteStore(SqlStore):
             raise StoreError(f"SQLite {sqlite3.sqlite_version} is too old: lithify needs 3.35+")
         self.path = Path(path).expanduser().absolute()
         self.url = f"sqlite://{self.path}"
-        self.connect_url = self.url
+        # The bare path: a URL would read `?`, `#` and `%xx` in a file name as URL syntax.
+        self.connect_url = str(self.path)
         self.migrations = migrations
         self._keep_summaries = summaries
         self._timeout = timeout
