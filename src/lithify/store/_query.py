@@ -36,6 +36,15 @@ def _where(
     return sql, params
 
 
+# The bounds of ``FactFilter.part`` in the session read's order: sessions by id, then the
+# calls without one by time.
+_PART_FROM = {
+    "session": "(session_id >= ? OR session_id IS NULL)",
+    "time": "(session_id IS NULL AND sort_at >= ?)",
+}
+_PART_TO = {"session": "session_id < ?", "time": "(session_id IS NOT NULL OR sort_at < ?)"}
+
+
 def fact_where(f: FactFilter | None) -> tuple[str, list[Any]]:
     f = f or FactFilter()
     conds: list[tuple[str, Match]] = [
@@ -47,22 +56,11 @@ def fact_where(f: FactFilter | None) -> tuple[str, list[Any]]:
     ]
     where, params = _where(conds, f.since, f.until)
     if f.part is not None:
-        lo, hi = f.part
-        # Sessions by id, then the calls without one by time: the session read's order.
-        if lo is not None:
-            kind, value = lo
-            if kind == "session":
-                where = _and(where, "(session_id >= ? OR session_id IS NULL)")
-            else:
-                where = _and(where, "(session_id IS NULL AND sort_at >= ?)")
-            params.append(codec.col(value))
-        if hi is not None:
-            kind, value = hi
-            if kind == "session":
-                where = _and(where, "session_id < ?")
-            else:
-                where = _and(where, "(session_id IS NOT NULL OR sort_at < ?)")
-            params.append(codec.col(value))
+        for bound, sql in zip(f.part, (_PART_FROM, _PART_TO), strict=True):
+            if bound is not None:
+                kind, value = bound
+                where = _and(where, sql[kind])
+                params.append(codec.col(value))
     return where, params
 
 
