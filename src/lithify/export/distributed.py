@@ -524,7 +524,7 @@ def _store_parts(url: str, filters: FactFilter, partitions: int | None) -> _Call
     """A store's selection as its parts of whole sessions (``FactStore.session_parts``), one
     task each, that read and derive them where they are (the store applies the identity rule
     and the filter); its feedback, aliases and left-out captures, and the partitions of the
-    shards' shuffle (when None, one per ``_PART_CALLS`` calls)."""
+    shards' shuffle (when None, one per part)."""
     import ray
 
     session = dataclasses.replace(filters, order="session")
@@ -533,11 +533,10 @@ def _store_parts(url: str, filters: FactFilter, partitions: int | None) -> _Call
         aliases = store.call_aliases(f.target_id for f in feedback if f.target_kind == "call")
         duplicates = store.count_dropped(filters)
         parts = store.session_parts(session, _PART_CALLS)
-        total = store.count(session)
     wanted = pickle.dumps(session)
     items = [{"store": url, "part": pickle.dumps(p), "filters": wanted} for p in parts]
     if partitions is None:
-        partitions = max(1, -(-total // _PART_CALLS))
+        partitions = len(parts)
     calls = ray.data.from_items(items, override_num_blocks=len(items))
     return calls, feedback, aliases, duplicates, partitions
 
