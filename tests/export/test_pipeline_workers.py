@@ -143,10 +143,10 @@ def test_the_command_with_workers_writes_the_same_folder(
 def test_workers_reading_the_store_themselves_write_the_files_one_process_writes(
     tmp_path: Path, store_url: str, monkeypatch: pytest.MonkeyPatch, opts: dict[str, str]
 ) -> None:
-    """Workers that read their own session ranges of a store (parts of 7 calls here, so
-    sessions of every size fall on both sides of a cut; calls without a session in the last
-    part; feedback from this process): the same files and counts as one process, and the
-    manifest's sources and models counted once."""
+    """Workers that read their own parts of a store (of 7 calls here, so sessions of every
+    size fall on both sides of a cut, and the calls without a session after them; feedback
+    from this process): the same files and counts as one process, and the manifest's sources
+    and models counted once."""
     monkeypatch.setattr(pipeline, "_PART", 7)
     corpus_facts, fb = corpus()
     agents = [f for s in range(9) for f in _agent(s, 1 + s % 4, 200)]
@@ -154,6 +154,7 @@ def test_workers_reading_the_store_themselves_write_the_files_one_process_writes
     with open_store(store_url) as store:
         store.insert_facts([*corpus_facts, *agents, *lone])
         store.insert_feedback(fb)
+        total = store.count()
         out = {}
         for n in (0, 1, 3):
             folder = tmp_path / f"workers-{n}"
@@ -165,7 +166,7 @@ def test_workers_reading_the_store_themselves_write_the_files_one_process_writes
             out[n] = (_files(folder), summary, sum(ticks))
     (serial, a, read), *others = out.values()
     manifest = decode_manifest(serial[MANIFEST])
-    assert read == manifest.facts.count == store_total(store_url) > 0
+    assert read == manifest.facts.count == total > 0
     assert sum(a.rows.values()) > 0 and sum(manifest.models.values()) == read
     for files, b, ticks in others:
         assert files == serial
@@ -173,11 +174,6 @@ def test_workers_reading_the_store_themselves_write_the_files_one_process_writes
             b.rows, b.derive, b.flags, b.skipped, b.feedback_dropped,
         )  # fmt: skip
         assert ticks == read
-
-
-def store_total(url: str) -> int:
-    with open_store(url) as store:
-        return store.count()
 
 
 @pytest.mark.parametrize(
