@@ -43,7 +43,13 @@ import orjson
 from lithify.core.codec import Decoder, col, encode
 from lithify.core.factfile import InputError, read_facts
 from lithify.derive.feedback import FeedbackIndex
-from lithify.derive.sessions import DeriveStats, call_order_key, resolve_facts, session_order_key
+from lithify.derive.sessions import (
+    DeriveStats,
+    call_order_key,
+    iter_sessions,
+    resolve_facts,
+    session_order_key,
+)
 from lithify.export.flags import Flagger, dropped_flags, note_flags
 from lithify.export.manifest import (
     FactCounts,
@@ -239,13 +245,7 @@ def _derive_part(batch: Any, job: _Job, images: str | None = None) -> Iterator[A
     (item,) = batch.to_pylist()
     filters = dataclasses.replace(pickle.loads(item["filters"]), part=pickle.loads(item["part"]))
     with open_store(item["store"]) as store:
-        group: list[InferenceCall] = []
-        for f in store.iter_facts(filters):
-            if group and (f.session_id is None or f.session_id != group[0].session_id):
-                yield from _derive_facts(group, _group_of(group[0])[1], job, images)
-                group = []
-            group.append(f)
-        if group:
+        for _, group in iter_sessions(store.iter_facts(filters)):
             yield from _derive_facts(group, _group_of(group[0])[1], job, images)
 
 
