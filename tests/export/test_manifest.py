@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from lithify.cli import app
-from lithify.export import ExportOptions, cli_provenance
+from lithify.core.factfile import encode_line
+from lithify.export import ExportOptions, cli_provenance, export, from_facts
 from lithify.export.card import render
 from lithify.export.manifest import decode_manifest
 from lithify.model import encode
@@ -204,3 +205,21 @@ def test_an_export_without_rows_does_not_promise_a_load(tmp_path: Path) -> None:
     assert "holds no rows" in card and "load_dataset(" not in card
     run_export(tool_session(), tmp_path / "some", kind="sft")
     assert "load_dataset(" in (tmp_path / "some" / "README.md").read_text()
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_fact_holding_a_lone_surrogate_is_digested_as_its_escaped_line(
+    tmp_path: Path, workers: int
+) -> None:
+    """JSON cannot hold a lone surrogate, which a store and a fact file keep (escaped): the
+    fact's digest is of its fact-file line, and its row is skipped as unrepresentable. Before,
+    the export stopped with a traceback."""
+    odd = fact("odd\ud800", [user("half \ud83d")], [assistant(text("ok"))], session="s-odd")
+    facts = [odd, *tool_session("s-1")]
+    summary = export(from_facts(facts, []), tmp_path, ExportOptions(kind="sft"), workers=workers)
+    assert summary.skipped.get("unrepresentable_value") == 1
+    lines = (tmp_path / "facts.sha256").read_bytes().splitlines()
+    line = encode_line(odd)[:-1]
+    assert line.endswith(b',"lithify:escaped":true}')
+    expected = f'{_sha(line)}  call:"odd\\ud800"'.encode()
+    assert expected in lines

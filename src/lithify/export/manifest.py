@@ -15,6 +15,7 @@ the same facts and options give the same bytes (``lithify export --replay`` reli
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import tempfile
 from collections import Counter
@@ -27,6 +28,7 @@ from typing import Any
 import msgspec
 import orjson
 
+from lithify.core.factfile import encode_line
 from lithify.derive.sessions import DeriveStats
 from lithify.export.media import DEFAULT_MAX_INLINE, IMAGES_DIR
 from lithify.export.rows import EXPORTER
@@ -169,17 +171,28 @@ class Manifest(msgspec.Struct, kw_only=True):
 
 
 def _line(kind: str, ident: str, data: bytes) -> bytes:
-    # sha256sum's format, the name being the kind and the id as JSON (any character is safe).
-    return b"%s  %s:%s\n" % (
-        hashlib.sha256(data).hexdigest().encode(),
-        kind.encode(),
-        orjson.dumps(ident),
-    )
+    # sha256sum's format, the name being the kind and the id as JSON (any character is safe:
+    # an id with a lone surrogate, which orjson refuses, as an ASCII escape).
+    try:
+        name = orjson.dumps(ident)
+    except TypeError:
+        name = json.dumps(ident).encode()
+    return b"%s  %s:%s\n" % (hashlib.sha256(data).hexdigest().encode(), kind.encode(), name)
+
+
+def fact_json(fact: InferenceCall | Feedback) -> bytes:
+    """The JSON a fact's digest is of: its line in a fact file, without the newline (a fact
+    with a lone surrogate, which JSON cannot hold, as the escaped line ``core.factfile``
+    writes)."""
+    try:
+        return encode(fact)
+    except UnicodeEncodeError:
+        return encode_line(fact)[:-1]
 
 
 def call_line(fact: InferenceCall) -> bytes:
     """A call's line of ``facts.sha256``: the SHA-256 of its JSON and its id."""
-    return _line("call", fact.inference_call_id, encode(fact))
+    return _line("call", fact.inference_call_id, fact_json(fact))
 
 
 def _name(line: bytes) -> bytes:
@@ -236,7 +249,7 @@ class FactDigests(FactCounts):
         size = 0
         try:
             for f in facts:
-                data = encode(f)
+                data = fact_json(f)
                 batch.append((f.inference_call_id, data))
                 size += len(data)
                 if size >= _BATCH:
@@ -323,7 +336,7 @@ def publish(
 
     folder = Path(folder)
     # A feedback fact given twice (in two files) is one, as a store keeps it; in id order.
-    notes = sorted({_line("feedback", f.feedback_id, encode(f)) for f in feedback}, key=_name)
+    notes = sorted({_line("feedback", f.feedback_id, fact_json(f)) for f in feedback}, key=_name)
     write_atomic(folder / DIGESTS, chain(digests.chunks(), notes))
     digests.spool.close()
     files = {DIGESTS: file_entry(folder / DIGESTS)}

@@ -21,9 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, TypeAlias
 
-import orjson
-
 from lithify.core.factfile import FactLineError, InputError, decode_line, is_fact_line, open_file
+from lithify.core.text import loads
 from lithify.ingest.remote import RemoteFile, expand_url, is_url
 from lithify.model import Skip
 from lithify.translate import (
@@ -327,8 +326,8 @@ def load_body(path: Path) -> Any:
         return None
     if data.lstrip()[:1] in (b"{", b"["):
         try:
-            return orjson.loads(data)
-        except orjson.JSONDecodeError as e:
+            return loads(data)[0]  # lone surrogate escapes read: the translator fixes the text
+        except (ValueError, RecursionError) as e:
             raise InputError(f"{path}: not JSON ({_decode_error(e)})") from None
     text = data.decode("utf-8", "replace")
     if looks_like_sse(text):

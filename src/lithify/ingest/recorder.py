@@ -31,8 +31,8 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 import msgspec
-import orjson
 
+from lithify.core.text import loads
 from lithify.ingest.spool import SpoolReader, store_key
 from lithify.model import InferenceCall, Skip
 from lithify.store import (
@@ -121,16 +121,17 @@ def exchange_document(x: SpooledExchange) -> dict[str, Any] | Skip:
         enc = x.request_encoding if request_body is None else x.response_encoding
         return Skip("undecodable", f"content-encoding {enc!r} cannot be read", x.kind)
     try:
-        request = orjson.loads(request_body) if request_body.strip() else None
-    except orjson.JSONDecodeError:
+        # Lone surrogate escapes are read (core.text): the translator makes the text valid.
+        request = loads(request_body)[0] if request_body.strip() else None
+    except (ValueError, RecursionError):
         return Skip("undecodable", "the request body is not JSON", x.kind)
     response: Any
     if "text/event-stream" in x.response_type.lower():
         response = response_body.decode("utf-8", "replace")
     else:
         try:
-            response = orjson.loads(response_body)
-        except orjson.JSONDecodeError:
+            response = loads(response_body)[0]
+        except (ValueError, RecursionError):
             if x.status >= 400:
                 return Skip("error_response", f"HTTP {x.status} from the upstream", x.kind)
             what = "cut off" if x.outcome != "complete" else "not JSON"

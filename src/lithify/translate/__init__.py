@@ -61,6 +61,12 @@ def _guard(it: Iterator[Result]) -> Iterator[Result]:
         yield provider.translator_error(e)
 
 
+def _lazy(translate: Any, *args: Any, **kwargs: Any) -> Iterator[Result]:
+    """One translation, run when iterated: inside ``_guard``, which a call made to build its
+    argument would escape."""
+    yield translate(*args, **kwargs)
+
+
 def _units(decoded: Decoded[Any], translate: Any) -> Iterator[Result]:
     """A request's results: a skip for each unit it could not decode, then its facts."""
     for where in decoded.rejected:
@@ -96,9 +102,9 @@ def translate_document(doc: Any, fmt: str = "auto", *, repair: bool = False) -> 
         if not isinstance(doc, dict):
             yield Skip("unrecognized_format", "an attribute map is a JSON object")
         elif isinstance(doc.get("attributes"), dict):
-            yield from _guard(iter([translate_attributes(doc["attributes"], raw=doc)]))
+            yield from _guard(_lazy(translate_attributes, doc["attributes"], raw=doc))
         else:
-            yield from _guard(iter([translate_attributes(doc)]))
+            yield from _guard(_lazy(translate_attributes, doc))
     elif kind == "exchange":
         if not isinstance(doc, dict):
             yield Skip("unrecognized_format", "an exchange is a JSON object")

@@ -13,6 +13,7 @@ import msgspec
 import orjson
 
 from lithify.core.hashing import dumps_canonical, stable_hash
+from lithify.core.text import fix_text
 from lithify.core.times import (
     as_float,
 )
@@ -329,6 +330,34 @@ def _suspect(raw: Any, fields: dict[str, Any]) -> bool:
     return verdict == SUSPECT
 
 
+def _valid_text(
+    deg: Degradations, identity: tuple[Any, ...] | None, raw: Any, fields: dict[str, Any]
+) -> tuple[tuple[Any, ...] | None, Any, dict[str, Any]]:
+    """The identity, raw and fields with their text made valid (``core.text.fix_text``: the
+    halves of a character joined again, each lone one U+FFFD), counted ``invalid_text`` once per
+    string of the content, or of raw when only raw held it."""
+    content, n = fix_text(msgspec.to_builtins(fields))
+    fixed_raw, n_raw = fix_text(raw)
+    deg.add("invalid_text", n or (0 if deg.get("invalid_text") else n_raw))
+    typed = msgspec.convert(
+        {"inference_call_id": "", "source": {"name": ""}, **content}, InferenceCall
+    )
+    if identity is not None:
+        identity = tuple(fix_text(list(identity))[0])
+    return identity, fixed_raw, {k: getattr(typed, k) for k in fields}
+
+
+def valid_text(fact: InferenceCall) -> InferenceCall:
+    """A fact with its text made valid: a stream whose pieces held the two halves of a character
+    escaped apart (each piece's JSON decoded alone keeps its half) has them joined again."""
+    deg = Degradations(fact.degradations)
+    fields = {
+        f: getattr(fact, f) for f in fact.__struct_fields__ if f not in ("raw", "degradations")
+    }
+    _, raw, fields = _valid_text(deg, None, fact.raw, fields)
+    return InferenceCall(**fields, raw=raw, degradations=dict(sorted(deg.items())))
+
+
 def finish(
     *,
     source: str,
@@ -358,7 +387,12 @@ def finish_fields(
     """``finish`` with the fact's other fields in a dict of the caller's (taken over, not
     copied): the span path calls it once per span, where keyword packing cost a tenth of it."""
     # The structured walk over content and raw runs only when something may match.
-    if screened or not _suspect(raw, fields):
+    try:
+        clean = screened or not _suspect(raw, fields)
+    except UnicodeEncodeError:  # lone surrogates, which no encoding takes: made valid first
+        identity, raw, fields = _valid_text(deg, identity, raw, fields)
+        clean = not _suspect(raw, fields)
+    if clean:
         ident = identity if identity is not None else ("raw", dumps_canonical(raw).decode())
         return InferenceCall(
             inference_call_id=stable_hash(*ident),

@@ -41,7 +41,7 @@ from lithify.translate._common import (
     url_part,
 )
 from lithify.translate.messages_format import messages_format
-from lithify.translate.sse import SSEEvent, event_json, raw_stream
+from lithify.translate.sse import SSEEvent, event_json, lost, raw_stream
 
 NAME = "anthropic"
 
@@ -520,13 +520,11 @@ class _Stream:
 
 def _read_stream(events: list[Any], deg: Degradations) -> _Stream:
     stream = _Stream()
-    last = len(events) - 1
     for i, ev in enumerate(events):
         data = event_json(ev)
         if isinstance(data, dict):
             stream.feed(data, ev.event if isinstance(ev, SSEEvent) else None)
-        elif i != last and not (isinstance(ev, SSEEvent) and ev.data.strip() == "[DONE]"):
-            # A lost event mid-stream lost content; a cut-off last one is the truncation below.
+        elif lost(events, i):
             deg.add("malformed_messages")
     if not stream.done:
         deg.add("truncated_stream")

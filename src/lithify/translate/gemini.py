@@ -43,7 +43,7 @@ from lithify.translate._common import (
     transport_times,
     url_part,
 )
-from lithify.translate.sse import SSEEvent, event_json, raw_stream
+from lithify.translate.sse import SSEEvent, event_json, lost, raw_stream
 
 NAME = "gemini"
 
@@ -694,7 +694,6 @@ class _Stream:
 
 def _read_stream(events: list[Any], deg: Degradations) -> _Stream:
     stream = _Stream()
-    last = len(events) - 1
     for i, ev in enumerate(events):
         data = event_json(ev)
         if isinstance(data, dict):
@@ -703,7 +702,7 @@ def _read_stream(events: list[Any], deg: Degradations) -> _Stream:
             for d in data:
                 if isinstance(d, dict):
                     stream.feed(d)
-        elif i != last and not (isinstance(ev, SSEEvent) and ev.data.strip() == "[DONE]"):
+        elif lost(events, i):
             deg.add("malformed_messages")
     if not stream.complete():
         deg.add("truncated_stream")

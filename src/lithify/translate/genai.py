@@ -23,6 +23,7 @@ import msgspec
 import orjson
 
 from lithify.core.hashing import stable_hash
+from lithify.core.text import fix_text, loads
 from lithify.core.times import ns_to_rfc3339
 from lithify.core.values import as_int
 from lithify.model import (
@@ -112,10 +113,13 @@ def _strict(value: Any, deg: Degradations) -> Any:
     """A JSON-string attribute decoded; structured values pass through."""
     if isinstance(value, str | bytes):
         try:
-            return orjson.loads(value)
-        except orjson.JSONDecodeError:
+            value, invalid = loads(value)
+        except (ValueError, RecursionError):
             deg.add("malformed_messages")
             return _BAD
+        if invalid:  # a lone surrogate escape: the text kept, the half character U+FFFD
+            value, n = fix_text(value)
+            deg.add("invalid_text", n)
     return value
 
 
@@ -574,7 +578,7 @@ def _fast_decode(value: Any, decoder: Any) -> Any:
         raise _NotFast
     try:
         return decoder.decode(value)
-    except (msgspec.DecodeError, RecursionError):
+    except (msgspec.DecodeError, RecursionError, UnicodeEncodeError):
         raise _NotFast from None
 
 

@@ -51,7 +51,7 @@ from lithify.translate.openai_common import (
     thinking_text,
     tool_output,
 )
-from lithify.translate.sse import SSEEvent
+from lithify.translate.sse import SSEEvent, lost
 
 NAME = "openai-chat"
 API = Api(
@@ -616,13 +616,16 @@ class _Stream:
         self.done = False
         self.chunks = 0
         self.error: Any = None
-        for e in events:
+        self.lost = 0  # events that could not be read, mid-stream (sse.lost)
+        for i, e in enumerate(events):
             if e.data.strip() == "[DONE]":
                 self.done = True
                 continue
             data = e.json()
             if isinstance(data, dict):
                 self._chunk(data)
+            elif lost(events, i):
+                self.lost += 1
 
     def _chunk(self, data: dict[str, Any]) -> None:
         if data.get("error") is not None and "choices" not in data:
@@ -701,6 +704,7 @@ def translate(
         if not stream.chunks and req is None:
             return Skip("empty", "a stream without one complete chunk", NAME)
         body = stream.body()
+        ctx.deg.add("malformed_messages", stream.lost)
         if not stream.complete and stream.error is None:
             ctx.deg.add("truncated_stream")
     messages = req.get("messages") if req is not None else None

@@ -45,7 +45,7 @@ from lithify.translate.openai_common import (
     media_url_part,
     tool_output,
 )
-from lithify.translate.sse import SSEEvent
+from lithify.translate.sse import SSEEvent, lost
 
 NAME = "openai-responses"
 API = Api(
@@ -491,10 +491,13 @@ class _Stream:
         self.error: Any = None
         self.items: dict[Any, dict[str, Any]] = {}
         self.by_id: dict[str, Any] = {}
-        for e in events:
+        self.lost = 0  # events that could not be read, mid-stream (sse.lost)
+        for i, e in enumerate(events):
             data = e.json()
             if isinstance(data, dict):
                 self._event(_event_type(e, data), data)
+            elif lost(events, i):
+                self.lost += 1
 
     def _item(self, data: dict[str, Any], kind: str) -> dict[str, Any]:
         key = data.get("output_index")
@@ -644,6 +647,7 @@ def translate(
         body = stream.body()
         if body is None and req is None:
             return Skip("empty", "a stream without one complete event", NAME)
+        deg.add("malformed_messages", stream.lost)
         if stream.final is None and stream.error is None:
             deg.add("truncated_stream")
     if req is None and body is None:

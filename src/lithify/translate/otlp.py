@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
-import re
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, fields
@@ -31,6 +29,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Generic, NamedTuple, TypeVar
 import msgspec
 import orjson
 
+from lithify.core.text import fix_text, loads
 from lithify.translate.redact import CLEAN, screen
 
 if TYPE_CHECKING:
@@ -1151,31 +1150,12 @@ def pb_logs(data: bytes, most: int | None = None) -> Decoded[LogRecord]:
 
 # -- OTLP/JSON -------------------------------------------------------------------------------
 
-_BAD_TEXT = re.compile("[\ud800-\udfff]")
-
-
-def _fix_text(v: Any) -> tuple[Any, int]:
-    """``v`` with each lone surrogate replaced by U+FFFD, and the strings repaired; containers
-    are copied only where something changed."""
-    if type(v) is str:
-        fixed, n = _BAD_TEXT.subn("\ufffd", v)
-        return (fixed, 1) if n else (v, 0)
-    if type(v) is list:
-        items = [_fix_text(x) for x in v]
-        n = sum(k for _, k in items)
-        return ([x for x, _ in items], n) if n else (v, 0)
-    if type(v) is dict:
-        pairs = [(_fix_text(k), _fix_text(x)) for k, x in v.items()]
-        n = sum(k[1] + x[1] for k, x in pairs)
-        return ({k[0]: x[0] for k, x in pairs}, n) if n else (v, 0)
-    return v, 0
-
 
 def _repaired(unit: U) -> U:
     n = 0
     for f in fields(unit):
         if f.name not in ("screened", "repaired"):
-            fixed, k = _fix_text(getattr(unit, f.name))
+            fixed, k = fix_text(getattr(unit, f.name))
             if k:
                 setattr(unit, f.name, fixed)
                 n += k
@@ -1286,23 +1266,13 @@ def json_logs(doc: Any, repair: bool = False, most: int | None = None) -> Decode
     return _json_decode(doc, _LOGS, repair, most)
 
 
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
 def load_json(data: bytes) -> tuple[Any, bool]:
     """(the document, whether it may hold invalid text). A body that orjson refuses for its
     text alone (a lone surrogate escape, bytes that are not UTF-8) is read by the standard
     library's decoder, which keeps the bad characters as lone surrogates for the units to
-    repair. Raises OTLPDecodeError for a body that is not JSON."""
+    repair (``core.text``). Raises OTLPDecodeError for a body that is not JSON."""
     try:
-        return orjson.loads(data), False
-    except orjson.JSONDecodeError as e:
-        if "surrogate" not in str(e) and "UTF-8" not in str(e):
-            raise OTLPDecodeError(f"the body is not valid JSON: {e}") from None
-    try:
-        text = data.decode("utf-8", "surrogateescape")
-        return json.loads(text, parse_constant=_no_constant), True
+        return loads(data)
     except RecursionError:
         raise OTLPDecodeError("the body is not valid JSON: nested too deeply") from None
     except ValueError as e:

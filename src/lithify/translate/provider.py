@@ -5,12 +5,13 @@ A streamed response arrives as SSE text (or its parsed events) and is reassemble
 
 from __future__ import annotations
 
+import re
 from types import ModuleType
 from typing import Any
 
 from lithify.model import InferenceCall, Skip
 from lithify.translate import anthropic, gemini, openai_chat, openai_responses
-from lithify.translate._common import error_detail
+from lithify.translate._common import error_detail, valid_text
 from lithify.translate.sse import SSEEvent, events_of, iter_events
 
 # Detection order matters only for ambiguous shapes; the most specific shapes come first.
@@ -72,11 +73,25 @@ def translate_exchange(
     if module is None:
         return Skip("unrecognized_format", "not a known provider request or response")
     try:
-        return module.translate(request, response, meta=meta)
+        result = module.translate(request, response, meta=meta)
     except RecursionError:
         return Skip("undecodable", "nested too deeply to represent")
     except Exception as e:  # a translator defect must not stop a run: count it, name it
         return translator_error(e)
+    if isinstance(result, InferenceCall) and _split_characters(response):
+        return valid_text(result)
+    return result
+
+
+# A JSON escape of half a character (a UTF-16 surrogate), which a stream's events may split.
+_HALF = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def _split_characters(response: Any) -> bool:
+    """Whether a stream's events may hold halves of characters, each escaped in its own event."""
+    return isinstance(response, list) and any(
+        isinstance(e, SSEEvent) and _HALF.search(e.data) is not None for e in response
+    )
 
 
 def looks_like_provider_body(doc: dict[str, Any]) -> bool:

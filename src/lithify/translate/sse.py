@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
+from lithify.core.text import loads
 
 _LINE_END = re.compile(r"\r\n|\r|\n")
 
@@ -18,10 +18,12 @@ class SSEEvent:
     data: str
 
     def json(self) -> Any:
-        """The data as JSON, or None when it is not JSON (``[DONE]``, a cut-off line)."""
+        """The data as JSON, or None when it is not JSON (``[DONE]``, a cut-off line). Half of a
+        character escaped alone stays a lone surrogate: the next event may hold its other half,
+        and the fact's text is made valid once the pieces are joined (``core.text``)."""
         try:
-            return orjson.loads(self.data)
-        except orjson.JSONDecodeError:
+            return loads(self.data)[0]
+        except (ValueError, RecursionError):
             return None
 
 
@@ -95,6 +97,16 @@ def events_of(items: list[Any]) -> list[Any]:
         else e
         for e in items
     ]
+
+
+def lost(events: list[Any], i: int) -> bool:
+    """Whether event ``i``, which the stream could not read, lost content (counted
+    ``malformed_messages``): any but the last (a cut-off end is the stream's truncation, counted
+    apart), ``[DONE]`` and an empty keep-alive."""
+    ev = events[i]
+    return i != len(events) - 1 and not (
+        isinstance(ev, SSEEvent) and ev.data.strip() in ("[DONE]", "")
+    )
 
 
 def event_json(ev: Any) -> Any:
