@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lithify.ingest.files import load_body, read_pair
+from lithify.ingest.files import load_body, read_file, read_pair
 from lithify.ingest.recorder import SpooledExchange, translate_spooled
 from lithify.model import InferenceCall, TextPart, encode
 from lithify.translate import translate_document, translate_stream
@@ -188,3 +188,33 @@ def test_a_document_holding_lone_surrogates_gives_a_valid_fact(doc: dict[str, An
     assert isinstance(fact, InferenceCall), fact
     assert fact.degradations["invalid_text"] >= 1
     assert "\ufffd" in encode(fact).decode()
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_a_stream_with_a_byte_that_is_not_utf8_is_repaired_and_counted(
+    provider: str, tmp_path: Path
+) -> None:
+    """A ``.sse`` file, a request/response pair and a proxied stream. Before, the byte became
+    U+FFFD without a count: the text changed and nothing said so."""
+    data = "".join(_frames(provider, "bad ~ here")).encode()
+    assert b"~" in data  # once, or more where a stream repeats its text (Responses)
+    data = data.replace(b"~", b"\xff")
+    path = tmp_path / "response.sse"
+    path.write_bytes(data)
+    request = tmp_path / "request.json"
+    request.write_text(json.dumps(REQUESTS[provider]))
+    spooled = SpooledExchange(
+        kind=provider, url="http://upstream/", observed_at="2026-01-01T00:00:00Z",
+        duration_ms=1.0, outcome="complete", status=200, request=request.read_bytes(),
+        response=data, response_type="text/event-stream",
+    )  # fmt: skip
+    results = [
+        *(r.result for r in read_file(path, provider)),
+        read_pair(request, path, provider).result,
+        translate_spooled(spooled),
+    ]
+    for fact in results:
+        assert isinstance(fact, InferenceCall), fact
+        assert _said(fact) == "bad \ufffd here"
+        assert fact.degradations["invalid_text"] == 1
+        encode(fact)

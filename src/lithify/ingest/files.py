@@ -261,7 +261,8 @@ def read_file(
         return
     head = data.lstrip()[:1]
     if suffix in SSE_SUFFIXES or (head not in (b"{", b"[") and _is_sse(data)):
-        yield Located(loc, translate_stream(data.decode("utf-8", "replace"), fmt))
+        # Bytes that are not UTF-8 as lone surrogates: the translator replaces and counts them.
+        yield Located(loc, translate_stream(data.decode("utf-8", "surrogateescape"), fmt))
         return
     if not head:
         yield Located(loc, Skip("empty", "empty file", loc))
@@ -329,7 +330,7 @@ def load_body(path: Path) -> Any:
             return loads(data)[0]  # lone surrogate escapes read: the translator fixes the text
         except (ValueError, RecursionError) as e:
             raise InputError(f"{path}: not JSON ({_decode_error(e)})") from None
-    text = data.decode("utf-8", "replace")
+    text = data.decode("utf-8", "surrogateescape")  # bad bytes: replaced and counted later
     if looks_like_sse(text):
         return text
     raise InputError(f"{path}: neither JSON nor an SSE stream")

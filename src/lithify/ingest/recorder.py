@@ -127,7 +127,8 @@ def exchange_document(x: SpooledExchange) -> dict[str, Any] | Skip:
         return Skip("undecodable", "the request body is not JSON", x.kind)
     response: Any
     if "text/event-stream" in x.response_type.lower():
-        response = response_body.decode("utf-8", "replace")
+        # Bytes that are not UTF-8 as lone surrogates: the translator replaces and counts them.
+        response = response_body.decode("utf-8", "surrogateescape")
     else:
         try:
             response = loads(response_body)[0]
