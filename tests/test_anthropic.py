@@ -520,6 +520,19 @@ def test_undecodable_event_mid_stream_is_counted() -> None:
     assert f.degradations == {"malformed_messages": 1}
 
 
+def test_a_delta_of_an_unknown_type_is_counted_once_per_block() -> None:
+    """A newer delta type on a block this translator knows: what it said is on raw only, and
+    counted (before: silently). An unknown block is counted once, as in a plain message."""
+    events = stream_of(MESSAGES[0])
+    at = next(i for i, e in enumerate(events) if "text_delta" in e.data)
+    index = json.loads(events[at].data)["index"]
+    newer = {"type": "content_block_delta", "index": index, "delta": {"type": "newer_delta"}}
+    events[at:at] = [SSEEvent("content_block_delta", json.dumps(newer))] * 2
+    f = fact(None, events)
+    assert f.degradations == {"unsupported_content": 1}
+    assert f.output_messages == fact(None, stream_of(MESSAGES[0])).output_messages
+
+
 def _cut_points(body: str) -> list[int]:
     """Every line boundary, and every 11th character (cuts inside JSON and inside lines)."""
     lines = {i + 1 for i, ch in enumerate(body) if ch == "\n"}

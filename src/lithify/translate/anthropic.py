@@ -424,6 +424,7 @@ _DELTA_BLOCK = {
     "input_json_delta": "tool_use",
     "compaction_delta": "compaction",
 }
+_STREAMED = frozenset(_DELTA_BLOCK.values())
 
 
 class _Stream:
@@ -438,6 +439,9 @@ class _Stream:
         self.stop_sequence: Any = None
         self.done = False
         self.error: Any = None
+        # Blocks of a known type that got a delta of a type this module does not know: what it
+        # said is kept on raw only (unsupported_content, once per block).
+        self.unread: set[Any] = set()
 
     def _block(self, index: Any, kind: str) -> dict[str, Any]:
         if index not in self.blocks:
@@ -477,7 +481,10 @@ class _Stream:
     def _delta(self, index: Any, delta: dict[str, Any]) -> None:
         dtype = delta.get("type")
         if dtype not in _DELTA_BLOCK:
-            return  # newer deltas: kept on raw
+            # A newer delta: kept on raw. An unknown block is counted as the whole body's are.
+            if self.blocks.get(index, {}).get("type") in _STREAMED:
+                self.unread.add(index)
+            return
         block = self._block(index, _DELTA_BLOCK[dtype])
         if dtype == "text_delta":
             _append(block, "text", delta.get("text"))
@@ -526,6 +533,7 @@ def _read_stream(events: list[Any], deg: Degradations) -> _Stream:
             stream.feed(data, ev.event if isinstance(ev, SSEEvent) else None)
         elif lost(events, i):
             deg.add("malformed_messages")
+    deg.add("unsupported_content", len(stream.unread))
     if not stream.done:
         deg.add("truncated_stream")
     return stream
