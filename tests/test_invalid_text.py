@@ -10,13 +10,14 @@ import json
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lithify.ingest.files import load_body, read_file, read_pair
 from lithify.ingest.recorder import SpooledExchange, translate_spooled
-from lithify.model import InferenceCall, TextPart, encode
+from lithify.model import InferenceCall, TextPart, ToolCallPart, encode
 from lithify.translate import translate_document, translate_stream
 from lithify.translate.otlp import load_json
 from tests.fakes import wire
@@ -218,3 +219,22 @@ def test_a_stream_with_a_byte_that_is_not_utf8_is_repaired_and_counted(
         assert _said(fact) == "bad \ufffd here"
         assert fact.degradations["invalid_text"] == 1
         encode(fact)
+
+
+def test_tool_call_arguments_with_a_lone_surrogate_escape_are_kept() -> None:
+    """Before, the arguments were ``malformed_arguments``, carried as ``{}``."""
+    arguments = json.dumps({"q": "x\ud83d", "n": 1})  # the half escaped alone, as JSON writes it
+    body = {
+        "id": "c1", "object": "chat.completion", "model": "m",
+        "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
+            "role": "assistant", "content": None,
+            "tool_calls": [{"id": "call_1", "type": "function",
+                            "function": {"name": "find", "arguments": arguments}}],
+        }}],
+    }  # fmt: skip
+    (fact,) = translate_document(orjson.loads(json.dumps(body)))
+    assert isinstance(fact, InferenceCall), fact
+    (call,) = fact.output_messages[0].parts
+    assert isinstance(call, ToolCallPart)
+    assert call.arguments == {"q": "x\ufffd", "n": 1}
+    assert fact.degradations == {"invalid_text": 1}

@@ -10,10 +10,9 @@ from functools import lru_cache
 from typing import Any
 
 import msgspec
-import orjson
 
 from lithify.core.hashing import dumps_canonical, stable_hash
-from lithify.core.text import fix_text
+from lithify.core.text import fix_text, loads
 from lithify.core.times import (
     as_float,
 )
@@ -110,6 +109,17 @@ class Degradations(Counter[str]):
             self[reason] += n
 
 
+def json_value(value: str | bytes, deg: Degradations) -> Any:
+    """JSON held in a value (a message attribute, tool-call arguments, a tool's parameters). A
+    lone surrogate escape (half of a character) becomes U+FFFD, counted ``invalid_text``. Raises
+    ValueError (or RecursionError) for what is not JSON."""
+    parsed, invalid = loads(value)
+    if invalid:
+        parsed, n = fix_text(parsed)
+        deg.add("invalid_text", n)
+    return parsed
+
+
 def parse_arguments(value: Any, deg: Degradations) -> dict[str, Any]:
     """Tool-call arguments as a JSON object; anything else is ``{}`` and counts as malformed."""
     if isinstance(value, dict):
@@ -118,8 +128,8 @@ def parse_arguments(value: Any, deg: Degradations) -> dict[str, Any]:
         return {}
     if isinstance(value, str | bytes):
         try:
-            parsed = orjson.loads(value)
-        except orjson.JSONDecodeError:
+            parsed = json_value(value, deg)
+        except (ValueError, RecursionError):
             deg.add("malformed_arguments")
             return {}
         if isinstance(parsed, dict):
@@ -286,8 +296,8 @@ def tool_definition(obj: Any, deg: Degradations) -> ToolDefinition | None:
             break
     if isinstance(params, str):
         try:
-            params = orjson.loads(params)
-        except orjson.JSONDecodeError:
+            params = json_value(params, deg)
+        except (ValueError, RecursionError):
             params = None
     if not isinstance(params, dict):
         params = {}

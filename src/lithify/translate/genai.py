@@ -23,7 +23,6 @@ import msgspec
 import orjson
 
 from lithify.core.hashing import stable_hash
-from lithify.core.text import fix_text, loads
 from lithify.core.times import ns_to_rfc3339
 from lithify.core.values import as_int
 from lithify.model import (
@@ -47,6 +46,7 @@ from lithify.translate._common import (
     blob_part,
     file_part,
     finish_reason,
+    json_value,
     parse_arguments,
     synthesized_id,
     tool_definition,
@@ -113,13 +113,10 @@ def _strict(value: Any, deg: Degradations) -> Any:
     """A JSON-string attribute decoded; structured values pass through."""
     if isinstance(value, str | bytes):
         try:
-            value, invalid = loads(value)
+            return json_value(value, deg)
         except (ValueError, RecursionError):
             deg.add("malformed_messages")
             return _BAD
-        if invalid:  # a lone surrogate escape: the text kept, the half character U+FFFD
-            value, n = fix_text(value)
-            deg.add("invalid_text", n)
     return value
 
 
