@@ -238,3 +238,29 @@ def test_tool_call_arguments_with_a_lone_surrogate_escape_are_kept() -> None:
     assert isinstance(call, ToolCallPart)
     assert call.arguments == {"q": "x\ufffd", "n": 1}
     assert fact.degradations == {"invalid_text": 1}
+
+
+def test_a_span_event_whose_json_holds_a_lone_surrogate_escape_is_read_as_json() -> None:
+    """Before, the event's JSON text itself became the message's text."""
+    events = [
+        ("gen_ai.user.message", '{"content":"hi \\ud83d there"}'),
+        ("gen_ai.choice", '{"index":0,"finish_reason":"stop","message":{"content":"ok"}}'),
+    ]
+    span = {
+        "traceId": "0" * 31 + "1",
+        "spanId": "0" * 15 + "2",
+        "name": "chat m",
+        "attributes": [{"key": "gen_ai.operation.name", "value": {"stringValue": "chat"}}],
+        "events": [
+            {
+                "name": name,
+                "attributes": [{"key": "gen_ai.event.content", "value": {"stringValue": body}}],
+            }
+            for name, body in events
+        ],
+    }
+    (fact,) = translate_document({"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]})
+    assert isinstance(fact, InferenceCall), fact
+    assert fact.input_messages[0].parts == [TextPart("hi \ufffd there")]
+    assert _said(fact) == "ok"
+    assert fact.degradations == {"invalid_text": 1}

@@ -202,7 +202,7 @@ DEGRADATION_REASONS: dict[str, str] = {
     "unsupported_content": "a part of a type no source documents; kept on raw",
     "malformed_media": "inline media whose base64 did not decode; kept on raw",
     "unsupported_tool": "a tool definition that could not be read (not an object, or without a name or type); kept on raw",
-    "malformed_messages": "a message attribute or body that could not be decoded; kept on raw",
+    "malformed_messages": "a message attribute, body or stream event that could not be decoded; kept on raw",
     "invalid_text": "text that was not valid Unicode (invalid UTF-8, a lone surrogate): each bad character replaced by U+FFFD",
     "content_reference": "content uploaded elsewhere or left at a URI: a file or uri part records only the reference",
     "orphan_tool_response": "a tool result whose call id could not be recovered",

@@ -9,14 +9,23 @@ import sys
 from dataclasses import replace
 from importlib.metadata import version
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from lithify.derive.sessions import sort_facts
-from lithify.export import ExportOptions, Selection, export, from_facts, from_store, pipeline
+from lithify.export import (
+    ExportOptions,
+    Selection,
+    export,
+    from_facts,
+    from_store,
+    manifest,
+    pipeline,
+)
 from lithify.export.manifest import MANIFEST, decode_manifest
 from lithify.export.source import StoreQuery
-from lithify.model import InferenceCall, Message, TextPart, encode
+from lithify.model import InferenceCall, Message, encode
 from lithify.store import FactFilter, open_store
 from tests.export.helpers import assistant, call, fact, system, text, tool, user
 from tests.export.test_corpus_export import corpus
@@ -94,14 +103,38 @@ def test_sessions_out_of_order_are_refused_as_one_process_refuses_them(tmp_path:
         assert not (tmp_path / str(n) / "train.jsonl").exists()
 
 
-def test_a_workers_error_is_raised_here_and_nothing_is_written(tmp_path: Path) -> None:
-    # A lone surrogate: the fact's JSON, which facts.sha256 hashes, cannot be written.
+# A damaged fact, met where a worker hashes it for facts.sha256: injected into the worker
+# processes (their interpreter imports it as ``sitecustomize``) and into this one alike.
+_DAMAGED = """
+def damaged(real):
+    def fact_json(fact):
+        if fact.inference_call_id == "bad":
+            raise ValueError("a damaged fact: bad")
+        return real(fact)
+
+    return fact_json
+"""
+
+
+def test_a_workers_error_is_raised_here_and_nothing_is_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # In the first batch, while this process still sends the next ones.
-    bad = fact("bad", [user("x")], [assistant(TextPart("\udc00"))], session="s-000")
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(
+        f"from lithify.export import manifest\n{_DAMAGED}\n"
+        "manifest.fact_json = damaged(manifest.fact_json)\n"
+    )
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(hook), os.environ.get("PYTHONPATH", "")]))
+    here: dict[str, Any] = {}
+    exec(_DAMAGED, here)
+    monkeypatch.setattr(manifest, "fact_json", here["damaged"](manifest.fact_json))
+    bad = fact("bad", [user("x")], [assistant(text("y"))], session="s-000")
     facts = [bad, *(f for s in range(1, 30) for f in _agent(s, 8, 4000))]
     errors = []
     for n in (0, 2):
-        with pytest.raises(UnicodeEncodeError) as e:
+        with pytest.raises(ValueError, match="a damaged fact: bad") as e:
             export(from_facts(facts), tmp_path / str(n), ExportOptions("sft"), workers=n)
         errors.append(str(e.value))
         assert not (tmp_path / str(n) / "manifest.json").exists()

@@ -360,6 +360,11 @@ def _valid_text(
 def valid_text(fact: InferenceCall) -> InferenceCall:
     """A fact with its text made valid: a stream whose pieces held the two halves of a character
     escaped apart (each piece's JSON decoded alone keeps its half) has them joined again."""
+    try:
+        msgspec.json.encode(fact)
+        return fact  # valid already: the halves were escaped together, as a pair
+    except UnicodeEncodeError:
+        pass
     deg = Degradations(fact.degradations)
     fields = {
         f: getattr(fact, f) for f in fact.__struct_fields__ if f not in ("raw", "degradations")

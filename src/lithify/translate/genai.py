@@ -759,7 +759,7 @@ def span_content(
     return None
 
 
-def _event_payload(body: Any, attributes: dict[str, Any]) -> dict[str, Any]:
+def _event_payload(body: Any, attributes: dict[str, Any], deg: Degradations) -> dict[str, Any]:
     """What a per-message event says: a log record's body, or a span event's attributes
     (some SDKs put the body there as JSON under ``gen_ai.event.content``)."""
     payload: Any = body
@@ -767,8 +767,8 @@ def _event_payload(body: Any, attributes: dict[str, Any]) -> dict[str, Any]:
         payload = attributes.get("gen_ai.event.content", attributes)
     if isinstance(payload, str | bytes):
         try:
-            decoded = orjson.loads(payload)
-        except orjson.JSONDecodeError:
+            decoded = json_value(payload, deg)
+        except (ValueError, RecursionError):
             decoded = None
         payload = decoded if isinstance(decoded, dict) else {"content": payload}
     if not isinstance(payload, dict):
@@ -825,7 +825,7 @@ def _event_content(
             # The event repeats the span's own attributes; the span's metadata still applies.
             return _attribute_content({**attrs, **ea}, deg, seed)
         if name in _MESSAGE_EVENTS or name == CHOICE:
-            group.add(name, _event_payload(None, ea))
+            group.add(name, _event_payload(None, ea, deg))
         elif name == PROMPT_EVENT and _present(ea, "gen_ai.prompt"):
             prompt.extend(_whole(ea["gen_ai.prompt"], group.b, "prompt", "user", None))
         elif name == COMPLETION_EVENT and _present(ea, "gen_ai.completion"):
@@ -915,7 +915,7 @@ def _group_fact(records: list[LogRecord]) -> InferenceCall | Skip:
     for r in records:
         for k, v in r.attributes.items():
             attrs.setdefault(k, v)
-        group.add(r.event_name or "", _event_payload(r.body, r.attributes))
+        group.add(r.event_name or "", _event_payload(r.body, r.attributes, deg))
     inputs, outputs = group.inputs, group.outputs()
     if not any(m.parts for m in (*inputs, *outputs)):
         return Skip("content_not_captured", f"events of span {first.span_id} carry no content")
