@@ -23,6 +23,9 @@ and prints medians and the after/before ratios.
 channel per exporter, as the SDK's exporter keeps); ``both`` alternates HTTP and gRPC runs, each
 on a fresh server and store, ``--rounds`` times (the order swapped every round, so a machine
 shared with other work weighs on both alike) and prints the medians and their ratio.
+
+``--growth 300`` measures the writer alone as one SQLite store grows by 300 requests (153,600
+spans): its CPU a span and the bytes it writes a request, every 50 requests.
 """
 
 from __future__ import annotations
@@ -60,50 +63,63 @@ LITHIFY = Path(sys.executable).with_name("lithify")
 
 class Batches:
     """Fresh copies of a few template requests: new trace, span and response ids per batch, so
-    every span is a new fact. Each template is encoded once with marker ids; a batch is a copy of
-    its bytes with the batch number written over the markers (fixed width in both encodings), so
-    any number of batches costs the exporters a copy and 1,536 small writes each (≈1 µs a span),
-    not a protobuf or JSON encoding."""
+    every span is a new fact, and span times that move on, 10 ms a span, as real traffic's do
+    (times repeated from batch to batch would scatter the store's time-ordered indexes as no
+    exporter does). Each template is encoded once with marker ids and times; a batch is a copy
+    of its bytes with the batch number and the times written over the markers (fixed width in
+    both encodings), so any number of batches costs the exporters a copy and a few small writes
+    a span (≈1 µs), not a protobuf or JSON encoding."""
 
     def __init__(self, templates: list[bytes], encoding: str) -> None:
         self.encoding = encoding
         self.counter = 0
         self.lock = threading.Lock()
         self.run = uuid.uuid4().bytes[:6]
-        # (body, [(trace id, span id, response id) offsets of the batch number], spans)
-        self.templates: list[tuple[bytes, list[tuple[int, int, int]], int]] = []
+        # (body, [(trace id, span id, response id, start, end) offsets, duration ns], spans)
+        self.templates: list[tuple[bytes, list[tuple[tuple[int, ...], int]], int]] = []
         for t, raw in enumerate(templates):
             marker = 0xA5_5A_00_00_00 + t  # never a batch number
             req = ExportTraceServiceRequest.FromString(raw)
-            n = self._stamp(req, marker)
+            took = self._stamp(req, marker)
             body = req.SerializeToString() if encoding == "protobuf" else _to_json(req)
             spots = []
-            for i in range(1, n + 1):
+            for i, duration in enumerate(took, 1):
                 trace, span, resp = self._ids(marker, i)
+                start, end = (self._time(x) for x in _time_markers(t, i))
                 if encoding == "json":
                     trace, span = trace.hex().encode(), span.hex().encode()
-                at = [body.find(x) for x in (trace, span, resp)]
+                at = [body.find(x) for x in (trace, span, resp, start, end)]
                 assert all(a >= 0 for a in at) and body.count(trace) == 1, "marker not unique"
+                assert body.count(start) == 1 and body.count(end) == 1, "marker not unique"
                 skip = 12 if encoding == "json" else 6  # the run prefix of the trace id
-                spots.append((at[0] + skip, at[1], at[2] + len(b"chatcmpl-") + 13))
-            self.templates.append((body, spots, n))
+                where = (at[0] + skip, at[1], at[2] + len(b"chatcmpl-") + 13, at[3], at[4])
+                spots.append((where, duration))
+            self.templates.append((body, spots, len(took)))
 
     def _ids(self, k: int, n: int) -> tuple[bytes, bytes, bytes]:
         trace = self.run + k.to_bytes(6, "big") + n.to_bytes(4, "big")
         span = k.to_bytes(5, "big") + n.to_bytes(3, "big")
         return trace, span, f"chatcmpl-{self.run.hex()}-{k:013d}-{n:05d}".encode()
 
-    def _stamp(self, req: ExportTraceServiceRequest, k: int) -> int:
-        n = 0
+    def _time(self, ns: int) -> bytes:
+        """A time as the encoding writes it: fixed64, or 19 decimal digits."""
+        return ns.to_bytes(8, "little") if self.encoding == "protobuf" else str(ns).encode()
+
+    def _stamp(self, req: ExportTraceServiceRequest, k: int) -> list[int]:
+        """Marker ids and times into a template; its spans' durations."""
+        took = []
         for rs in req.resource_spans:
             for ss in rs.scope_spans:
                 for s in ss.spans:
-                    n += 1
-                    s.trace_id, s.span_id, resp = self._ids(k, n)
+                    took.append(s.end_time_unix_nano - s.start_time_unix_nano)
+                    s.trace_id, s.span_id, resp = self._ids(k, len(took))
+                    s.start_time_unix_nano, s.end_time_unix_nano = _time_markers(
+                        k - 0xA5_5A_00_00_00, len(took)
+                    )
                     for kv in s.attributes:
                         if kv.key == "gen_ai.response.id":
                             kv.value.string_value = resp.decode()
-        return n
+        return took
 
     def next(self) -> tuple[bytes, int]:
         with self.lock:
@@ -116,11 +132,24 @@ class Batches:
             k6, k5 = k6.hex().encode(), k5.hex().encode()
         kd = f"{k:013d}".encode()
         w6, w5 = len(k6), len(k5)
-        for t, s, r in spots:
+        for j, ((t, s, r, start, end), duration) in enumerate(spots):
             out[t : t + w6] = k6
             out[s : s + w5] = k5
             out[r : r + 13] = kd
+            at = _EPOCH + (k * n + j) * 10_000_000
+            out[start : start + len(self._time(at))] = self._time(at)
+            out[end : end + len(self._time(at))] = self._time(at + duration)
         return bytes(out), n
+
+
+# Span times from 2026-01-01, 19 decimal digits as nanoseconds until 2286: fixed width in JSON.
+_EPOCH = 1_767_225_600_000_000_000
+
+
+def _time_markers(template: int, span: int) -> tuple[int, int]:
+    """A template span's start and end while it is encoded: values no batch's times take."""
+    base = 7_000_000_000_000_000_000 + template * 10**12 + span * 10**6
+    return base + 1, base + 2
 
 
 def _to_json(req: ExportTraceServiceRequest) -> bytes:
@@ -482,6 +511,42 @@ def stages(templates: list[bytes], rounds: int) -> None:
             print(f"  {name:<34}{statistics.median(values[2:]):>7.1f}")
 
 
+def _written() -> int:
+    with open("/proc/self/io") as fh:
+        return next(int(line.split()[1]) for line in fh if line.startswith("wchar"))
+
+
+def growth(templates: list[bytes], requests: int) -> None:
+    """The writer's CPU a span, and the bytes it writes a request (WAL and checkpoints), as one
+    SQLite store grows: each request built by a worker's ``process()`` in this process, then
+    written by ``insert_prepared`` (only that is timed); a line every 50 requests."""
+    from lithify.ingest.processing import process
+
+    step = 50
+    batches = Batches(templates, "protobuf")
+    print(
+        f"the writer as one SQLite store grows (load {os.getloadavg()[0]:.1f}), over the {step} "
+        "requests before each line:"
+    )
+    print(f"{'facts':>9}{'CPU µs/span':>13}{'MB written/request':>20}")
+    with fresh_store("sqlite", argparse.Namespace()) as url, open_store(url) as store:
+        prep = store.preparer()
+        cpu, spans, written = 0.0, 0, _written()
+        for k in range(requests):
+            body, n = batches.next()
+            rows = process("traces", "protobuf", body, "", 1 << 27, prep).rows
+            c = time.thread_time()
+            store.insert_prepared([rows])
+            cpu += time.thread_time() - c
+            spans += n
+            if (k + 1) % step == 0:
+                w = _written()
+                print(
+                    f"{(k + 1) * n:>9,}{cpu / spans * 1e6:>13.1f}{(w - written) / step / 1e6:>20.1f}"
+                )
+                cpu, spans, written = 0.0, 0, w
+
+
 def _health(port: int) -> dict[str, object]:
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     conn.request("GET", "/health")
@@ -581,10 +646,17 @@ def main() -> None:
     )  # fmt: skip
     ap.add_argument("--no-ceiling", action="store_true", help="skip the conversion-only ceiling")
     ap.add_argument("--stages", action="store_true", help="only the CPU of each stage, in-process")
+    ap.add_argument(
+        "--growth", type=int, metavar="REQUESTS", help="only the writer's CPU as one SQLite store "
+        "grows by REQUESTS requests (≈ 3 minutes for 300)",
+    )  # fmt: skip
     args = ap.parse_args()
     _, templates = make_requests(4, 512)
     if args.stages:
         stages(templates, args.rounds)
+        return
+    if args.growth:
+        growth(templates, args.growth)
         return
     if args.transport == "grpc" and args.encoding != ["protobuf"]:
         sys.exit("OTLP/gRPC is protobuf only")
