@@ -137,8 +137,9 @@ class Batches:
             out[s : s + w5] = k5
             out[r : r + 13] = kd
             at = _EPOCH + (k * n + j) * 10_000_000
-            out[start : start + len(self._time(at))] = self._time(at)
-            out[end : end + len(self._time(at))] = self._time(at + duration)
+            began, ended = self._time(at), self._time(at + duration)  # both of one width
+            out[start : start + len(began)] = began
+            out[end : end + len(ended)] = ended
         return bytes(out), n
 
 
