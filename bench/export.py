@@ -25,6 +25,9 @@ docs/export.md, Token budgets) beside the plain export, and prints the ratio of 
 ``--tokenizer built`` trains a small BPE tokenizer here on the bench's words, with the Qwen3
 chat template of tests/export/chat_templates, and saves it in bench/out/ (nothing downloaded).
 
+``--page-size BYTES`` makes (and caches) the stores with another SQLite page size than a new
+store's (lithify.store.sqlite.PAGE_SIZE), to weigh what pages cost reads.
+
 ``--stages CALLS`` shows where the time goes instead: the pipeline run up to each stage (the
 store read, the fact digests, the flags' look at the facts, sessions and segments, rows, flags on
 the rows, then the whole export to JSONL and to Parquet), one process each, their CPU time (all
@@ -40,10 +43,12 @@ start and the end of each size is printed.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import os
 import random
 import shutil
+import sqlite3
 import statistics
 import subprocess
 import tempfile
@@ -67,6 +72,7 @@ from lithify.model import (
     ToolDefinition,
 )
 from lithify.store import open_store
+from lithify.store.sqlite import PAGE_SIZE
 
 OUT = Path(__file__).resolve().parent / "out"
 CALLS_PER_SESSION = 10
@@ -185,14 +191,20 @@ def fact(
     )
 
 
-def write_store(path: Path, facts: Iterable[InferenceCall]) -> tuple[int, float]:
-    """``facts`` written into a new SQLite store at ``path`` (renamed there once complete);
-    (facts, seconds, making them included)."""
+def write_store(
+    path: Path, facts: Iterable[InferenceCall], page_size: int = PAGE_SIZE
+) -> tuple[int, float]:
+    """``facts`` written into a new SQLite store at ``path`` (renamed there once complete) of
+    ``page_size`` pages; (facts, seconds, making them included)."""
     t0 = time.perf_counter()
     written = 0
     tmp = path.with_suffix(".tmp")
     for p in (tmp, Path(f"{tmp}-wal"), Path(f"{tmp}-shm")):
         p.unlink(missing_ok=True)
+    if page_size != PAGE_SIZE:  # a store takes its page size from its first write
+        with contextlib.closing(sqlite3.connect(tmp)) as conn:
+            conn.execute(f"PRAGMA page_size={page_size}")
+            conn.execute("PRAGMA journal_mode=WAL")
     with open_store(f"sqlite:///{tmp}") as store:
         it = iter(facts)
         while batch := list(islice(it, BATCH)):
@@ -205,7 +217,9 @@ def write_store(path: Path, facts: Iterable[InferenceCall]) -> tuple[int, float]
     return written, time.perf_counter() - t0
 
 
-def generate(path: Path, calls: int, seed: int = 7) -> tuple[int, float]:
+def generate(
+    path: Path, calls: int, seed: int = 7, page_size: int = PAGE_SIZE
+) -> tuple[int, float]:
     """Write ``calls`` facts (``calls / 10`` sessions) into a new store; (facts, seconds)."""
     rng = random.Random(seed)
     texts = Texts(rng)
@@ -223,16 +237,18 @@ def generate(path: Path, calls: int, seed: int = 7) -> tuple[int, float]:
                     yield fact(f"sess-{s:07d}", s, f"{s}/{k}", k, t, *convs[s][k])
             del convs
 
-    return write_store(path, facts())
+    return write_store(path, facts(), page_size)
 
 
-def store_for(calls: int) -> tuple[Path, str]:
+def store_for(calls: int, page_size: int = PAGE_SIZE) -> tuple[Path, str]:
     """The cached store of ``calls`` facts (made when missing), and a note on it."""
     OUT.mkdir(parents=True, exist_ok=True)
-    path = OUT / f"export-{calls}-calls-{CALLS_PER_SESSION}-per-session-v1.db"
+    # The page size a new store takes is in the name: a store cached before it changed differs.
+    name = f"export-{calls}-calls-{CALLS_PER_SESSION}-per-session-{page_size // 1024}k-pages.db"
+    path = OUT / name
     if path.exists():
         return path, f"cached {path.name} ({path.stat().st_size / 1e9:.1f} GB)"
-    n, secs = generate(path, calls)
+    n, secs = generate(path, calls, page_size=page_size)
     size = path.stat().st_size / 1e9
     return path, f"generated {n:,} facts in {secs:.0f} s ({size:.1f} GB): {path.name}"
 
@@ -527,9 +543,12 @@ def main() -> None:
         "--tokenizer",
         help="also export with --tokenizer (a folder, a cached name, or 'built': see above)",
     )
+    ap.add_argument(
+        "--page-size", type=int, default=PAGE_SIZE, help="the stores' SQLite page size (bytes)"
+    )
     args = ap.parse_args()
     if args.stages:
-        db, note = store_for(args.stages)
+        db, note = store_for(args.stages, args.page_size)
         print(note, flush=True)
         load = os.getloadavg()[0]
         stages(db, args.rounds)
@@ -541,7 +560,7 @@ def main() -> None:
     sizes = [args.calls] + ([args.small] if args.small and args.small != args.calls else [])
     runs: dict[int, list[Step]] = {}
     for calls in sorted(sizes):
-        db, note = store_for(calls)
+        db, note = store_for(calls, args.page_size)
         print(note, flush=True)
         load = os.getloadavg()[0]
         runs[calls] = bench(db, args.rounds, tokenizer, args.before, args.src)

@@ -8,7 +8,8 @@
 Starts a real `lithify serve` process on a fresh store, then N concurrent OTLP/HTTP exporters
 (threads with keep-alive connections, as the SDK's exporters use) each send batches of 512
 realistic GenAI spans (bench/convert.py's generator, ≈5 KB of content a span; every batch gets
-fresh trace/span/response ids so nothing deduplicates) for a fixed time, waiting the
+fresh random trace and response ids, so nothing deduplicates, and sessions that end: see
+``Batches``) for a fixed time, waiting the
 Retry-After of a 429/503 before the next. Prints spans/s stored, the CPU the server's processes
 spent per stored span, p50/p99 request latency, the server's peak resident memory, requests per
 commit, the answers, and losses: spans acknowledged (HTTP 200) but not in the store — must be 0.
@@ -25,18 +26,24 @@ on a fresh server and store, ``--rounds`` times (the order swapped every round, 
 shared with other work weighs on both alike) and prints the medians and their ratio.
 
 ``--growth 300`` measures the writer alone as one SQLite store grows by 300 requests (153,600
-spans): its CPU a span and the bytes it writes a request, every 50 requests.
+spans): its CPU a span (the text index and the row inserts apart) and the bytes it writes a
+request, every 50 requests, and the B-trees whose pages a commit wrote most; ``--page-size``
+makes that store with another page size than a new store's.
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import concurrent.futures
 import contextlib
+import hashlib
 import http.client
 import os
+import random
 import shutil
 import socket
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -62,25 +69,28 @@ LITHIFY = Path(sys.executable).with_name("lithify")
 
 
 class Batches:
-    """Fresh copies of a few template requests: new trace, span and response ids per batch, so
-    every span is a new fact, and span times that move on, 10 ms a span, as real traffic's do
-    (times repeated from batch to batch would scatter the store's time-ordered indexes as no
-    exporter does). Each template is encoded once with marker ids and times; a batch is a copy
-    of its bytes with the batch number and the times written over the markers (fixed width in
-    both encodings), so any number of batches costs the exporters a copy and a few small writes
-    a span (≈1 µs), not a protobuf or JSON encoding."""
+    """Fresh copies of a few template requests, each batch as real traffic's: random trace and
+    response ids (counters would append to their indexes) and fresh span ids, so every span is a
+    new fact; span times that move on, 10 ms a span (times repeated from batch to batch would
+    scatter the store's time-ordered indexes as no exporter does); and sessions that end (a
+    fixed set would keep the session list small and never add text new to a session): 8 spans
+    of a batch share a session, which takes 16 calls from two batches of one template. Each
+    template is encoded once with marker ids, sessions and times; a batch is a copy of its bytes
+    with its own written over the markers (fixed width in both encodings), so any number of
+    batches costs the exporters a copy and a few small writes a span (≈1 µs), not a protobuf or
+    JSON encoding."""
 
     def __init__(self, templates: list[bytes], encoding: str) -> None:
         self.encoding = encoding
         self.counter = 0
         self.lock = threading.Lock()
         self.run = uuid.uuid4().bytes[:6]
-        # (body, [(trace id, span id, response id, start, end) offsets, duration ns], spans)
+        # (body, [(trace id, span id, response id, start, end, session) offsets, duration], spans)
         self.templates: list[tuple[bytes, list[tuple[tuple[int, ...], int]], int]] = []
         for t, raw in enumerate(templates):
             marker = 0xA5_5A_00_00_00 + t  # never a batch number
             req = ExportTraceServiceRequest.FromString(raw)
-            took = self._stamp(req, marker)
+            took = self._stamp(req, t, marker)
             body = req.SerializeToString() if encoding == "protobuf" else _to_json(req)
             spots = []
             for i, duration in enumerate(took, 1):
@@ -89,10 +99,14 @@ class Batches:
                 if encoding == "json":
                     trace, span = trace.hex().encode(), span.hex().encode()
                 at = [body.find(x) for x in (trace, span, resp, start, end)]
+                session = self._session(t, marker, i)  # 8 spans share it: the one after resp
+                at.append(body.find(session, at[2]))
                 assert all(a >= 0 for a in at) and body.count(trace) == 1, "marker not unique"
                 assert body.count(start) == 1 and body.count(end) == 1, "marker not unique"
-                skip = 12 if encoding == "json" else 6  # the run prefix of the trace id
-                where = (at[0] + skip, at[1], at[2] + len(b"chatcmpl-") + 13, at[3], at[4])
+                where = (
+                    at[0], at[1], at[2] + len(b"chatcmpl-") + 13, at[3], at[4],
+                    at[5] + len(session) - 19,
+                )  # fmt: skip
                 spots.append((where, duration))
             self.templates.append((body, spots, len(took)))
 
@@ -101,24 +115,28 @@ class Batches:
         span = k.to_bytes(5, "big") + n.to_bytes(3, "big")
         return trace, span, f"chatcmpl-{self.run.hex()}-{k:013d}-{n:05d}".encode()
 
+    def _session(self, t: int, k: int, n: int) -> bytes:
+        """Span n's conversation in a batch of template t whose sessions are generation k."""
+        return f"conv-{self.run.hex()}-{t}-{k:013d}-{(n - 1) // 8:05d}".encode()
+
     def _time(self, ns: int) -> bytes:
         """A time as the encoding writes it: fixed64, or 19 decimal digits."""
         return ns.to_bytes(8, "little") if self.encoding == "protobuf" else str(ns).encode()
 
-    def _stamp(self, req: ExportTraceServiceRequest, k: int) -> list[int]:
-        """Marker ids and times into a template; its spans' durations."""
+    def _stamp(self, req: ExportTraceServiceRequest, t: int, k: int) -> list[int]:
+        """Marker ids, sessions and times into template t; its spans' durations."""
         took = []
         for rs in req.resource_spans:
             for ss in rs.scope_spans:
                 for s in ss.spans:
                     took.append(s.end_time_unix_nano - s.start_time_unix_nano)
                     s.trace_id, s.span_id, resp = self._ids(k, len(took))
-                    s.start_time_unix_nano, s.end_time_unix_nano = _time_markers(
-                        k - 0xA5_5A_00_00_00, len(took)
-                    )
+                    s.start_time_unix_nano, s.end_time_unix_nano = _time_markers(t, len(took))
                     for kv in s.attributes:
                         if kv.key == "gen_ai.response.id":
                             kv.value.string_value = resp.decode()
+                        elif kv.key == "gen_ai.conversation.id":
+                            kv.value.string_value = self._session(t, k, len(took)).decode()
         return took
 
     def next(self) -> tuple[bytes, int]:
@@ -127,15 +145,29 @@ class Batches:
             self.counter += 1
         body, spots, n = self.templates[k % len(self.templates)]
         out = bytearray(body)
-        k6, k5 = k.to_bytes(6, "big"), k.to_bytes(5, "big")
+        k5 = k.to_bytes(5, "big")
         if self.encoding == "json":
-            k6, k5 = k6.hex().encode(), k5.hex().encode()
-        kd = f"{k:013d}".encode()
-        w6, w5 = len(k6), len(k5)
-        for j, ((t, s, r, start, end), duration) in enumerate(spots):
-            out[t : t + w6] = k6
+            k5 = k5.hex().encode()
+        # Random trace and response ids and sessions, as real ones are: they spread over the
+        # store's indexes as real traffic's do (counters would append to them).
+        rng = random.Random(self.run + k.to_bytes(8, "big"))
+        traces = rng.randbytes(16 * n)
+        responses = rng.randbytes(7 * n).hex().encode()
+        # A session takes 8 spans of each of two batches of one template: k and k + templates.
+        m = len(self.templates)
+        sessions = [
+            hashlib.blake2b(b"%b %d %d %d" % (self.run, k // (2 * m), k % m, g)).hexdigest()
+            for g in range((n + 7) // 8)
+        ]
+        w5 = len(k5)
+        for j, ((t, s, r, start, end, g), duration) in enumerate(spots):
+            trace = traces[16 * j : 16 * j + 16]
+            if self.encoding == "json":
+                trace = trace.hex().encode()
+            out[t : t + len(trace)] = trace
             out[s : s + w5] = k5
-            out[r : r + 13] = kd
+            out[r : r + 13] = responses[14 * j : 14 * j + 13]
+            out[g : g + 13] = sessions[j // 8][:13].encode()
             at = _EPOCH + (k * n + j) * 10_000_000
             began, ended = self._time(at), self._time(at + duration)  # both of one width
             out[start : start + len(began)] = began
@@ -517,35 +549,89 @@ def _written() -> int:
         return next(int(line.split()[1]) for line in fh if line.startswith("wchar"))
 
 
-def growth(templates: list[bytes], requests: int) -> None:
+def growth(templates: list[bytes], requests: int, page_size: int | None = None) -> None:
     """The writer's CPU a span, and the bytes it writes a request (WAL and checkpoints), as one
     SQLite store grows: each request built by a worker's ``process()`` in this process, then
-    written by ``insert_prepared`` (only that is timed); a line every 50 requests."""
+    written by ``insert_prepared`` (only that is timed; its text index and row inserts apart);
+    a line every 50 requests, with the B-trees whose pages the next request's commit wrote most
+    (that request is not counted)."""
     from lithify.ingest.processing import process
 
     step = 50
     batches = Batches(templates, "protobuf")
-    print(
-        f"the writer as one SQLite store grows (load {os.getloadavg()[0]:.1f}), over the {step} "
-        "requests before each line:"
-    )
-    print(f"{'facts':>9}{'CPU µs/span':>13}{'MB written/request':>20}")
-    with fresh_store("sqlite", argparse.Namespace()) as url, open_store(url) as store:
-        prep = store.preparer()
-        cpu, spans, written = 0.0, 0, _written()
-        for k in range(requests):
-            body, n = batches.next()
-            rows = process("traces", "protobuf", body, "", 1 << 27, prep).rows
-            c = time.thread_time()
-            store.insert_prepared([rows])
-            cpu += time.thread_time() - c
-            spans += n
-            if (k + 1) % step == 0:
+    with fresh_store("sqlite", argparse.Namespace()) as url:
+        path = url.removeprefix("sqlite://")
+        if page_size:  # a store takes its page size from its first write (store/sqlite.py)
+            with contextlib.closing(sqlite3.connect(path)) as conn:
+                conn.execute(f"PRAGMA page_size={page_size}")
+                conn.execute("PRAGMA journal_mode=WAL")
+        with open_store(url) as store:
+            conn = store._conn  # type: ignore[attr-defined]
+            size = conn.execute("PRAGMA page_size").fetchone()[0]
+            print(
+                f"the writer as one SQLite store of {size // 1024} KB pages grows (load "
+                f"{os.getloadavg()[0]:.1f}), over the {step} requests before each line:"
+            )
+            print(
+                f"{'facts':>9}{'CPU µs/span':>13}{'text index':>12}{'inserts':>9}"
+                f"{'MB written/request':>20}   pages a commit wrote"
+            )
+            parts = {"_add_text": 0.0, "_insert": 0.0}
+            for name in parts:
+                setattr(store, name, _timed(getattr(store, name), parts, name))
+            prep = store.preparer()
+            cpu, spans, written = 0.0, 0, _written()
+            for k in range(requests):
+                body, n = batches.next()
+                rows = process("traces", "protobuf", body, "", 1 << 27, prep).rows
+                c = time.thread_time()
+                store.insert_prepared([rows])
+                cpu += time.thread_time() - c
+                spans += n
+                if (k + 1) % step:
+                    continue
                 w = _written()
+                text, inserts = (parts[x] / spans * 1e6 for x in ("_add_text", "_insert"))
+                top = _pages_written(store, path, size, batches, prep)
                 print(
-                    f"{(k + 1) * n:>9,}{cpu / spans * 1e6:>13.1f}{(w - written) / step / 1e6:>20.1f}"
+                    f"{(k + 1) * n:>9,}{cpu / spans * 1e6:>13.1f}{text:>12.1f}{inserts:>9.1f}"
+                    f"{(w - written) / step / 1e6:>20.1f}   {top}"
                 )
-                cpu, spans, written = 0.0, 0, w
+                cpu, spans, written = 0.0, 0, _written()
+                parts.update(dict.fromkeys(parts, 0.0))
+
+
+def _timed(fn: Any, into: dict[str, float], name: str) -> Any:
+    """``fn``, its thread CPU time added up in ``into[name]``."""
+
+    def timed(*args: Any) -> Any:
+        c = time.thread_time()
+        try:
+            return fn(*args)
+        finally:
+            into[name] += time.thread_time() - c
+
+    return timed
+
+
+def _pages_written(store: Any, path: str, size: int, batches: Batches, prep: Any) -> str:
+    """Which B-trees one more request's commit wrote pages of: the WAL emptied by a checkpoint,
+    the request written, then its frames' page numbers looked up in ``dbstat``."""
+    from lithify.ingest.processing import process
+
+    conn = store._conn
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    body, _n = batches.next()
+    store.insert_prepared([process("traces", "protobuf", body, "", 1 << 27, prep).rows])
+    data = Path(path + "-wal").read_bytes()
+    frame = 24 + size  # a frame: its header (the page number first) and the page
+    pages = [int.from_bytes(data[at : at + 4], "big") for at in range(32, len(data), frame)]
+    owner = dict(conn.execute("SELECT pageno, name FROM dbstat"))
+    counts = collections.Counter(owner.get(p, "(free)") for p in pages)
+    top = ", ".join(
+        f"{name.removeprefix('sqlite_autoindex_')} {c}" for name, c in counts.most_common(4)
+    )
+    return f"{len(pages)}: {top}"
 
 
 def _health(port: int) -> dict[str, object]:
@@ -651,13 +737,14 @@ def main() -> None:
         "--growth", type=int, metavar="REQUESTS", help="only the writer's CPU as one SQLite store "
         "grows by REQUESTS requests (≈ 3 minutes for 300)",
     )  # fmt: skip
+    ap.add_argument("--page-size", type=int, help="--growth: the new store's page size (bytes)")
     args = ap.parse_args()
     _, templates = make_requests(4, 512)
     if args.stages:
         stages(templates, args.rounds)
         return
     if args.growth:
-        growth(templates, args.growth)
+        growth(templates, args.growth, args.page_size)
         return
     if args.transport == "grpc" and args.encoding != ["protobuf"]:
         sys.exit("OTLP/gRPC is protobuf only")

@@ -121,7 +121,7 @@ def generate(path: Path, calls: int, seed: int = 11) -> tuple[int, float]:
 def store_for(calls: int) -> tuple[Path, str]:
     """The cached store of ``calls`` facts (made when missing), and a note on it."""
     export.OUT.mkdir(parents=True, exist_ok=True)
-    path = export.OUT / f"ui-{calls}-calls-{LONG}-long-v1.db"
+    path = export.OUT / f"ui-{calls}-calls-{LONG}-long-{export.PAGE_SIZE // 1024}k-pages.db"
     if path.exists():
         return path, f"cached {path.name} ({path.stat().st_size / 1e9:.1f} GB)"
     n, secs = generate(path, calls)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import threading
 import time
@@ -20,6 +21,22 @@ def test_wal_and_full_sync(tmp_path: Path) -> None:
         assert conn is not None
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         assert conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+
+
+def test_new_stores_take_small_pages_and_old_ones_keep_theirs(tmp_path: Path) -> None:
+    # A 16 KB store from before: its page size stays, and it checkpoints at the same 128 MB.
+    with contextlib.closing(sqlite3.connect(tmp_path / "old.db")) as conn:
+        conn.execute("PRAGMA page_size=16384")
+        conn.execute("PRAGMA journal_mode=WAL")
+    for name, size in (("new.db", 4096), ("old.db", 16384)):
+        with SQLiteStore(tmp_path / name) as store:
+            store.insert_facts([make_fact(f"call-{i}") for i in range(3)])
+            conn = store._conn
+            assert conn is not None
+            assert conn.execute("PRAGMA page_size").fetchone()[0] == size
+            assert conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] * size == 128 << 20
+        with open_store(f"sqlite://{tmp_path / name}") as store:
+            assert len(list(store.iter_facts())) == 3
 
 
 def test_a_held_write_lock_is_waited_for(tmp_path: Path) -> None:

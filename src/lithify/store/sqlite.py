@@ -39,6 +39,14 @@ _BROKEN = {sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB}
 # Multi-row VALUES: 500 rows of 16 columns stay far below SQLite's 32766 bound parameters.
 _CHUNK = 500
 
+# Random keys (call ids, trace ids, response ids) spread every batch over the whole of their
+# indexes: once a store holds a few hundred thousand calls, each insert dirties a page of each,
+# written to the WAL and again at a checkpoint, so the bytes a batch writes grow with the page.
+# Measured on a growing store (docs/serve.md): at 300,000 calls 4 KB pages wrote less than half
+# the bytes of 16 KB pages, at 7-12% less of the writer's CPU. A 4 KB body then spills into an
+# overflow page, yet reading a store back and exporting it cost the same within noise.
+PAGE_SIZE = 4096
+
 # Fact bodies are stored LZ4-compressed (a block after this marker byte; codec bodies start with
 # 1 or 2, so bodies written uncompressed read as before). Facts are mostly text: 3.2x smaller
 # bodies; measured on 512-fact batches, a third less writer CPU per fact (compression included),
@@ -159,10 +167,9 @@ class SQLiteStore(SqlStore):
         )
         if new:
             self.path.chmod(0o600)  # facts hold prompts and outputs: keep them the user's
-            # Facts are rows of several KB: on 4 KB pages each spills into overflow pages, and
-            # measured batch inserts ran at half the rate of 16 KB pages. Only a new file can
-            # take it (before WAL is on).
-            conn.execute("PRAGMA page_size=16384")
+            # Only a new file takes a page size (before WAL is on); a store keeps the one it
+            # was made with (docs/store.md, Page size).
+            conn.execute(f"PRAGMA page_size={PAGE_SIZE}")
         _functions(conn)
         conn.execute("PRAGMA journal_mode=WAL")
         # FULL: a commit is on disk (WAL fsynced) before insert_facts returns, so an
@@ -170,11 +177,13 @@ class SQLiteStore(SqlStore):
         conn.execute("PRAGMA synchronous=FULL")
         conn.execute(f"PRAGMA busy_timeout={int(self._timeout * 1000)}")
         conn.execute("PRAGMA cache_size=-65536")  # 64 MB: index pages of a large store stay hot
-        # Checkpoint every 8192 pages (128 MB of WAL), not SQLite's 1000: a batch dirties pages
-        # of every index, and each checkpoint writes them all back. Checkpointing 8× less often
-        # wrote an index page once for several batches: +20% batch insert throughput measured
-        # on a store of 25k facts. The WAL file is cut back to 64 MB after each checkpoint.
-        conn.execute("PRAGMA wal_autocheckpoint=8192")
+        # Checkpoint every 128 MB of WAL, not SQLite's 1000 pages: a batch dirties pages of every
+        # index, and each checkpoint writes them all back. Checkpointing less often wrote an
+        # index page once for several batches: +20% batch insert throughput measured on a store
+        # of 25k facts. Counted in bytes, whatever the store's page size. The WAL file is cut
+        # back to 64 MB after each checkpoint.
+        size = conn.execute("PRAGMA page_size").fetchone()[0]
+        conn.execute(f"PRAGMA wal_autocheckpoint={(128 << 20) // size}")
         conn.execute(f"PRAGMA journal_size_limit={64 * 1024 * 1024}")
         return conn
 
