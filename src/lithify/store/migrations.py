@@ -398,6 +398,19 @@ _V7_POSTGRES = (
 )
 
 
+# The text index's documents (several KB: a request's new text of a session) and the summaries'
+# digests are TOASTed: pglz was the database server's largest single cost on realistic traffic
+# (docs/serve.md, PostgreSQL's text index). lz4 as for the bodies (migration 2); values already
+# stored keep theirs. SQLite compresses its documents itself (store/sqlite.py, pack_doc).
+_V8_POSTGRES = (
+    """DO $$ BEGIN
+        EXECUTE 'ALTER TABLE session_text ALTER COLUMN text SET COMPRESSION lz4';
+        EXECUTE 'ALTER TABLE sessions ALTER COLUMN texts SET COMPRESSION lz4';
+    EXCEPTION WHEN OTHERS THEN NULL;
+    END $$""",
+)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "facts and feedback", _V1_SQLITE, _V1_POSTGRES),
     Migration(2, "ingest tokens; lz4 body compression", _V2_SQLITE, _V2_POSTGRES),
@@ -420,6 +433,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         _V7_POSTGRES,
         rebuild_sessions=True,
     ),
+    Migration(8, "lz4 for the text index's documents (PostgreSQL)", (), _V8_POSTGRES),
 )
 
 SESSIONS_VERSION = 7  # the first version with the session summaries
