@@ -400,7 +400,7 @@ _V7_POSTGRES = (
 
 # The text index's documents (several KB: a request's new text of a session) and the summaries'
 # digests are TOASTed: pglz was the database server's largest single cost on realistic traffic
-# (docs/serve.md, PostgreSQL's text index). lz4 as for the bodies (migration 2); values already
+# (docs/store.md, Durability and failures). lz4 as for the bodies (migration 2); values already
 # stored keep theirs. SQLite compresses its documents itself (store/sqlite.py, pack_doc).
 _V8_POSTGRES = (
     """DO $$ BEGIN
