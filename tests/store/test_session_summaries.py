@@ -20,7 +20,7 @@ from lithify.core import codec
 from lithify.model import Feedback, InferenceCall, Message, TextPart, ToolCallPart
 from lithify.store import FactFilter, FactStore, SessionFilter, open_store
 from lithify.store._sessions import message_text
-from lithify.store.migrations import MIGRATIONS
+from lithify.store.migrations import LATEST, MIGRATIONS
 from tests.store.helpers import drop_summaries, make_fact, race_writers, raw_execute
 
 SORTS = ("last", "first", "calls", "tokens", "duration")
@@ -274,7 +274,7 @@ def test_an_older_store_gains_its_summaries_and_text_index(store_url: str) -> No
         assert old.schema_version() == 6
         old.insert_facts([make_fact("c1", session_id="s-c", started_at=TIMES[1])])
     with open_store(store_url) as store:
-        assert store.schema_version() == 7
+        assert store.schema_version() == LATEST == 8
         page = store.sessions()
         assert [(s.session_id, s.calls) for s in page.sessions] == [
             ("s-b", 1),

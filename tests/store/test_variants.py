@@ -368,7 +368,7 @@ def test_a_version_2_store_opens_migrated_and_keeps_its_facts(store_url: str) ->
     with open_store(store_url, migrations=MIGRATIONS[:2]) as old:
         assert old.schema_version() == 2
     with open_store(store_url) as store:
-        assert store.schema_version() == LATEST == 7
+        assert store.schema_version() == LATEST == 8
         assert store.count() == 2
         assert same(store.get_fact(span.inference_call_id), span)
         assert _encoded(store.iter_facts(SESSION)) == _encoded(sort_facts([span, other]))
