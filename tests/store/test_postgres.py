@@ -123,4 +123,5 @@ def test_the_text_index_documents_are_lz4_compressed(pg_store_url: str) -> None:
         except psycopg.Error:  # a server built without lz4: the migration leaves pglz
             built_with_lz4 = False
         kinds = {r[0] for r in conn.execute("SELECT pg_column_compression(text) FROM session_text")}
-    assert kinds == ({"lz4"} if built_with_lz4 else {"pglz"})
+        bodies = {r[0] for r in conn.execute("SELECT pg_column_compression(body) FROM facts")}
+    assert kinds == bodies == ({"lz4"} if built_with_lz4 else {"pglz"})  # as bodies (migration 2)

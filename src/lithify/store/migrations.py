@@ -129,6 +129,17 @@ _V1_POSTGRES = (
     "CREATE INDEX feedback_order ON feedback (sort_at, feedback_id)",
 )
 
+
+def _lz4(*columns: str) -> str:
+    """PostgreSQL: TOAST these ``table.column``s with lz4 rather than pglz from now on (values
+    stored keep theirs); a server built without lz4 (or older than 14) keeps pglz."""
+    alters = "".join(
+        f"EXECUTE 'ALTER TABLE {t} ALTER COLUMN {c} SET COMPRESSION lz4'; "
+        for t, c in (column.split(".") for column in columns)
+    )
+    return f"DO $$ BEGIN {alters}EXCEPTION WHEN OTHERS THEN NULL; END $$"
+
+
 # Ingest tokens for `lithify serve`: only a SHA-256 of each token is kept (tokens are 256-bit
 # random strings, so a plain hash is enough: nothing to brute-force). A name is unique among
 # live tokens; a revoked token keeps its row, so `token list` shows it and auth stays required.
@@ -153,13 +164,8 @@ _V2_POSTGRES = (
         revoked_at TEXT COLLATE "C")""",
     "CREATE UNIQUE INDEX ingest_tokens_live_name ON ingest_tokens (name) WHERE revoked_at IS NULL",
     # Bodies are TOASTed: lz4 instead of the default pglz inserted 2-3x faster at about the same
-    # size (measured with 512-fact batches); readers see no difference. A server built without
-    # lz4 (or older than 14) keeps pglz.
-    """DO $$ BEGIN
-        EXECUTE 'ALTER TABLE facts ALTER COLUMN body SET COMPRESSION lz4';
-        EXECUTE 'ALTER TABLE feedback ALTER COLUMN body SET COMPRESSION lz4';
-    EXCEPTION WHEN OTHERS THEN NULL;
-    END $$""",
+    # size (measured with 512-fact batches); readers see no difference.
+    _lz4("facts.body", "feedback.body"),
 )
 
 # Captures of a stored call that differ from it (a log event of a span, the proxy's view of a
@@ -225,10 +231,7 @@ _V3_POSTGRES = (
         degradations JSONB NOT NULL,
         ingested_at TEXT COLLATE "C" NOT NULL,
         body BYTEA NOT NULL)""",
-    """DO $$ BEGIN
-        EXECUTE 'ALTER TABLE fact_variants ALTER COLUMN body SET COMPRESSION lz4';
-    EXCEPTION WHEN OTHERS THEN NULL;
-    END $$""",
+    _lz4("fact_variants.body"),
     """CREATE TABLE fact_captures (
         digest BYTEA PRIMARY KEY,
         variant INTEGER NOT NULL,
@@ -402,13 +405,7 @@ _V7_POSTGRES = (
 # digests are TOASTed: pglz was the database server's largest single cost on realistic traffic
 # (docs/store.md, Durability and failures). lz4 as for the bodies (migration 2); values already
 # stored keep theirs. SQLite compresses its documents itself (store/sqlite.py, pack_doc).
-_V8_POSTGRES = (
-    """DO $$ BEGIN
-        EXECUTE 'ALTER TABLE session_text ALTER COLUMN text SET COMPRESSION lz4';
-        EXECUTE 'ALTER TABLE sessions ALTER COLUMN texts SET COMPRESSION lz4';
-    EXCEPTION WHEN OTHERS THEN NULL;
-    END $$""",
-)
+_V8_POSTGRES = (_lz4("session_text.text", "sessions.texts"),)
 
 
 MIGRATIONS: tuple[Migration, ...] = (

@@ -42,9 +42,9 @@ _CHUNK = 500
 # Random keys (call ids, trace ids, response ids) spread every batch over the whole of their
 # indexes: once a store holds a few hundred thousand calls, each insert dirties a page of each,
 # written to the WAL and again at a checkpoint, so the bytes a batch writes grow with the page.
-# Measured on a growing store (docs/serve.md): at 300,000 calls 4 KB pages wrote less than half
-# the bytes of 16 KB pages, at 7-12% less of the writer's CPU. A 4 KB body then spills into an
-# overflow page, yet reading a store back and exporting it cost the same within noise.
+# Measured on a store grown to a million calls (docs/serve.md): from 300,000 calls on, 4 KB
+# pages wrote 40-45% of the bytes of 16 KB pages, at 10-23% less of the writer's CPU. A 4 KB body
+# then spills into an overflow page, yet reading a store back and exporting it cost the same.
 PAGE_SIZE = 4096
 
 # Fact bodies are stored LZ4-compressed (a block after this marker byte; codec bodies start with
