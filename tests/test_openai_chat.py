@@ -875,11 +875,71 @@ def test_citations_server_tools_and_signatures_in_streams() -> None:
     same_fact(plain, streamed)
 
 
+def test_openrouter_reasoning_details_stream_as_they_answer_whole() -> None:
+    # OpenRouter streams each detail in fragments naming its type and index (the signature
+    # last), beside the same reasoning as a plain string.
+    signed = {"type": "reasoning.text", "text": "think hard", "signature": "c2ln", "format": "anthropic-claude-v1", "index": 0}  # fmt: skip
+    msg = {"role": "assistant", "content": "ok", "reasoning": "think hard", "reasoning_details": [signed]}  # fmt: skip
+    plain = fact(None, body({"message": msg, "finish_reason": "stop"}))
+    assert plain.degradations == {"opaque_reasoning": 1}
+    assert plain.output_messages[0].parts == [ReasoningPart("think hard"), TextPart("ok")]
+    fragment = {"type": "reasoning.text", "format": "anthropic-claude-v1", "index": 0}
+    streamed = fact(
+        None,
+        events(
+            chunk(
+                {
+                    "role": "assistant",
+                    "reasoning": "think",
+                    "reasoning_details": [{**fragment, "text": "think"}],
+                }
+            ),
+            chunk({"reasoning": " hard", "reasoning_details": [{**fragment, "text": " hard"}]}),
+            chunk({"reasoning_details": [{**fragment, "text": "", "signature": "c2ln"}]}),
+            chunk({"content": "ok"}, "stop"),
+            "[DONE]",
+        ),
+    )
+    same_fact(plain, streamed)
+
+
+def test_streamed_reasoning_details_alone_keep_their_text_and_count_what_is_opaque() -> None:
+    # Without a reasoning string the details' summary is the reasoning; an encrypted detail
+    # (its data sent in pieces) is counted, not dropped unseen.
+    summary = {"type": "reasoning.summary", "index": 0, "format": "openai-responses-v1"}
+    secret = {"type": "reasoning.encrypted", "index": 1, "id": "rs_1"}
+    whole = [{**summary, "summary": "Plan: ask."}, {**secret, "data": "gAAAAB"}]
+    msg = {"role": "assistant", "content": "?", "reasoning_details": whole}
+    plain = fact(None, body({"message": msg, "finish_reason": "stop"}))
+    streamed = fact(
+        None,
+        events(
+            chunk({"role": "assistant", "reasoning_details": [{**summary, "summary": "Plan:"}]}),
+            chunk(
+                {"reasoning_details": [{**summary, "summary": " ask."}, {**secret, "data": "gAA"}]}
+            ),
+            chunk({"reasoning_details": [{**secret, "data": "AAB"}]}),
+            chunk({"content": "?"}, "stop"),
+            "[DONE]",
+        ),
+    )
+    assert streamed.output_messages[0].parts == [ReasoningPart("Plan: ask."), TextPart("?")]
+    assert streamed.degradations == {"opaque_reasoning": 1}
+    same_fact(plain, streamed)
+
+
 @given(st.lists(st.fixed_dictionaries({}, optional={
     "content": st.sampled_from(["x", None, 3, {}, {"type": "thinking", "thinking": [[]]}, [{"type": []}]]),
     "executed_tools": st.lists(st.fixed_dictionaries({}, optional={"index": st.sampled_from([0, [1], {}, "a", None])}), max_size=2),
     "annotations": st.sampled_from([[], [1], "x"]),
     "extra_content": st.sampled_from([None, {}, {"google": []}, {"google": {"thought_signature": "s"}}]),
+    "reasoning_details": st.lists(st.fixed_dictionaries({}, optional={
+        "type": st.sampled_from(["reasoning.text", "reasoning.encrypted", [], None]),
+        "index": st.sampled_from([0, 1, True, "0", None]),
+        "text": st.sampled_from(["a", 3, None]),
+        "data": st.sampled_from(["b", {}, None]),
+        "signature": st.sampled_from(["s", None]),
+    }) | st.sampled_from([None, 1, "x"]), max_size=3) | st.sampled_from([None, {}, "x"]),
 }), max_size=4))  # fmt: skip
 def test_odd_vendor_fields_in_chunks_never_raise(deltas: list[dict[str, Any]]) -> None:
     evs = events(*(chunk(d) for d in deltas), chunk({}, "stop"), "[DONE]")

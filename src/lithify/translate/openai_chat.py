@@ -460,6 +460,8 @@ class _StreamChoice:
         self.images: list[Any] = []
         self.annotations: list[Any] = []
         self.executed: dict[Any, dict[str, Any]] = {}
+        # OpenRouter's reasoning details, each sent in fragments that name its type and index.
+        self.details: dict[tuple[str | None, int], dict[str, Any]] = {}
         self.extra: Any = None
         self.finish: Any = None
 
@@ -487,6 +489,10 @@ class _StreamChoice:
                     if not isinstance(key, int):  # no index: a tool of its own
                         key = f"{len(self.executed)}.{pos}"
                     self.executed.setdefault(key, {}).update(tool)
+        if isinstance(delta.get("reasoning_details"), list):
+            for detail in delta["reasoning_details"]:
+                if isinstance(detail, dict):
+                    self._detail(detail)
         if delta.get("extra_content") is not None:
             self.extra = delta["extra_content"]
         calls = delta.get("tool_calls")
@@ -513,6 +519,20 @@ class _StreamChoice:
                 acc[key].append(audio[key])
         if audio.get("expires_at") is not None:
             acc["expires_at"] = audio["expires_at"]
+
+    def _detail(self, detail: dict[str, Any]) -> None:
+        """A fragment of a reasoning detail: its text, summary and encrypted data join those of
+        the fragments before it with the same type and index; its other fields (signature, id,
+        format) replace theirs."""
+        kind, idx = detail.get("type"), detail.get("index")
+        key = (kind if isinstance(kind, str) else None, idx if type(idx) is int else 0)
+        acc = self.details.setdefault(key, {})
+        for name, value in detail.items():
+            earlier = acc.get(name)
+            if name in ("text", "summary", "data") and isinstance(earlier, str):
+                acc[name] = earlier + value if isinstance(value, str) else earlier
+            elif value is not None:
+                acc[name] = value
 
     def _content_chunks(self, content: Any) -> None:
         """Content as chunks; adjacent text (and thinking) fragments join into one chunk."""
@@ -582,6 +602,8 @@ class _StreamChoice:
             msg["annotations"] = self.annotations
         if self.executed:
             msg["executed_tools"] = list(self.executed.values())
+        if self.details:
+            msg["reasoning_details"] = list(self.details.values())
         if self.extra is not None:
             msg["extra_content"] = self.extra
         if self.calls:
