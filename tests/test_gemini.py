@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from typing import Any
 
 import msgspec
@@ -24,6 +25,7 @@ from lithify.model import (
 )
 from lithify.translate import gemini, provider
 from lithify.translate._common import synthesized_call_id
+from lithify.translate.redact import CREDENTIAL_KEYS
 from lithify.translate.sse import SSEEvent, iter_events, sse_text
 from tests.conftest import CORPUS
 from tests.helpers import assert_valid_messages
@@ -483,15 +485,21 @@ def _pieces(s: str, rng: random.Random) -> list[str]:
     return out or [""]
 
 
-def stream_of(response: dict[str, Any], seed: int = 0) -> list[SSEEvent]:
+def stream_of(
+    response: dict[str, Any], seed: int = 0, streamed_args: bool = False
+) -> list[SSEEvent]:
     """The SSE chunks streamGenerateContent would send for a one-candidate ``response``: text
     parts cut at random places, a part's signature on its first piece, the finish reason on
-    the last chunk, the usage and ids on every chunk."""
+    the last chunk, the usage and ids on every chunk; with ``streamed_args``, function calls'
+    arguments streamed as Vertex streams them (``streamed_call``)."""
     rng = random.Random(seed)
     (cand,) = response["candidates"]
     top = {k: v for k, v in response.items() if k != "candidates"}
     pieces: list[dict[str, Any]] = []
     for part in cand["content"]["parts"]:
+        if streamed_args and "functionCall" in part:
+            pieces += streamed_call(part, rng)
+            continue
         if "text" not in part:
             pieces.append(part)
             continue
@@ -562,6 +570,78 @@ def test_streamed_equals_non_streamed(response: dict[str, Any], seed: int) -> No
     assert "truncated_stream" not in streamed.degradations
 
 
+NESTED = {"path": "src/a.py", "edits": [{"line": 3, "text": "x = 'é'"}, {"line": 9, "ok": True}], "note": None, "odd key": {"it's": "q"}}  # fmt: skip
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_vertex_streamed_call_arguments_fold_into_the_call(seed: int) -> None:
+    response = resp(
+        {"text": "Two edits."},
+        call("edit", NESTED, "c1", thoughtSignature="c2ln"),
+        call("get_time", {"tz": "CET"}),
+    )
+    plain = fact(None, response)
+    streamed = fact(None, stream_of(response, seed, streamed_args=True))
+    same_fact(plain, streamed)
+    calls = [p for p in streamed.output_messages[0].parts if isinstance(p, ToolCallPart)]
+    assert [(c.name, c.arguments) for c in calls] == [("edit", NESTED), ("get_time", {"tz": "CET"})]  # fmt: skip
+    assert streamed.degradations == plain.degradations == {"opaque_reasoning": 1, "synthesized_id": 1}  # fmt: skip
+
+
+def _no_empty(value: Any) -> bool:
+    # partialArgs carry leaves only: an empty object or array cannot be streamed.
+    if isinstance(value, dict):
+        return bool(value) and all(_no_empty(v) for v in value.values())
+    if isinstance(value, list):
+        return bool(value) and all(_no_empty(v) for v in value)
+    return True
+
+
+_leaves = st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.text(max_size=12)
+# Not credential names: their values are redacted in the arguments and in a whole answer's raw,
+# where a stream's raw names them only inside a path (tests/test_redact.py has those).
+_names = st.text(min_size=1, max_size=6).filter(
+    lambda k: k.rsplit(".", 1)[-1].lower().replace("-", "_") not in CREDENTIAL_KEYS
+)
+_args = st.dictionaries(
+    _names,
+    st.recursive(
+        _leaves,
+        lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_names, inner, max_size=3),
+        max_leaves=8,
+    ),
+    min_size=1,
+    max_size=4,
+).filter(_no_empty)
+
+
+@given(_args, st.integers(0, 2**16))
+def test_any_streamed_arguments_fold_back_whole(args: dict[str, Any], seed: int) -> None:
+    response = resp(call("f", args, "c1"))
+    same_fact(fact(None, response), fact(None, stream_of(response, seed, streamed_args=True)))
+
+
+def test_a_cut_streamed_call_keeps_what_arrived_and_odd_paths_are_counted() -> None:
+    response = resp(call("edit", NESTED, "c1"))
+    events = stream_of(response, 0, streamed_args=True)
+    cut = fact(None, events[:3])
+    (part,) = cut.output_messages[0].parts
+    assert isinstance(part, ToolCallPart) and part.name == "edit" and part.id == "c1"
+    assert part.arguments and set(part.arguments) <= set(NESTED)
+    assert cut.degradations == {"truncated_stream": 1}
+    odd = [{"jsonPath": p, "stringValue": "v"} for p in ("location", "$.a[5]", "$..b", "$.c")]
+    bad = [*odd, {"jsonPath": "$.c.d", "numberValue": 1}, {"jsonPath": "$.e", "stringValue": 3}]
+    chunks = [
+        {"functionCall": {"name": "f", "id": "c2", "willContinue": True}},
+        {"functionCall": {"partialArgs": bad, "willContinue": True}},
+        {"functionCall": {}},
+    ]
+    f = fact(None, [SSEEvent(None, json.dumps(resp(*chunks)))])
+    (part,) = f.output_messages[0].parts
+    assert isinstance(part, ToolCallPart) and part.arguments == {"c": "v"}
+    assert f.degradations == {"malformed_arguments": 5}
+
+
 def test_corpus_thought_stream_joins_fragments_by_kind() -> None:
     body = (CORPUS / "gemini" / "thought_parts_streaming.response.sse").read_text()
     f = fact(None, list(iter_events(body)))
@@ -604,6 +684,44 @@ def test_error_chunk_mid_stream_and_alone() -> None:
 def test_json_array_stream_of_chunk_objects() -> None:
     chunks = [json.loads(e.data) for e in stream_of(RESPONSES[0])]
     same_fact(fact(None, RESPONSES[0]), fact(None, chunks))
+
+
+_SHORTHAND = re.compile(r"[A-Za-z_\x80-\U0010ffff][\w\x80-\U0010ffff]*", re.ASCII)
+
+
+def _arg_pieces(value: Any, path: str, rng: random.Random) -> list[dict[str, Any]]:
+    """``partialArgs`` entries that stream ``value`` at ``path`` as Vertex does: a string cut in
+    pieces, every other leaf whole (names as ``.name`` or quoted, array elements by index)."""
+    if isinstance(value, dict):
+        out: list[dict[str, Any]] = []
+        for k, v in value.items():
+            quoted = k.replace("\\", "\\\\").replace("'", "\\'")
+            step = f".{k}" if _SHORTHAND.fullmatch(k) else f"['{quoted}']"
+            out += _arg_pieces(v, path + step, rng)
+        return out
+    if isinstance(value, list):
+        return [p for i, v in enumerate(value) for p in _arg_pieces(v, f"{path}[{i}]", rng)]
+    if isinstance(value, str):
+        return [{"jsonPath": path, "stringValue": s} for s in _pieces(value, rng)]
+    if value is None:
+        return [{"jsonPath": path, "nullValue": "NULL_VALUE"}]
+    key = "boolValue" if isinstance(value, bool) else "numberValue"
+    return [{"jsonPath": path, key: value}]
+
+
+def streamed_call(part: dict[str, Any], rng: random.Random) -> list[dict[str, Any]]:
+    """A function-call part as Vertex streams it with ``streamFunctionCallArguments``: its name
+    (and id, signature) first, its arguments' pieces a few at a time, then an empty call."""
+    fc = part["functionCall"]
+    head = {k: v for k, v in fc.items() if k != "args"}
+    first = {**{k: v for k, v in part.items() if k != "functionCall"}, "functionCall": {**head, "willContinue": True}}  # fmt: skip
+    pieces = _arg_pieces(fc["args"], "$", rng)
+    out = [first]
+    while pieces:
+        n = rng.randint(1, 3)
+        out.append({"functionCall": {"partialArgs": pieces[:n], "willContinue": True}})
+        pieces = pieces[n:]
+    return [*out, {"functionCall": {}}]
 
 
 def _cut_points(body: str) -> list[int]:

@@ -928,6 +928,17 @@ def test_streamed_reasoning_details_alone_keep_their_text_and_count_what_is_opaq
     same_fact(plain, streamed)
 
 
+def test_streamed_reasoning_details_with_their_own_ids_stay_apart() -> None:
+    # Gemini 3 through OpenRouter: an encrypted detail per tool call, each with the call's id
+    # and the same index.
+    one, two = ({"type": "reasoning.encrypted", "index": 0, "id": i, "data": d} for i, d in (("t1", "QQ=="), ("t2", "Qg==")))  # fmt: skip
+    msg = {"role": "assistant", "content": "ok", "reasoning_details": [one, two]}
+    plain = fact(None, body({"message": msg, "finish_reason": "stop"}))
+    assert plain.degradations == {"opaque_reasoning": 2}
+    stream = [chunk({"role": "assistant", "reasoning_details": [one]}), chunk({"reasoning_details": [two]})]  # fmt: skip
+    same_fact(plain, fact(None, events(*stream, chunk({"content": "ok"}, "stop"), "[DONE]")))
+
+
 @given(st.lists(st.fixed_dictionaries({}, optional={
     "content": st.sampled_from(["x", None, 3, {}, {"type": "thinking", "thinking": [[]]}, [{"type": []}]]),
     "executed_tools": st.lists(st.fixed_dictionaries({}, optional={"index": st.sampled_from([0, [1], {}, "a", None])}), max_size=2),

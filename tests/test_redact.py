@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
+import random
 from collections import Counter
 from typing import Any
 
+import msgspec
 import orjson
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lithify.model import InferenceCall, Message, TextPart, ToolDefinition
+from lithify.model import InferenceCall, Message, Skip, TextPart, ToolDefinition
+from lithify.translate import anthropic, gemini, openai_chat, openai_responses
 from lithify.translate._common import Degradations, finish
 from lithify.translate.provider import translate_exchange
 from lithify.translate.redact import CREDENTIAL_KEYS, MARKER, redact_string, redact_value
+from lithify.translate.sse import SSEEvent
+from tests.test_anthropic import stream_of as anthropic_stream
+from tests.test_gemini import stream_of as gemini_stream
 
 OPENAI_KEY = "sk-proj-" + "A1b2C3d4" * 6
 ANTHROPIC_KEY = "sk-ant-api03-" + "x9Y8z7W6" * 5
@@ -504,3 +510,105 @@ def test_the_screen_finds_a_needle_in_any_case_at_any_size(
     assert screen(filler + b'BeArEr abcdefghij"}') == SUSPECT  # case folded
     assert screen(memoryview(filler + b'sK-proj-abc"}')) == SUSPECT
     assert screen(bytearray(filler + b'\\u0042earer x"}')) == ESCAPED  # an escape may spell one
+
+
+# --- credentials cut across a stream's events ---------------------------------------------------
+# A model streams a key a few characters an event: no event holds it whole, so a screen of the
+# raw stream cannot vouch for what the pieces add up to.
+KEY = "sk-proj-" + "a1B2c3D4e5" * 4
+SAID = f"Your key is {KEY}, keep it safe."
+LOGIN = {"user": "me", "password": "hunter2xyz"}
+
+
+def _cuts(text: str, rng: random.Random) -> list[str]:
+    out, at = [], 0
+    while at < len(text):
+        n = rng.randint(1, 4)
+        out.append(text[at : at + n])
+        at += n
+    return out
+
+
+def _no_secret(fact: InferenceCall | Skip) -> InferenceCall:
+    assert isinstance(fact, InferenceCall)
+    said = orjson.dumps(msgspec.to_builtins(fact.output_messages)).decode()
+    assert KEY not in said and "hunter2xyz" not in said and MARKER in said
+    return fact
+
+
+def _chat_stream(rng: random.Random) -> list[SSEEvent]:
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> SSEEvent:
+        choice = {"index": 0, "delta": delta, "finish_reason": finish}
+        return SSEEvent(None, orjson.dumps({"id": "c", "model": "m", "choices": [choice]}).decode())
+
+    fn = {"name": "login", "arguments": ""}
+    head = {"role": "assistant", "tool_calls": [{"index": 0, "id": "t1", "type": "function", "function": fn}]}  # fmt: skip
+    return [
+        *(chunk({"content": c}) for c in _cuts(SAID, rng)),
+        chunk(head),
+        *(
+            chunk({"tool_calls": [{"index": 0, "function": {"arguments": c}}]})
+            for c in _cuts(orjson.dumps(LOGIN).decode(), rng)
+        ),
+        chunk({}, "tool_calls"),
+        SSEEvent(None, "[DONE]"),
+    ]
+
+
+def _responses_stream(rng: random.Random) -> list[SSEEvent]:
+    msg = {"type": "message", "id": "m1", "role": "assistant", "content": []}
+    call = {"type": "function_call", "id": "fc", "call_id": "t1", "name": "login", "arguments": ""}
+    events: list[dict[str, Any]] = [
+        {"type": "response.output_item.added", "output_index": 0, "item": msg},
+        *(
+            {
+                "type": "response.output_text.delta",
+                "output_index": 0,
+                "item_id": "m1",
+                "content_index": 0,
+                "delta": c,
+            }
+            for c in _cuts(SAID, rng)
+        ),
+        {"type": "response.output_item.added", "output_index": 1, "item": call},
+        *(
+            {
+                "type": "response.function_call_arguments.delta",
+                "output_index": 1,
+                "item_id": "fc",
+                "delta": c,
+            }
+            for c in _cuts(orjson.dumps(LOGIN).decode(), rng)
+        ),
+    ]
+    return [SSEEvent(e["type"], orjson.dumps(e).decode()) for e in events]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_credential_cut_across_a_streams_events_is_redacted(seed: int) -> None:
+    rng = random.Random(seed)
+    message = {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-x",
+        "content": [
+            {"type": "text", "text": SAID},
+            {"type": "tool_use", "id": "t1", "name": "login", "input": LOGIN},
+        ],
+        "stop_reason": "tool_use",
+        "usage": {"input_tokens": 3, "output_tokens": 9},
+    }
+    whole = _no_secret(anthropic.translate(None, message))
+    streamed = _no_secret(anthropic.translate(None, anthropic_stream(message, seed)))
+    assert streamed.output_messages == whole.output_messages
+    parts = [{"text": SAID}, {"functionCall": {"name": "login", "args": LOGIN, "id": "t1"}}]
+    response = {"candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP"}]}  # fmt: skip
+    whole = _no_secret(gemini.translate(None, response))
+    for streamed_args in (False, True):
+        streamed = _no_secret(gemini.translate(None, gemini_stream(response, seed, streamed_args)))
+        assert streamed.output_messages == whole.output_messages
+    chat = _no_secret(openai_chat.translate(None, _chat_stream(rng)))
+    assert chat.degradations == {"redacted_provider_key": 1, "redacted_credential_field": 1}
+    cut = _no_secret(openai_responses.translate(None, _responses_stream(rng)))
+    assert cut.degradations == {"redacted_provider_key": 1, "redacted_credential_field": 1, "truncated_stream": 1}  # fmt: skip

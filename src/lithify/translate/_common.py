@@ -28,7 +28,7 @@ from lithify.model import (
     ToolDefinition,
     UriPart,
 )
-from lithify.translate.redact import ESCAPED, SUSPECT, redact_value, screen
+from lithify.translate.redact import CLEAN, ESCAPED, SUSPECT, redact_value, screen
 
 # The OTel finish-reason values, and every provider spelling that maps onto one of them.
 _FINISH_REASONS = {
@@ -327,14 +327,15 @@ def merge_assistant_messages(messages: list[Message]) -> list[Message]:
 _CONTENT_FIELDS = ("input_messages", "output_messages", "tools", "request", "raw")
 
 
-def _suspect(raw: Any, fields: dict[str, Any]) -> bool:
+def _suspect(raw: Any, fields: dict[str, Any], assembled: bool = False) -> bool:
     """Whether the fact may hold a credential, from a screen of its encoded raw payload.
 
     Everything in a fact is derived from raw, so screening raw is enough, except for text that
-    was decoded from raw (JSON inside JSON): when raw holds escapes, the content is screened too.
+    was decoded from raw (JSON inside JSON) or ``assembled`` from a stream's pieces (a key
+    streamed as ``s`` and ``k-proj-…`` is in no event whole): then the content is screened too.
     """
     verdict = screen(msgspec.json.encode(raw))
-    if verdict == ESCAPED:
+    if verdict == ESCAPED or (assembled and verdict == CLEAN):
         content = [fields.get(k) for k in _CONTENT_FIELDS if k != "raw"]
         verdict = screen(msgspec.json.encode(content))
     return verdict == SUSPECT
@@ -380,15 +381,17 @@ def finish(
     identity: tuple[Any, ...] | None,
     raw: Any,
     screened: bool = False,
+    assembled: bool = False,
     **fields: Any,
 ) -> InferenceCall:
     """Redact, count and identify a fact. ``identity`` None means: a hash of the redacted raw.
 
     ``screened`` says the bytes ``raw`` was decoded from were screened already and are clean
-    (redact.CLEAN): nothing derived from them can hold a credential.
+    (redact.CLEAN): nothing derived from them can hold a credential. ``assembled`` says the
+    content was put together from a stream's pieces, which a screen of ``raw`` cannot vouch for.
     Identity fields (ids, session) are never redacted: only content and ``raw`` are.
     """
-    return finish_fields(source, deg, identity, raw, screened, fields)
+    return finish_fields(source, deg, identity, raw, screened, fields, assembled)
 
 
 def finish_fields(
@@ -398,15 +401,16 @@ def finish_fields(
     raw: Any,
     screened: bool,
     fields: dict[str, Any],
+    assembled: bool = False,
 ) -> InferenceCall:
     """``finish`` with the fact's other fields in a dict of the caller's (taken over, not
     copied): the span path calls it once per span, where keyword packing cost a tenth of it."""
     # The structured walk over content and raw runs only when something may match.
     try:
-        clean = screened or not _suspect(raw, fields)
+        clean = screened or not _suspect(raw, fields, assembled)
     except UnicodeEncodeError:  # lone surrogates, which no encoding takes: made valid first
         identity, raw, fields = _valid_text(deg, identity, raw, fields)
-        clean = not _suspect(raw, fields)
+        clean = not _suspect(raw, fields, assembled)
     if clean:
         ident = identity if identity is not None else ("raw", dumps_canonical(raw).decode())
         return InferenceCall(

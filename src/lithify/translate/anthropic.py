@@ -615,6 +615,7 @@ def translate(
         deg=deg,
         identity=(NAME, response_id) if response_id else None,
         raw={"request": request, "response": raw_response},
+        assembled=isinstance(response, list),
         session_id=_session(req, meta),
         provider=_provider(req, meta),
         model=model,

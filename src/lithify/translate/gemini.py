@@ -603,6 +603,91 @@ def _mergeable(prev: dict[str, Any], part: dict[str, Any]) -> bool:
     return not (prev.get("thoughtSignature") and part.get("thoughtSignature"))
 
 
+# A JSON path (RFC 9535) as Vertex names a streamed argument: ``$``, then member names
+# (``.name``, ``['name']``, ``["name"]``) and array indexes (``[0]``).
+_PATH_STEP = re.compile(
+    r"\.([A-Za-z_\x80-\U0010ffff][\w\x80-\U0010ffff]*)"  # .name (any non-ASCII letter too)
+    r"|\[(\d+)\]"  # [0]
+    r"|\['((?:[^'\\]|\\.)*)'\]"  # ['name']
+    r"|\[\"((?:[^\"\\]|\\.)*)\"\]",  # ["name"]
+    re.ASCII,
+)
+_ARG_VALUES = (("stringValue", str), ("numberValue", int | float), ("boolValue", bool))
+
+
+def _json_path(text: Any) -> list[str | int] | None:
+    if not isinstance(text, str) or not text.startswith("$"):
+        return None
+    steps: list[str | int] = []
+    at = 1
+    while at < len(text):
+        m = _PATH_STEP.match(text, at)
+        if m is None:
+            return None
+        name, index, single, double = m.groups()
+        if index is not None:
+            steps.append(int(index))
+        elif name is not None:
+            steps.append(name)
+        else:  # a quoted name, its escapes undone
+            steps.append(re.sub(r"\\(.)", r"\1", single if single is not None else double))
+        at = m.end()
+    return steps or None
+
+
+def _place_arg(args: dict[str, Any], piece: Any) -> bool:
+    """One ``partialArgs`` entry into a call's arguments; False when its value cannot be
+    placed (a path that is not one, or that crosses a value of another kind)."""
+    if not isinstance(piece, dict):
+        return False
+    value: Any = None
+    for key, kind in _ARG_VALUES:
+        if _has(piece, key):
+            value = _g(piece, key)
+            if not isinstance(value, kind):
+                return False
+            break
+    else:
+        if not _has(piece, "nullValue"):
+            return True  # nothing sent for the path yet
+    steps = _json_path(_g(piece, "jsonPath"))
+    if steps is None:
+        return False
+    node: Any = args
+    for k, step in enumerate(steps):
+        at = isinstance(step, int)
+        # A name needs an object, an index an array; arrays stream in order, so an index is
+        # one sent already or the next.
+        if not isinstance(node, list if at else dict) or (at and step > len(node)):
+            return False
+        has = step < len(node) if at else step in node
+        old = node[step] if has else None
+        rest = steps[k + 1 :]
+        if rest and old is None:
+            # What the path names from here is new: made whole, or not at all.
+            if any(isinstance(s, int) and s for s in rest):
+                return False
+            value = _nest(rest, value)
+        elif not rest and isinstance(old, str) and isinstance(value, str):
+            value = old + value
+        if rest and old is not None:
+            node = old
+            continue
+        if at and not has:
+            node.append(value)
+        else:
+            node[step] = value
+        return True
+    return False
+
+
+def _nest(steps: list[str | int], value: Any) -> Any:
+    """``value`` at ``steps`` below a new container (every index 0)."""
+    for step in reversed(steps):
+        value = [value] if isinstance(step, int) else {step: value}
+    return value
+
+
 def _normal_part(part: Any) -> Any:
     """A streamed part with its text-merge keys in camelCase (snake_case dumps merge too)."""
     if not isinstance(part, dict):
@@ -622,6 +707,7 @@ class _Stream:
         self.top: dict[str, Any] = {}
         self.error: Any = None
         self.chunks = 0
+        self.unplaced = 0  # streamed argument values whose JSON path could not be followed
 
     def feed(self, chunk: dict[str, Any]) -> None:
         self.chunks += 1
@@ -640,7 +726,8 @@ class _Stream:
                     acc["role"] = content["role"]
                 parts = content.get("parts")
                 for part in parts if isinstance(parts, list) else []:
-                    self._add(acc["parts"], _normal_part(part))
+                    if not self._call_fragment(acc, part):
+                        self._add(acc["parts"], _normal_part(part))
             reason = _g(cand, "finishReason")
             if reason is not None:
                 acc["finishReason"] = reason
@@ -648,6 +735,37 @@ class _Stream:
                 value = _g(cand, key)
                 if isinstance(value, dict):
                     self._merge(acc.setdefault(key, {}), _camel_keys(value), key)
+
+    def _call_fragment(self, acc: dict[str, Any], part: Any) -> bool:
+        """Vertex's streamed function-call arguments (``streamFunctionCallArguments``): a call
+        comes as a fragment with its name, fragments of ``partialArgs`` (each a JSON path and a
+        value; a string continues the string at its path), each saying ``willContinue`` but the
+        last, and an empty call that ends it. They fold into the call whole. True when ``part``
+        was such a fragment."""
+        call = _g(part, "functionCall")
+        if not isinstance(call, dict):
+            return False
+        pieces = _g(call, "partialArgs")
+        more = _g(call, "willContinue") is True
+        whole = acc.get("open")
+        if not (more or isinstance(pieces, list) or (whole is not None and not call)):
+            return False  # a call sent whole
+        name, id_ = call.get("name"), call.get("id")
+        if whole is None or (name and name != whole["name"]) or (id_ and id_ != whole.get("id")):
+            whole = {"name": name if isinstance(name, str) else "", "args": {}}
+            if isinstance(id_, str):
+                whole["id"] = id_
+            acc["parts"].append({"functionCall": whole})
+        signature = _g(part, "thoughtSignature")
+        if signature and not acc["parts"][-1].get("thoughtSignature"):
+            acc["parts"][-1]["thoughtSignature"] = signature
+        if isinstance(call.get("args"), dict):
+            whole["args"].update(call["args"])
+        for piece in pieces if isinstance(pieces, list) else []:
+            if not _place_arg(whole["args"], piece):
+                self.unplaced += 1
+        acc["open"] = whole if more else None
+        return True
 
     @staticmethod
     def _merge(acc: dict[str, Any], piece: dict[str, Any], key: str) -> None:
@@ -706,6 +824,7 @@ def _read_stream(events: list[Any], deg: Degradations) -> _Stream:
             deg.add("malformed_messages")
     if not stream.complete():
         deg.add("truncated_stream")
+    deg.add("malformed_arguments", stream.unplaced)
     return stream
 
 
@@ -861,6 +980,7 @@ def translate(
         deg=deg,
         identity=(NAME, response_id) if response_id else None,
         raw={"request": request, "response": raw_response},
+        assembled=isinstance(response, list),
         session_id=session if isinstance(session, str) and session else None,
         provider=provider,
         model=model,

@@ -460,8 +460,10 @@ class _StreamChoice:
         self.images: list[Any] = []
         self.annotations: list[Any] = []
         self.executed: dict[Any, dict[str, Any]] = {}
-        # OpenRouter's reasoning details, each sent in fragments that name its type and index.
-        self.details: dict[tuple[str | None, int], dict[str, Any]] = {}
+        # OpenRouter's reasoning details, each sent in fragments that name its type and index
+        # (the latest detail of each type and index takes the fragments that follow).
+        self.details: list[dict[str, Any]] = []
+        self._detail_at: dict[tuple[str | None, int], dict[str, Any]] = {}
         self.extra: Any = None
         self.finish: Any = None
 
@@ -522,11 +524,15 @@ class _StreamChoice:
 
     def _detail(self, detail: dict[str, Any]) -> None:
         """A fragment of a reasoning detail: its text, summary and encrypted data join those of
-        the fragments before it with the same type and index; its other fields (signature, id,
-        format) replace theirs."""
-        kind, idx = detail.get("type"), detail.get("index")
+        the fragments before it with the same type and index, unless it names another id (then
+        it starts a detail of its own); its other fields (signature, id, format) replace
+        theirs."""
+        kind, idx, ident = detail.get("type"), detail.get("index"), detail.get("id")
         key = (kind if isinstance(kind, str) else None, idx if type(idx) is int else 0)
-        acc = self.details.setdefault(key, {})
+        acc = self._detail_at.get(key)
+        if acc is None or (isinstance(ident, str) and acc.get("id") not in (None, ident)):
+            acc = self._detail_at[key] = {}
+            self.details.append(acc)
         for name, value in detail.items():
             earlier = acc.get(name)
             if name in ("text", "summary", "data") and isinstance(earlier, str):
@@ -603,7 +609,7 @@ class _StreamChoice:
         if self.executed:
             msg["executed_tools"] = list(self.executed.values())
         if self.details:
-            msg["reasoning_details"] = list(self.details.values())
+            msg["reasoning_details"] = self.details
         if self.extra is not None:
             msg["extra_content"] = self.extra
         if self.calls:

@@ -321,6 +321,7 @@ class Exchange:
             deg=deg,
             identity=(api.name, call_id) if call_id else None,
             raw={"request": self.request, "response": self.raw_response},
+            assembled=self.events is not None,
             model=model,
             input_messages=inputs,
             output_messages=outputs,
