@@ -928,6 +928,22 @@ def test_streamed_reasoning_details_alone_keep_their_text_and_count_what_is_opaq
     same_fact(plain, streamed)
 
 
+def test_streamed_arguments_sent_as_an_object_are_kept() -> None:
+    # OpenAI sends arguments as JSON text; a compatible server may send the object itself.
+    fn = {"name": "f", "arguments": {"a": 1}}
+    msg = {"role": "assistant", "content": None, "tool_calls": [{"id": "t1", "type": "function", "function": fn}]}  # fmt: skip
+    plain = fact(None, body({"message": msg, "finish_reason": "tool_calls"}))
+    assert plain.output_messages[0].parts == [ToolCallPart("t1", "f", {"a": 1})]
+    head = {"index": 0, "id": "t1", "type": "function", "function": fn}
+    streamed = fact(None, events(chunk({"role": "assistant", "tool_calls": [head]}), chunk({}, "tool_calls"), "[DONE]"))  # fmt: skip
+    same_fact(plain, streamed)
+    # Text and an object for one call cannot be put together: counted, not dropped unseen.
+    more = {"index": 0, "function": {"arguments": '{"b": 2}'}}
+    mixed = fact(None, events(chunk({"role": "assistant", "tool_calls": [head]}), chunk({"tool_calls": [more]}), chunk({}, "tool_calls"), "[DONE]"))  # fmt: skip
+    assert mixed.output_messages[0].parts == [ToolCallPart("t1", "f", {})]
+    assert mixed.degradations == {"malformed_arguments": 1}
+
+
 def test_streamed_reasoning_details_with_their_own_ids_stay_apart() -> None:
     # Gemini 3 through OpenRouter: an encrypted detail per tool call, each with the call's id
     # and the same index.

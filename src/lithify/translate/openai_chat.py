@@ -447,6 +447,15 @@ def _output_messages(body: dict[str, Any], ctx: _Context) -> list[Message]:
 # ---------------------------------------------------------------------------------------------
 
 
+def _arguments(pieces: list[Any]) -> Any:
+    """A streamed call's arguments from its fragments: the strings joined; one fragment that
+    is not a string (a server that sends the object) as it is; strings and other values mixed
+    as the list, which the mapping counts as malformed (``raw`` holds each)."""
+    if all(isinstance(p, str) for p in pieces):
+        return "".join(pieces)
+    return pieces[0] if len(pieces) == 1 else pieces
+
+
 class _StreamChoice:
     def __init__(self) -> None:
         self.role: str | None = None
@@ -587,7 +596,7 @@ class _StreamChoice:
             if as_str(fn.get("name")):
                 call["name"] = call["name"] or fn["name"]
             args = fn.get("input") if "input" in fn else fn.get("arguments")
-            if isinstance(args, str):
+            if args is not None:
                 call["args"].append(args)
 
     def message(self) -> dict[str, Any]:
@@ -615,7 +624,7 @@ class _StreamChoice:
         if self.calls:
             calls = []
             for _, c in sorted(self.calls.items()):
-                args = "".join(c["args"])
+                args = _arguments(c["args"])
                 if c["type"] == "custom":
                     call = {
                         "id": c["id"],
