@@ -1,7 +1,8 @@
-"""Assertions shared by the tests."""
+"""Assertions and helpers shared by the tests."""
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 import msgspec
@@ -24,3 +25,14 @@ def result_line(result: InferenceCall | Skip) -> Any:
     if isinstance(result, Skip):
         return {"skip": result.reason, "detail": result.detail}
     return msgspec.to_builtins(result)
+
+
+def in_pieces(text: str, rng: random.Random, most: int) -> list[str]:
+    """``text`` in pieces of 1 to ``most`` characters, cut at random, as a stream's deltas are
+    (none for the empty string)."""
+    out, at = [], 0
+    while at < len(text):
+        n = rng.randint(1, most)
+        out.append(text[at : at + n])
+        at += n
+    return out

@@ -24,7 +24,7 @@ from lithify.model import (
 from lithify.translate import anthropic, provider
 from lithify.translate.sse import SSEEvent, iter_events, sse_text
 from tests.conftest import CORPUS
-from tests.helpers import assert_valid_messages
+from tests.helpers import assert_valid_messages, in_pieces
 
 SSE_FILES = sorted((CORPUS / "anthropic").glob("*.sse"))
 
@@ -355,15 +355,6 @@ def test_error_body_and_empty_give_skips() -> None:
 # --- streams ----------------------------------------------------------------------------------
 
 
-def _chunks(s: str, rng: random.Random) -> list[str]:
-    out, i = [], 0
-    while i < len(s):
-        n = rng.randint(1, 7)
-        out.append(s[i : i + n])
-        i += n
-    return out
-
-
 def stream_of(message: dict[str, Any], seed: int = 0) -> list[SSEEvent]:
     """The SSE events the API would send for ``message``, deltas cut at random places."""
     rng = random.Random(seed)
@@ -375,7 +366,7 @@ def stream_of(message: dict[str, Any], seed: int = 0) -> list[SSEEvent]:
         kind = block["type"]
         if kind == "text":
             events.append({"type": "content_block_start", "index": i, "content_block": text("")})
-            for c in _chunks(block["text"], rng):
+            for c in in_pieces(block["text"], rng, 7):
                 events.append(
                     {
                         "type": "content_block_delta",
@@ -386,7 +377,7 @@ def stream_of(message: dict[str, Any], seed: int = 0) -> list[SSEEvent]:
         elif kind == "thinking":
             empty = {"type": "thinking", "thinking": "", "signature": ""}
             events.append({"type": "content_block_start", "index": i, "content_block": empty})
-            for c in _chunks(block["thinking"], rng):
+            for c in in_pieces(block["thinking"], rng, 7):
                 delta = {"type": "thinking_delta", "thinking": c}
                 events.append({"type": "content_block_delta", "index": i, "delta": delta})
             delta = {"type": "signature_delta", "signature": block["signature"]}
@@ -394,7 +385,7 @@ def stream_of(message: dict[str, Any], seed: int = 0) -> list[SSEEvent]:
         elif kind in ("tool_use", "server_tool_use", "mcp_tool_use"):
             head = {**block, "input": {}}
             events.append({"type": "content_block_start", "index": i, "content_block": head})
-            for c in ["", *_chunks(json.dumps(block["input"]), rng)]:
+            for c in ["", *in_pieces(json.dumps(block["input"]), rng, 7)]:
                 delta = {"type": "input_json_delta", "partial_json": c}
                 events.append({"type": "content_block_delta", "index": i, "delta": delta})
         else:

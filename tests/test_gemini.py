@@ -28,7 +28,7 @@ from lithify.translate._common import synthesized_call_id
 from lithify.translate.redact import CREDENTIAL_KEYS
 from lithify.translate.sse import SSEEvent, iter_events, sse_text
 from tests.conftest import CORPUS
-from tests.helpers import assert_valid_messages
+from tests.helpers import assert_valid_messages, in_pieces
 
 SSE_FILES = sorted((CORPUS / "gemini").glob("*.sse"))
 
@@ -476,15 +476,6 @@ def test_api_key_in_url_is_not_kept_but_redacted_in_content() -> None:
 # --- streams ----------------------------------------------------------------------------------
 
 
-def _pieces(s: str, rng: random.Random) -> list[str]:
-    out, i = [], 0
-    while i < len(s):
-        n = rng.randint(1, 9)
-        out.append(s[i : i + n])
-        i += n
-    return out or [""]
-
-
 def stream_of(
     response: dict[str, Any], seed: int = 0, streamed_args: bool = False
 ) -> list[SSEEvent]:
@@ -503,7 +494,7 @@ def stream_of(
         if "text" not in part:
             pieces.append(part)
             continue
-        for i, piece in enumerate(_pieces(part["text"], rng)):
+        for i, piece in enumerate(in_pieces(part["text"], rng, 9) or [""]):
             p: dict[str, Any] = {"text": piece}
             if part.get("thought"):
                 p["thought"] = True
@@ -702,7 +693,7 @@ def _arg_pieces(value: Any, path: str, rng: random.Random) -> list[dict[str, Any
     if isinstance(value, list):
         return [p for i, v in enumerate(value) for p in _arg_pieces(v, f"{path}[{i}]", rng)]
     if isinstance(value, str):
-        return [{"jsonPath": path, "stringValue": s} for s in _pieces(value, rng)]
+        return [{"jsonPath": path, "stringValue": s} for s in in_pieces(value, rng, 9) or [""]]
     if value is None:
         return [{"jsonPath": path, "nullValue": "NULL_VALUE"}]
     key = "boolValue" if isinstance(value, bool) else "numberValue"

@@ -18,6 +18,7 @@ from lithify.translate._common import Degradations, finish
 from lithify.translate.provider import translate_exchange
 from lithify.translate.redact import CREDENTIAL_KEYS, MARKER, redact_string, redact_value
 from lithify.translate.sse import SSEEvent
+from tests.helpers import in_pieces
 from tests.test_anthropic import stream_of as anthropic_stream
 from tests.test_gemini import stream_of as gemini_stream
 
@@ -520,15 +521,6 @@ SAID = f"Your key is {KEY}, keep it safe."
 LOGIN = {"user": "me", "password": "hunter2xyz"}
 
 
-def _cuts(text: str, rng: random.Random) -> list[str]:
-    out, at = [], 0
-    while at < len(text):
-        n = rng.randint(1, 4)
-        out.append(text[at : at + n])
-        at += n
-    return out
-
-
 def _no_secret(fact: InferenceCall | Skip) -> InferenceCall:
     assert isinstance(fact, InferenceCall)
     said = orjson.dumps(msgspec.to_builtins(fact.output_messages)).decode()
@@ -544,11 +536,11 @@ def _chat_stream(rng: random.Random) -> list[SSEEvent]:
     fn = {"name": "login", "arguments": ""}
     head = {"role": "assistant", "tool_calls": [{"index": 0, "id": "t1", "type": "function", "function": fn}]}  # fmt: skip
     return [
-        *(chunk({"content": c}) for c in _cuts(SAID, rng)),
+        *(chunk({"content": c}) for c in in_pieces(SAID, rng, 4)),
         chunk(head),
         *(
             chunk({"tool_calls": [{"index": 0, "function": {"arguments": c}}]})
-            for c in _cuts(orjson.dumps(LOGIN).decode(), rng)
+            for c in in_pieces(orjson.dumps(LOGIN).decode(), rng, 4)
         ),
         chunk({}, "tool_calls"),
         SSEEvent(None, "[DONE]"),
@@ -568,7 +560,7 @@ def _responses_stream(rng: random.Random) -> list[SSEEvent]:
                 "content_index": 0,
                 "delta": c,
             }
-            for c in _cuts(SAID, rng)
+            for c in in_pieces(SAID, rng, 4)
         ),
         {"type": "response.output_item.added", "output_index": 1, "item": call},
         *(
@@ -578,7 +570,7 @@ def _responses_stream(rng: random.Random) -> list[SSEEvent]:
                 "item_id": "fc",
                 "delta": c,
             }
-            for c in _cuts(orjson.dumps(LOGIN).decode(), rng)
+            for c in in_pieces(orjson.dumps(LOGIN).decode(), rng, 4)
         ),
     ]
     return [SSEEvent(e["type"], orjson.dumps(e).decode()) for e in events]
