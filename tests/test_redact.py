@@ -522,9 +522,16 @@ LOGIN = {"user": "me", "password": "hunter2xyz"}
 
 
 def _no_secret(fact: InferenceCall | Skip) -> InferenceCall:
+    """The fact says neither secret; its raw holds no piece of the key (the password of a
+    call's arguments stays in their JSON text there, as in a whole answer's raw), and
+    translates again to the same messages."""
     assert isinstance(fact, InferenceCall)
     said = orjson.dumps(msgspec.to_builtins(fact.output_messages)).decode()
     assert KEY not in said and "hunter2xyz" not in said and MARKER in said
+    raw = orjson.dumps(fact.raw).decode()
+    assert not any(KEY[i : i + 8] in raw for i in range(len(KEY) - 8))
+    again = translate_exchange(fact.raw["request"], fact.raw["response"])
+    assert isinstance(again, InferenceCall) and again.output_messages == fact.output_messages
     return fact
 
 
@@ -604,3 +611,21 @@ def test_a_credential_cut_across_a_streams_events_is_redacted(seed: int) -> None
     assert chat.degradations == {"redacted_provider_key": 1, "redacted_credential_field": 1}
     cut = _no_secret(openai_responses.translate(None, _responses_stream(rng)))
     assert cut.degradations == {"redacted_provider_key": 1, "redacted_credential_field": 1, "truncated_stream": 1}  # fmt: skip
+
+
+@given(st.text(max_size=30), st.text(max_size=30), st.lists(st.integers(1, 6), min_size=1, max_size=40))  # fmt: skip
+def test_any_cut_of_a_streamed_key_leaves_no_piece_of_it(before: str, after: str, sizes: list[int]) -> None:  # fmt: skip
+    text, pieces, at = f"{before} {KEY} {after}", [], 0
+    while at < len(text):
+        n = sizes[len(pieces) % len(sizes)]
+        pieces.append(text[at : at + n])
+        at += n
+    choice = [{"index": 0, "delta": {"content": p}, "finish_reason": None} for p in pieces]
+    evs = [SSEEvent(None, orjson.dumps({"id": "c", "choices": [c]}).decode()) for c in choice]
+    fact = openai_chat.translate(None, [*evs, SSEEvent(None, "[DONE]")])
+    assert isinstance(fact, InferenceCall)
+    assert not any(KEY[i : i + 8] in fact.raw["response"] for i in range(len(KEY) - 8))
+    said = orjson.dumps(msgspec.to_builtins(fact.output_messages)).decode()
+    assert KEY not in said and MARKER in said
+    again = translate_exchange(None, fact.raw["response"])
+    assert isinstance(again, InferenceCall) and again.output_messages == fact.output_messages

@@ -29,6 +29,7 @@ from lithify.model import (
     UriPart,
 )
 from lithify.translate.redact import CLEAN, ESCAPED, SUSPECT, redact_value, screen
+from lithify.translate.sse import scrub_pieces
 
 # The OTel finish-reason values, and every provider spelling that maps onto one of them.
 _FINISH_REASONS = {
@@ -423,8 +424,15 @@ def finish_fields(
     call = InferenceCall(inference_call_id="", source=_source(source), raw=raw, **fields)
     counts: Counter[str] = Counter()
     data = msgspec.to_builtins(call)
+    found: list[tuple[str, str]] | None = [] if assembled else None
     for key in _CONTENT_FIELDS:
-        data[key] = redact_value(data[key], counts, under=key)
+        data[key] = redact_value(
+            data[key], counts, under=key, found=found if key != "raw" else None
+        )
+    stream = data["raw"].get("response") if isinstance(data["raw"], dict) else None
+    if found and isinstance(stream, str | list):
+        # A key the model streamed a few characters an event is in no event whole.
+        data["raw"]["response"] = scrub_pieces(stream, found)
     call = msgspec.convert(data, InferenceCall)
     for reason, n in counts.items():
         deg.add(reason, n)

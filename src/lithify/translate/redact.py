@@ -270,7 +270,11 @@ def _base64(text: str) -> bool:
     )
 
 
-def redact_string(text: str, counts: Counter[str]) -> str:
+def redact_string(
+    text: str, counts: Counter[str], found: list[tuple[str, str]] | None = None
+) -> str:
+    """``text`` with credentials replaced; ``found`` (when given) gets each provider key and
+    token replaced, as it was and as it reads now."""
     if (
         not _SCREEN_STR.find_matches_as_indexes(text.lower())
         and _URL_CREDENTIAL_STR.search(text) is None
@@ -280,13 +284,13 @@ def redact_string(text: str, counts: Counter[str]) -> str:
         return text  # media, never a credential: a key shape in it is chance
     head = _DATA_URL.match(text)
     if head is not None and _base64(text[head.end() :]):
-        return redact_string(text[: head.end()], counts) + text[head.end() :]
+        return redact_string(text[: head.end()], counts, found) + text[head.end() :]
 
     def repl(m: re.Match[str]) -> str:
         if m.group("bearer") is not None:
             counts["redacted_bearer_token"] += 1
             scheme = m.group("bearer").split(None, 1)[0]
-            return f"{scheme} {MARKER}"
+            return _found(found, m.group(), f"{scheme} {MARKER}")
         for group in ("password", "query"):
             if m.group(group) is not None:
                 if m.group(group) == MARKER:
@@ -299,15 +303,28 @@ def redact_string(text: str, counts: Counter[str]) -> str:
         if _BASE64_RUN.match(text, m.start()).end() - m.start() >= _DATA_RUN:  # type: ignore[union-attr]
             return m.group()  # the start of base64 data (an image in SSE text, in JSON)
         counts["redacted_provider_key"] += 1
-        return MARKER
+        return _found(found, m.group(), MARKER)
 
     return _PATTERN.sub(repl, text)
 
 
-def redact_value(value: Any, counts: Counter[str], *, under: str | None = None) -> Any:
+def _found(found: list[tuple[str, str]] | None, was: str, now: str) -> str:
+    if found is not None:
+        found.append((was, now))
+    return now
+
+
+def redact_value(
+    value: Any,
+    counts: Counter[str],
+    *,
+    under: str | None = None,
+    found: list[tuple[str, str]] | None = None,
+) -> Any:
     """Return ``value`` with credentials replaced; containers are copied only when changed.
-    ``under`` is the key the value sits under (``tools`` starts the tool-schema rule)."""
-    return _redact(value, counts, _mode(_PLAIN, _normalize_key(under)) if under else _PLAIN)
+    ``under`` is the key the value sits under (``tools`` starts the tool-schema rule);
+    ``found`` as for ``redact_string``."""
+    return _redact(value, counts, _mode(_PLAIN, _normalize_key(under)) if under else _PLAIN, found)
 
 
 def _credential(key: str) -> bool:
@@ -331,9 +348,11 @@ def _opaque(key: str, value: Any, parent: dict[Any, Any]) -> bool:
     return key in _OPAQUE_KEYS or (isinstance(kind, str) and kind in _OPAQUE_DATA_TYPES)
 
 
-def _redact(value: Any, counts: Counter[str], mode: int) -> Any:
+def _redact(
+    value: Any, counts: Counter[str], mode: int, found: list[tuple[str, str]] | None = None
+) -> Any:
     if isinstance(value, str):
-        return redact_string(value, counts)
+        return redact_string(value, counts, found)
     if isinstance(value, dict):
         out: dict[Any, Any] | None = None
         for k, v in value.items():
@@ -351,7 +370,7 @@ def _redact(value: Any, counts: Counter[str], mode: int) -> Any:
             elif _opaque(key, v, value):
                 continue
             else:
-                nv = _redact(v, counts, _mode(mode, key))
+                nv = _redact(v, counts, _mode(mode, key), found)
             if nv is not v:
                 if out is None:
                     out = dict(value)
@@ -360,7 +379,7 @@ def _redact(value: Any, counts: Counter[str], mode: int) -> Any:
     if isinstance(value, list):
         new: list[Any] | None = None
         for i, v in enumerate(value):
-            nv = _redact(v, counts, mode)
+            nv = _redact(v, counts, mode, found)
             if nv is not v:
                 if new is None:
                     new = list(value)

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import bisect
+import copy
+import itertools
+import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
+
+import orjson
 
 from lithify.core.text import loads
 
@@ -119,3 +125,78 @@ def event_json(ev: Any) -> Any:
 def looks_like_sse(text: str) -> bool:
     head = text.lstrip()[:200]
     return head.startswith(("data:", "event:", ":", "id:", "retry:"))
+
+
+def scrub_pieces(response: Any, cut: list[tuple[str, str]]) -> Any:
+    """A stream's ``raw`` response (SSE text, or the list form of ``raw_stream``) with the
+    credentials its content was put together with — ``cut``: each as it was and as it reads
+    now — replaced where the events carry them in pieces. The string values at one path of
+    the events' JSON (list positions aside), joined in order, are what a translator joins
+    (deltas of a text, of a call's arguments): an occurrence across two or more of them reads
+    as it does now in the first and is cut out of the rest. Events it does not touch keep their
+    text as received; the stream translates again to the same messages."""
+    items = list(iter_events(response)) if isinstance(response, str) else events_of(response)
+    docs = [event_json(e) if isinstance(e, SSEEvent) else copy.deepcopy(e) for e in items]
+    runs: dict[tuple[Any, ...], list[tuple[int, Any, Any]]] = {}
+    for i, doc in enumerate(docs):
+        _strings(doc, (), i, runs)
+    changed: set[int] = set()
+    for leaves in runs.values():
+        changed |= _cut_across(leaves, cut)
+    if not changed:
+        return response
+    out: list[Any] = []
+    for i, (item, doc) in enumerate(zip(items, docs, strict=True)):
+        if i in changed and isinstance(item, SSEEvent):
+            item = SSEEvent(item.event, _dumps(doc))
+        elif i in changed:
+            item = doc
+        out.append(item)
+    return sse_text(out) if isinstance(response, str) else raw_stream(out)
+
+
+def _strings(node: Any, path: tuple[Any, ...], i: int, runs: dict[Any, Any]) -> None:
+    """Every string of a JSON value, in order, by its path (keys only), as (doc, holder, key)."""
+    if isinstance(node, dict):
+        pairs: Any = node.items()
+    elif isinstance(node, list):
+        pairs = enumerate(node)
+    else:
+        return
+    for k, v in pairs:
+        at = (*path, k) if isinstance(node, dict) else path
+        if isinstance(v, str):
+            runs.setdefault(at, []).append((i, node, k))
+        elif isinstance(v, dict | list):
+            _strings(v, at, i, runs)
+
+
+def _cut_across(leaves: list[tuple[int, Any, Any]], cut: list[tuple[str, str]]) -> set[int]:
+    values = [holder[k] for _, holder, k in leaves]
+    starts = list(itertools.accumulate((len(v) for v in values), initial=0))
+    text = "".join(values)
+    edits: dict[int, list[tuple[int, int, str]]] = {}
+    for was, now in cut:
+        at = text.find(was) if was else -1
+        while at >= 0:
+            end = at + len(was)
+            first = bisect.bisect_right(starts, at) - 1
+            last = bisect.bisect_right(starts, end - 1) - 1
+            for j in range(first, last + 1) if first != last else ():
+                lo, hi = max(at, starts[j]) - starts[j], min(end, starts[j + 1]) - starts[j]
+                edits.setdefault(j, []).append((lo, hi, now if j == first else ""))
+            at = text.find(was, end)
+    for j, spans in edits.items():
+        value = values[j]
+        for lo, hi, now in sorted(spans, reverse=True):
+            value = value[:lo] + now + value[hi:]
+        _, holder, k = leaves[j]
+        holder[k] = value
+    return {leaves[j][0] for j in edits}
+
+
+def _dumps(doc: Any) -> str:
+    try:
+        return orjson.dumps(doc).decode()
+    except TypeError:  # a lone surrogate, an integer past 64 bits
+        return json.dumps(doc, ensure_ascii=False, separators=(",", ":"))
