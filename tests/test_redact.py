@@ -605,8 +605,13 @@ def test_a_credential_cut_across_a_streams_events_is_redacted(seed: int) -> None
     response = {"candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP"}]}  # fmt: skip
     whole = _no_secret(gemini.translate(None, response))
     for streamed_args in (False, True):
-        streamed = _no_secret(gemini.translate(None, gemini_stream(response, seed, streamed_args)))
+        events = gemini_stream(response, seed, streamed_args)
+        streamed = _no_secret(gemini.translate(None, events))
         assert streamed.output_messages == whole.output_messages
+        # The JSON-array form: parsed chunks, which raw keeps as a list.
+        parsed = _no_secret(gemini.translate(None, [orjson.loads(e.data) for e in events]))
+        assert isinstance(parsed.raw["response"], list)
+        assert parsed.output_messages == whole.output_messages
     chat = _no_secret(openai_chat.translate(None, _chat_stream(rng)))
     assert chat.degradations == {"redacted_provider_key": 1, "redacted_credential_field": 1}
     cut = _no_secret(openai_responses.translate(None, _responses_stream(rng)))
