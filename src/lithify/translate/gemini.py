@@ -747,24 +747,26 @@ class _Stream:
             return False
         pieces = _g(call, "partialArgs")
         more = _g(call, "willContinue") is True
-        whole = acc.get("open")
-        if not (more or isinstance(pieces, list) or (whole is not None and not call)):
+        held = acc.get("open")  # the part of the call being streamed, if one is
+        if not (more or isinstance(pieces, list) or (held is not None and not call)):
             return False  # a call sent whole
         name, id_ = call.get("name"), call.get("id")
+        whole = held["functionCall"] if held is not None else None
         if whole is None or (name and name != whole["name"]) or (id_ and id_ != whole.get("id")):
             whole = {"name": name if isinstance(name, str) else "", "args": {}}
             if isinstance(id_, str):
                 whole["id"] = id_
-            acc["parts"].append({"functionCall": whole})
+            held = {"functionCall": whole}
+            acc["parts"].append(held)
         signature = _g(part, "thoughtSignature")
-        if signature and not acc["parts"][-1].get("thoughtSignature"):
-            acc["parts"][-1]["thoughtSignature"] = signature
+        if signature and not held.get("thoughtSignature"):
+            held["thoughtSignature"] = signature
         if isinstance(call.get("args"), dict):
             whole["args"].update(call["args"])
         for piece in pieces if isinstance(pieces, list) else []:
             if not _place_arg(whole["args"], piece):
                 self.unplaced += 1
-        acc["open"] = whole if more else None
+        acc["open"] = held if more else None
         return True
 
     @staticmethod
