@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 from collections import Counter
 from typing import Any
@@ -634,3 +635,37 @@ def test_any_cut_of_a_streamed_key_leaves_no_piece_of_it(before: str, after: str
     assert KEY not in said and MARKER in said
     again = translate_exchange(None, fact.raw["response"])
     assert isinstance(again, InferenceCall) and again.output_messages == fact.output_messages
+
+
+def test_a_credential_field_inside_json_text_goes_from_raw_too() -> None:
+    # Arguments travel as JSON text (Chat Completions), and JSON attributes hold messages as
+    # text: raw's walk sees a string there, the content's walk the field.
+    spaced = '{"user": "alice", "password": "hunter2xyz"}'
+    fn = {"name": "login", "arguments": spaced}
+    msg = {"role": "assistant", "tool_calls": [{"id": "c1", "type": "function", "function": fn}]}
+    body = {"id": "x", "choices": [{"index": 0, "message": msg, "finish_reason": "tool_calls"}]}
+    fact = translate_exchange(None, body)
+    assert isinstance(fact, InferenceCall)
+    assert fact.output_messages[0].parts[0].arguments == {"user": "alice", "password": MARKER}  # type: ignore[union-attr]
+    assert "hunter2xyz" not in orjson.dumps(fact.raw).decode()
+    again = translate_exchange(fact.raw["request"], fact.raw["response"])
+    assert isinstance(again, InferenceCall) and again.output_messages == fact.output_messages
+    # Compact, and with a value the standard library writes in ASCII escapes.
+    said = (
+        '[{"role":"assistant","parts":[{"type":"tool_call","arguments":{"api_key":"pässwort1"}}]}]'
+    )
+    call = finish(
+        source="test",
+        deg=Degradations(),
+        identity=("otlp", "t", "s"),
+        raw={
+            "attributes": {
+                "gen_ai.output.messages": said,
+                "other": json.dumps({"api_key": "pässwort1"}),
+            }
+        },
+        output_messages=[Message("assistant", [TextPart("ok")])],
+        request={"tool": {"api_key": "pässwort1"}},
+    )
+    assert "pässwort1" not in orjson.dumps(call.raw).decode() and "p\\u00e4" not in str(call.raw)
+    assert call.raw["attributes"]["gen_ai.output.messages"] == said.replace('"pässwort1"', f'"{MARKER}"')  # fmt: skip

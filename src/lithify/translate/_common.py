@@ -29,7 +29,7 @@ from lithify.model import (
     UriPart,
 )
 from lithify.translate.redact import CLEAN, ESCAPED, SUSPECT, redact_value, screen
-from lithify.translate.sse import scrub_pieces
+from lithify.translate.sse import scrub_pieces, scrub_strings
 
 # The OTel finish-reason values, and every provider spelling that maps onto one of them.
 _FINISH_REASONS = {
@@ -424,15 +424,18 @@ def finish_fields(
     call = InferenceCall(inference_call_id="", source=_source(source), raw=raw, **fields)
     counts: Counter[str] = Counter()
     data = msgspec.to_builtins(call)
-    found: list[tuple[str, str]] | None = [] if assembled else None
+    # What the content's walk replaced, to be found in raw where its walk cannot see it: a
+    # key a model streamed a few characters an event (in no event whole), a credential-named
+    # field inside JSON text (a call's arguments as sent).
+    found: list[tuple[str, str]] = []
     for key in _CONTENT_FIELDS:
-        data[key] = redact_value(
-            data[key], counts, under=key, found=found if key != "raw" else None
-        )
-    stream = data["raw"].get("response") if isinstance(data["raw"], dict) else None
-    if found and isinstance(stream, str | list):
-        # A key the model streamed a few characters an event is in no event whole.
-        data["raw"]["response"] = scrub_pieces(stream, found)
+        noted = found if key != "raw" else None
+        data[key] = redact_value(data[key], counts, under=key, found=noted)
+    if found:
+        raw = data["raw"]
+        if assembled and isinstance(raw, dict) and isinstance(raw.get("response"), str | list):
+            raw = {**raw, "response": scrub_pieces(raw["response"], found)}
+        data["raw"] = scrub_strings(raw, found)
     call = msgspec.convert(data, InferenceCall)
     for reason, n in counts.items():
         deg.add(reason, n)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections import Counter
@@ -9,6 +10,7 @@ from functools import lru_cache
 from typing import Any
 
 import ahocorasick_rs
+import orjson
 
 MARKER = "[REDACTED]"
 
@@ -308,6 +310,23 @@ def redact_string(
     return _PATTERN.sub(repl, text)
 
 
+def _field_text(key: str, value: Any) -> list[tuple[str, str]]:
+    """How a credential-named field reads in JSON text (a call's arguments as sent, a JSON
+    attribute: where no walk of the structure sees it), compact and spaced, with its value and
+    with the marker."""
+    try:
+        k, v = orjson.dumps(key).decode(), orjson.dumps(value).decode()
+    except TypeError:  # a lone surrogate, an integer past 64 bits
+        return []
+    escaped = json.dumps(value)  # the standard library's ASCII form, where it differs
+    marker = f'"{MARKER}"'
+    return [
+        (f"{k}{sep}{text}", f"{k}{sep}{marker}")
+        for text in dict.fromkeys((v, escaped))
+        for sep in (":", ": ")
+    ]
+
+
 def _found(found: list[tuple[str, str]] | None, was: str, now: str) -> str:
     if found is not None:
         found.append((was, now))
@@ -361,6 +380,8 @@ def _redact(
                 if v == MARKER:
                     continue
                 nv: Any = MARKER
+                if found is not None and isinstance(k, str):
+                    found += _field_text(k, v)
                 reason = (
                     "redacted_authorization"
                     if key in ("authorization", "proxy_authorization")

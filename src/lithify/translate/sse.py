@@ -130,19 +130,12 @@ def looks_like_sse(text: str) -> bool:
 def scrub_pieces(response: Any, cut: list[tuple[str, str]]) -> Any:
     """A stream's ``raw`` response (SSE text, or the list form of ``raw_stream``) with the
     credentials its content was put together with — ``cut``: each as it was and as it reads
-    now — replaced where the events carry them in pieces. The string values at one path of
-    the events' JSON (list positions aside), joined in order, are what a translator joins
-    (deltas of a text, of a call's arguments): an occurrence across two or more of them reads
-    as it does now in the first and is cut out of the rest. Events it does not touch keep their
-    text as received; the stream translates again to the same messages."""
+    now — replaced where the events carry them, whole or in pieces (``scrub_strings``, over the
+    JSON of every event). Events it does not touch keep their text as received; the stream
+    translates again to the same messages."""
     items = list(iter_events(response)) if isinstance(response, str) else events_of(response)
     docs = [event_json(e) if isinstance(e, SSEEvent) else copy.deepcopy(e) for e in items]
-    runs: dict[tuple[Any, ...], list[tuple[int, Any, Any]]] = {}
-    for i, doc in enumerate(docs):
-        _strings(doc, (), i, runs)
-    changed: set[int] = set()
-    for leaves in runs.values():
-        changed |= _cut_across(leaves, cut)
+    changed = _scrub(docs, cut)
     if not changed:
         return response
     out: list[Any] = []
@@ -153,6 +146,27 @@ def scrub_pieces(response: Any, cut: list[tuple[str, str]]) -> Any:
             item = doc
         out.append(item)
     return sse_text(out) if isinstance(response, str) else raw_stream(out)
+
+
+def scrub_strings(value: Any, cut: list[tuple[str, str]]) -> Any:
+    """``value`` (a JSON value) with each of ``cut`` — text as it was and as it reads now —
+    replaced in its strings, whole or across strings at one path (list positions aside),
+    joined in order: the pieces a translator joins (the deltas of a text, of a call's
+    arguments). Across pieces, an occurrence reads as it does now in the first and is cut out
+    of the rest. A copy when anything changed."""
+    doc = [copy.deepcopy(value)]
+    return doc[0] if _scrub(doc, cut) else value
+
+
+def _scrub(docs: list[Any], cut: list[tuple[str, str]]) -> set[int]:
+    """Scrub ``docs`` in place; the positions of those changed."""
+    runs: dict[tuple[Any, ...], list[tuple[int, Any, Any]]] = {}
+    for i, doc in enumerate(docs):
+        _strings(doc, (), i, runs)
+    changed: set[int] = set()
+    for leaves in runs.values():
+        changed |= _cut_across(leaves, cut)
+    return changed
 
 
 def _strings(node: Any, path: tuple[Any, ...], i: int, runs: dict[Any, Any]) -> None:
@@ -182,7 +196,7 @@ def _cut_across(leaves: list[tuple[int, Any, Any]], cut: list[tuple[str, str]]) 
             end = at + len(was)
             first = bisect.bisect_right(starts, at) - 1
             last = bisect.bisect_right(starts, end - 1) - 1
-            for j in range(first, last + 1) if first != last else ():
+            for j in range(first, last + 1):
                 lo, hi = max(at, starts[j]) - starts[j], min(end, starts[j + 1]) - starts[j]
                 edits.setdefault(j, []).append((lo, hi, now if j == first else ""))
             at = text.find(was, end)
