@@ -186,6 +186,7 @@ def _strings(node: Any, path: tuple[Any, ...], i: int, runs: dict[Any, Any]) -> 
 
 
 def _cut_across(leaves: list[tuple[int, Any, Any]], cut: list[tuple[str, str]]) -> set[int]:
+    """Edit one path's strings (in order) in place; the docs that changed."""
     values = [holder[k] for _, holder, k in leaves]
     starts = list(itertools.accumulate((len(v) for v in values), initial=0))
     text = "".join(values)
