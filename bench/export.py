@@ -191,6 +191,14 @@ def fact(
     )
 
 
+def with_page_size(path: Path | str, page_size: int) -> None:
+    """Make the SQLite file a store will open at ``path`` with ``page_size`` pages: a store
+    takes its page size from its first write (store/sqlite.py), so only an empty file can."""
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        conn.execute(f"PRAGMA page_size={page_size}")
+        conn.execute("PRAGMA journal_mode=WAL")
+
+
 def write_store(
     path: Path, facts: Iterable[InferenceCall], page_size: int = PAGE_SIZE
 ) -> tuple[int, float]:
@@ -201,10 +209,8 @@ def write_store(
     tmp = path.with_suffix(".tmp")
     for p in (tmp, Path(f"{tmp}-wal"), Path(f"{tmp}-shm")):
         p.unlink(missing_ok=True)
-    if page_size != PAGE_SIZE:  # a store takes its page size from its first write
-        with contextlib.closing(sqlite3.connect(tmp)) as conn:
-            conn.execute(f"PRAGMA page_size={page_size}")
-            conn.execute("PRAGMA journal_mode=WAL")
+    if page_size != PAGE_SIZE:
+        with_page_size(tmp, page_size)
     with open_store(f"sqlite:///{tmp}") as store:
         it = iter(facts)
         while batch := list(islice(it, BATCH)):

@@ -43,7 +43,6 @@ import os
 import random
 import shutil
 import socket
-import sqlite3
 import statistics
 import subprocess
 import sys
@@ -61,6 +60,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from convert import make_requests
+from export import with_page_size
 from lithify.store import open_store
 from lithify.translate import translate_protobuf
 
@@ -561,10 +561,8 @@ def growth(templates: list[bytes], requests: int, page_size: int | None = None) 
     batches = Batches(templates, "protobuf")
     with fresh_store("sqlite", argparse.Namespace()) as url:
         path = url.removeprefix("sqlite://")
-        if page_size:  # a store takes its page size from its first write (store/sqlite.py)
-            with contextlib.closing(sqlite3.connect(path)) as conn:
-                conn.execute(f"PRAGMA page_size={page_size}")
-                conn.execute("PRAGMA journal_mode=WAL")
+        if page_size:
+            with_page_size(path, page_size)
         with open_store(url) as store:
             conn = store._conn  # type: ignore[attr-defined]
             size = conn.execute("PRAGMA page_size").fetchone()[0]
