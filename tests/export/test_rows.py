@@ -169,6 +169,36 @@ def test_profiles_reshape_messages() -> None:
     assert b_openai.counts.changes == {"reasoning_dropped": 2}
 
 
+def test_openai_leaves_out_a_turn_that_only_reasoned_and_skips_such_a_target(
+    tmp_path: Path,
+) -> None:
+    # A Responses reasoning item with no message after it: OpenAI's format has no field for it.
+    hist = fact(
+        "h",
+        [user("Q1"), assistant(think("ONLY-REASONING")), user("Q2")],
+        [assistant(text("Answer"))],
+        session="s-h",
+    )
+    ok = fact("ok", [user("Hi")], [assistant(text("Hello"))], session="s-ok", second=1)
+    target = fact("t", [user("Q")], [assistant(think("THINK-ONLY"))], session="s-t", second=2)
+    summary = run_export([hist, ok, target], tmp_path, kind="sft", profile="openai")
+    rows = read_rows(tmp_path / "train.jsonl")
+    assert [r["metadata"]["source_call_ids"] for r in rows] == [["h"], ["ok"]]
+    assert rows[0]["messages"] == [
+        {"role": "user", "content": "Q1"},
+        {"role": "user", "content": "Q2"},
+        {"role": "assistant", "content": "Answer", "weight": 1},
+    ]
+    assert summary.changes == {"reasoning_dropped": 1}
+    assert summary.skipped == {"reasoning_only": 1}
+    # A profile with a reasoning field keeps the turn (the reasoning-only target is a quality
+    # flag there, dropped by default).
+    kept = run_export([hist, ok, target], tmp_path / "trl", kind="sft", profile="trl")
+    assert not kept.changes and "reasoning_only" not in kept.skipped
+    first = read_rows(tmp_path / "trl" / "train.jsonl")[0]
+    assert first["messages"][1]["reasoning_content"] == "ONLY-REASONING"
+
+
 @pytest.mark.parametrize(
     ("kind", "profile", "extra"),
     [
@@ -402,6 +432,26 @@ def test_dpo_pairs_completions_of_the_same_prompt(tmp_path: Path) -> None:
     assert set(row) == {"input", "preferred_output", "non_preferred_output", "metadata"}
     assert row["preferred_output"] == [{"role": "assistant", "content": "Sunny, 21°C."}]
     assert all("thinking" not in m for m in row["input"]["messages"])
+
+
+def test_dpo_openai_counts_what_the_profile_changed_and_skips_reasoning_only_outputs(
+    tmp_path: Path,
+) -> None:
+    good, fg = _scored("s-good", "Sunny, 21°C.", 0.9)
+    bad, fbad = _scored("s-bad", "No idea.", 0.1)
+    # The prompt holds the first call's reasoning, which OpenAI's format cannot carry.
+    summary = run_export([*good, *bad], tmp_path / "a", [fg, fbad], kind="dpo", profile="openai")
+    assert summary.rows["train"] == 1
+    assert summary.changes == {"reasoning_dropped": 1}
+    prompt = [user("Q")]
+    thought = fact("da", prompt, [assistant(think("THINK-A"))], session="s-a")
+    said = fact("db", prompt, [assistant(text("B"))], session="s-b", second=1)
+    marks = [feedback("da", 1.0), feedback("db", 0.0)]
+    summary = run_export([thought, said], tmp_path / "b", marks, kind="dpo", profile="openai")
+    assert summary.rows["train"] == 0
+    assert summary.skipped == {"reasoning_only": 1}
+    summary = run_export([thought, said], tmp_path / "c", marks, kind="dpo", profile="trl")
+    assert "reasoning_only" not in summary.skipped and not summary.changes
 
 
 def test_dpo_without_a_preference_gives_no_pair(tmp_path: Path) -> None:

@@ -22,7 +22,8 @@ SUPPORTED: dict[str, tuple[str, ...]] = {
 
 # What a profile changed in a row because its target has no place for it: counted, never silent.
 PROFILE_CHANGES: dict[str, str] = {
-    "reasoning_dropped": "assistant reasoning left out: the profile's format has no reasoning field",
+    "reasoning_dropped": "assistant reasoning left out: the profile's format has no reasoning "
+    "field (an earlier assistant turn that only reasoned is left out whole)",
     "tool_media_as_user": "media a tool returned (a computer-use screenshot) put in a user "
     "message right after the tool's result: the format's tool messages hold text only",
 }
@@ -78,10 +79,12 @@ class Profile:
     def messages(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Canonical trainer messages (fresh dicts) reshaped in place for this profile.
 
-        Reasoning the profile has no field for is removed; the caller counts it beforehand.
+        Reasoning the profile has no field for is removed, and with it an assistant message
+        that held nothing else; the caller counts it beforehand (``reasoning_dropped``).
         """
         if self.canonical_messages:
             return messages
+        kept: list[dict[str, Any]] = []
         for m in messages:
             role = m["role"]
             if role == "assistant":
@@ -92,6 +95,8 @@ class Profile:
                         rest = {k: m.pop(k) for k in list(m) if k != "role"}
                         m[self.reasoning_key] = thinking
                         m.update(rest)
+                    elif len(m) == 1:
+                        continue  # only its role is left: no message the format can hold
                 if self.name in TEMPLATE_PROFILES:
                     # Chat templates (DeepSeek-V3, …) read message["content"] unconditionally.
                     m.setdefault("content", [] if self.images else "")
@@ -101,7 +106,8 @@ class Profile:
                         fn["arguments"] = arguments_text(fn["arguments"])
             elif role == "tool" and not self.tool_result_name:
                 del m["name"]
-        return messages
+            kept.append(m)
+        return kept
 
 
 def resolve(

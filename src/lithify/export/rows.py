@@ -350,13 +350,6 @@ def _output(turn: Turn) -> Message | None:
     return outs[turn.chosen] if 0 <= turn.chosen < len(outs) else None
 
 
-def _check_target(output: Message) -> None:
-    """A row teaches the assistant's turn: an output in another role is no target (OpenAI's
-    format refuses a weight or a preferred output on it; other formats would train on it)."""
-    if output.role != "assistant":
-        raise RowSkip("non_assistant_output", output.role)
-
-
 @dataclass
 class _Candidate:
     score: float
@@ -367,6 +360,7 @@ class _Candidate:
     segment_id: str
     model: str | None
     source_ids: list[str]
+    changes: frozenset[str]  # what the profile changed in its prompt and output
 
 
 @dataclass
@@ -435,6 +429,21 @@ class RowBuilder:
         if tool_media_moved(messages, self.media):
             changes.add(TOOL_MEDIA_AS_USER)
         return self.profile.messages(out), frozenset(changes)
+
+    def _target(
+        self, output: Message, names: dict[str, str], images: list[BlobPart] | None = None
+    ) -> tuple[list[dict[str, Any]], frozenset[str]]:
+        """The trainer message of a turn's output, the row's target, as ``_messages`` makes it.
+
+        A row teaches the assistant's turn: an output in another role is no target (OpenAI's
+        format refuses a weight or a preferred output on it; other formats would train on it).
+        """
+        if output.role != "assistant":
+            raise RowSkip("non_assistant_output", output.role)
+        target, changes = self._messages([output], names, images)
+        if not target:
+            raise RowSkip("reasoning_only")
+        return target, changes
 
     def _changed(self, changes: Iterable[str]) -> None:
         """Count a written row's profile changes, each once."""
@@ -580,8 +589,7 @@ class RowBuilder:
             target_images: list[BlobPart] = []
             if failure is None and output is not None:
                 try:
-                    _check_target(output)
-                    target, d = self._messages([output], names, target_images)
+                    target, d = self._target(output, names, target_images)
                     changes |= d
                 except RowSkip as e:
                     failure = e
@@ -757,6 +765,7 @@ class RowBuilder:
         context: list[dict[str, Any]] = []
         ids: list[str] = []
         failure: RowSkip | None = None
+        changes: frozenset[str] = frozenset()
         for turn in segment.turns:
             call = turn.call
             ids.append(call.inference_call_id)
@@ -764,15 +773,17 @@ class RowBuilder:
                 failure = self._degraded([turn])
             if failure is None:
                 try:
-                    context.extend(self._messages(turn.new_messages, names)[0])
+                    msgs, d = self._messages(turn.new_messages, names)
+                    context.extend(msgs)
+                    changes |= d
                 except RowSkip as e:
                     failure = e
             output = _output(turn)
             target: list[dict[str, Any]] = []
+            target_changes: frozenset[str] = frozenset()
             if failure is None and output is not None:
                 try:
-                    _check_target(output)
-                    target = self._messages([output], names)[0]
+                    target, target_changes = self._target(output, names)
                 except RowSkip as e:
                     failure = e
             values = _values(turn.feedback)
@@ -785,8 +796,10 @@ class RowBuilder:
                 elif not has_prompt(m["role"] for m in context):
                     self._skip(RowSkip("no_prompt"))
                 else:
-                    self._candidate(segment, call, context, target, score, list(ids))
+                    cand_changes = changes | target_changes
+                    self._candidate(segment, call, context, target, score, list(ids), cand_changes)
             context.extend(target)
+            changes |= target_changes
 
     def _candidate(
         self,
@@ -796,6 +809,7 @@ class RowBuilder:
         target: list[dict[str, Any]],
         score: float,
         ids: list[str],
+        changes: frozenset[str],
     ) -> None:
         try:
             tools = trainer_tools(call.tools)
@@ -813,6 +827,7 @@ class RowBuilder:
             segment.segment_id,
             call.model,
             ids,
+            changes,
         )
         self._offer(key, (list(context), tools), cand)
 
@@ -889,6 +904,9 @@ class RowBuilder:
                     "metadata": meta,
                 }
             try:
-                yield self._finish(data, [prompt, tools], split, ids)
+                row = self._finish(data, [prompt, tools], split, ids)
             except RowSkip as e:
                 self._skip(e)
+                continue
+            self._changed(best.changes | worst.changes)
+            yield row

@@ -35,6 +35,8 @@ SKIP_REASONS: dict[str, str] = {
     "no_output": "the target call has no output message to learn from",
     "non_assistant_output": "the target call's output message is not the assistant's (its role "
     "is system, user, …): there is no assistant turn to learn",
+    "reasoning_only": "the target assistant turn holds only reasoning, and the profile's format "
+    "has no reasoning field (openai): nothing would be left to learn",
     "no_prompt": "the input has no user or tool message to answer (e.g. a response captured "
     "without its request: at most its echoed instructions)",
     "empty_assistant": "an assistant turn with no parts",
