@@ -193,15 +193,20 @@ def test_the_replayed_choice_continues_and_the_others_are_alternatives() -> None
     follow = call(
         "c2", [*Q, replayed(CHOICES[1]), user("why?")], [assistant(TextPart("calm"))], second=2
     )
-    [seg] = segment_session("s", [first, follow])
+    stats = DeriveStats()
+    [seg] = segment_session("s", [first, follow], stats)
     assert [(t.chosen, t.alternatives) for t in seg.turns] == [(1, [0, 2]), (0, [])]
+    assert stats.alternatives == 2  # counted: no row carries them
     assert seg.turns[1].new_messages == [user("why?")]
     assert_replays([seg])
 
 
 def test_when_no_later_call_replays_a_choice_the_first_continues() -> None:
-    [seg] = segment_session("s", [call("c1", Q, CHOICES)])
-    assert (seg.turns[0].chosen, seg.turns[0].alternatives) == (0, [1, 2])
+    for session in ("s", None):  # a call without a session is a segment of its own
+        stats = DeriveStats()
+        [seg] = segment_session(session, [call("c1", Q, CHOICES)], stats)
+        assert (seg.turns[0].chosen, seg.turns[0].alternatives) == (0, [1, 2])
+        assert stats.alternatives == 2
 
 
 def test_interleaved_sub_agents_give_one_segment_each() -> None:

@@ -91,7 +91,7 @@ def test_the_json_summary_is_the_typed_summary(tmp_path: Path) -> None:
         "feedback_dropped",
     ]
     derive = summary["derive"]
-    assert list(derive) == ["calls", "duplicates", "sessions", "segments", "splits"]  # type: ignore[call-overload]
+    assert list(derive) == ["calls", "duplicates", "sessions", "segments", "splits", "alternatives"]  # type: ignore[call-overload]
     assert summary["facts_read"] == derive["calls"] + derive["duplicates"] == 4  # type: ignore[index]
 
 

@@ -61,6 +61,13 @@ def summary_table(summary: ExportSummary) -> Table:
     t.add_row("segments", str(d.segments), f"in {d.sessions} sessions")
     for reason, n in d.splits.items():
         t.add_row(f"segment start: {reason}", str(n), SPLIT_REASONS.get(reason, ""))
+    if d.alternatives:
+        t.add_row(
+            "alternative choices",
+            str(d.alternatives),
+            "outputs of calls with several choices that the session did not continue with: "
+            "in no row",
+        )
     for split in ("train", "eval"):
         t.add_row(
             f"[green]rows: {split}[/]",

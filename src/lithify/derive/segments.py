@@ -168,6 +168,7 @@ def _segments_of(
         for seg in segments:
             if seg.split_reason is not None:
                 stats.split(seg.split_reason)
+            stats.alternatives += sum(len(t.alternatives) for t in seg.turns)
     return segments
 
 

@@ -28,6 +28,8 @@ class DeriveStats(msgspec.Struct, kw_only=True):
     sessions: int = 0  # groups with a session id
     segments: int = 0
     splits: dict[str, int] = msgspec.field(default_factory=dict)  # starts by SPLIT_REASONS
+    # Output choices other than the one a turn continues with (n > 1): no row carries them.
+    alternatives: int = 0
 
     def split(self, reason: str) -> None:
         """Count a segment start; reasons stay in name order, as summaries list them."""
@@ -43,6 +45,7 @@ class DeriveStats(msgspec.Struct, kw_only=True):
         self.duplicates += part.duplicates
         self.sessions += part.sessions
         self.segments += part.segments
+        self.alternatives += part.alternatives
         splits = Counter(self.splits)
         splits.update(part.splits)
         self.splits = dict(sorted(splits.items()))  # in name order, as ``split`` keeps
