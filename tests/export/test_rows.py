@@ -191,6 +191,20 @@ def test_openai_leaves_out_a_turn_that_only_reasoned_and_skips_such_a_target(
     ]
     assert summary.changes == {"reasoning_dropped": 1}
     assert summary.skipped == {"reasoning_only": 1}
+    # The same within a session: the turn that only reasoned skips its own row, not the next.
+    then = fact(
+        "t2",
+        [user("Q"), replay(assistant(think("THINK-ONLY"))), user("Q2")],
+        [assistant(text("A2"))],
+        session="s-t",
+        second=3,
+    )
+    summary = run_export([target, then], tmp_path / "s", kind="sft", profile="openai")
+    [row] = read_rows(tmp_path / "s" / "train.jsonl")
+    assert row["metadata"]["source_call_ids"] == ["t", "t2"]
+    assert [m["role"] for m in row["messages"]] == ["user", "user", "assistant"]
+    assert summary.skipped == {"reasoning_only": 1}
+    assert summary.changes == {"reasoning_dropped": 1}
     # A profile with a reasoning field keeps the turn (the reasoning-only target is a quality
     # flag there, dropped by default).
     kept = run_export([hist, ok, target], tmp_path / "trl", kind="sft", profile="trl")

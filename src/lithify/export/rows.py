@@ -433,17 +433,15 @@ class RowBuilder:
     def _target(
         self, output: Message, names: dict[str, str], images: list[BlobPart] | None = None
     ) -> tuple[list[dict[str, Any]], frozenset[str]]:
-        """The trainer message of a turn's output, the row's target, as ``_messages`` makes it.
+        """The trainer message of a turn's output, the row's target, as ``_messages`` makes it
+        (none when the turn only reasoned and the profile drops reasoning: ``reasoning_only``).
 
         A row teaches the assistant's turn: an output in another role is no target (OpenAI's
         format refuses a weight or a preferred output on it; other formats would train on it).
         """
         if output.role != "assistant":
             raise RowSkip("non_assistant_output", output.role)
-        target, changes = self._messages([output], names, images)
-        if not target:
-            raise RowSkip("reasoning_only")
-        return target, changes
+        return self._messages([output], names, images)
 
     def _changed(self, changes: Iterable[str]) -> None:
         """Count a written row's profile changes, each once."""
@@ -600,6 +598,9 @@ class RowBuilder:
                 self._skip(RowSkip("no_output"))
             elif failure is not None:
                 self._skip(failure)
+            elif not target:
+                # Only this row: later rows show the turn as the profile does, left out.
+                self._skip(RowSkip("reasoning_only"))
             elif not context.prompted:
                 self._skip(RowSkip("no_prompt"))
             else:
@@ -793,6 +794,8 @@ class RowBuilder:
                     self.counts.filtered += 1
                 elif failure is not None:
                     self._skip(failure)
+                elif not target:
+                    self._skip(RowSkip("reasoning_only"))
                 elif not has_prompt(m["role"] for m in context):
                     self._skip(RowSkip("no_prompt"))
                 else:
