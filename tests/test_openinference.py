@@ -10,7 +10,16 @@ import orjson
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lithify.model import DEGRADATION_REASONS, InferenceCall, Skip
+from lithify.model import (
+    DEGRADATION_REASONS,
+    InferenceCall,
+    Message,
+    ReasoningPart,
+    Skip,
+    TextPart,
+    ToolCallPart,
+    ToolCallResponsePart,
+)
 from lithify.translate import openinference
 from lithify.translate._common import Degradations
 from lithify.translate.otlp import json_spans
@@ -137,6 +146,57 @@ def test_user_message_carrying_a_tool_call_id_is_a_tool_result() -> None:
             "finish_reason": None,
         }
     ]
+
+
+def _answered_call() -> dict[str, Any]:
+    return {f"{IN}.0.message.role": "assistant", **call(f"{IN}.0", 0, "c1", "f", "{}")}
+
+
+def test_contents_beside_a_tool_result_are_kept_after_it() -> None:
+    # A result with content beside other contents (an Anthropic user turn holding a tool_result
+    # and text, recorded with tool_call_id): the rest of the message follows as a user message.
+    f = fact(
+        {
+            **_answered_call(),
+            f"{IN}.1.message.role": "user",
+            f"{IN}.1.message.tool_call_id": "c1",
+            f"{IN}.1.message.content": "the result",
+            f"{IN}.1.message.contents.0.message_content.type": "text",
+            f"{IN}.1.message.contents.0.message_content.text": "the result",
+            f"{IN}.1.message.contents.1.message_content.type": "text",
+            f"{IN}.1.message.contents.1.message_content.text": "and a follow-up question",
+            f"{IN}.1.message.contents.2.message_content.type": "reasoning",
+            f"{IN}.1.message.contents.2.message_content.text": "hmm",
+        }
+    )
+    assert f.input_messages == [
+        Message("assistant", [ToolCallPart("c1", "f", {})]),
+        Message("tool", [ToolCallResponsePart("c1", "the result")]),
+        Message("user", [TextPart("and a follow-up question"), ReasoningPart("hmm")]),
+    ]
+    assert f.degradations == {}
+
+
+def test_the_text_contents_of_a_tool_message_without_content_are_its_result() -> None:
+    f = fact(
+        {
+            **_answered_call(),
+            f"{IN}.1.message.role": "tool",
+            f"{IN}.1.message.tool_call_id": "c1",
+            f"{IN}.1.message.contents.0.message_content.type": "text",
+            f"{IN}.1.message.contents.0.message_content.text": "part one",
+            f"{IN}.1.message.contents.1.message_content.type": "reasoning",
+            f"{IN}.1.message.contents.1.message_content.text": "hmm",
+            f"{IN}.1.message.contents.2.message_content.type": "text",
+            f"{IN}.1.message.contents.2.message_content.text": "part two",
+        }
+    )
+    result = [{"type": "text", "text": "part one"}, {"type": "text", "text": "part two"}]
+    assert f.input_messages[1:] == [
+        Message("tool", [ToolCallResponsePart("c1", result)]),
+        Message("user", [ReasoningPart("hmm")]),
+    ]
+    assert f.degradations == {}
 
 
 def test_malformed_and_empty_arguments() -> None:
@@ -641,6 +701,9 @@ _field = st.sampled_from(
         "message.contents.1.message_content.type",
         "message.contents.1.message_content.image.image.url",
         "message.contents.1.message_content.signature",
+        "message.contents.2.message_content.file.file.url",
+        "message.contents.2.message_content.file.file.id",
+        "message.contents.2.message_content.file.file.name",
         "message.tool_calls.0.tool_call.id",
         "message.tool_calls.0.tool_call.function.name",
         "message.tool_calls.0.tool_call.function.arguments",

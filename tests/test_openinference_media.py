@@ -126,6 +126,52 @@ def test_audio_video_and_document_contents() -> None:
     assert f.degradations == {"content_reference": 3}
 
 
+def test_file_contents_are_media_parts() -> None:
+    # openinference-instrumentation-openai writes a chat `file` part as message_content.file
+    # with file.url (a data URL of file_data), file.mime_type, file.name, or file.id.
+    f = fact(
+        {
+            f"{IN}.0.message.role": "user",
+            **content(f"{IN}.0", 0, type="text", text="Summarize the PDFs"),
+            **content(
+                f"{IN}.0",
+                1,
+                type="file",
+                file__file__url=data_url("application/pdf", b"%PDF-1.4\n"),
+                file__file__mime_type="application/pdf",
+                file__file__name="a.pdf",
+            ),
+            **content(f"{IN}.0", 2, type="file", file__file__id="file-7", file__file__name="b.pdf"),
+            **content(f"{IN}.0", 3, type="file", file__file__url="https://x.test/c.png"),
+            **content(f"{IN}.0", 4, type="file", file__file__name="lost.pdf"),
+            f"{OUT}.0.message.role": "assistant",
+            f"{OUT}.0.message.content": "ok",
+        }
+    )
+    assert f.input_messages[0].parts == [
+        TextPart("Summarize the PDFs"),
+        blob(b"%PDF-1.4\n", "application/pdf", "document"),
+        FilePart("document", "application/pdf", "file-7"),  # the MIME type its name implies
+        UriPart("document", None, "https://x.test/c.png"),
+    ]
+    assert f.degradations == {"content_reference": 2, "malformed_media": 1}
+
+
+def test_an_untyped_content_item_is_known_by_its_keys() -> None:
+    f = fact(
+        {
+            f"{IN}.0.message.role": "user",
+            **content(f"{IN}.0", 0, image__image__url="https://x.test/y.png"),
+            **content(f"{IN}.0", 1, text="and this"),
+            **content(f"{IN}.0", 2, mystery__value="?"),
+        }
+    )
+    assert f.input_messages == [
+        Message("user", [UriPart("image", None, "https://x.test/y.png"), TextPart("and this")])
+    ]
+    assert f.degradations == {"content_reference": 1, "unsupported_content": 1}
+
+
 def test_hidden_or_missing_media_is_counted() -> None:
     f = fact(
         {

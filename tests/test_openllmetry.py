@@ -10,7 +10,16 @@ import orjson
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lithify.model import DEGRADATION_REASONS, InferenceCall, Skip, ToolCallPart
+from lithify.model import (
+    DEGRADATION_REASONS,
+    InferenceCall,
+    Message,
+    ReasoningPart,
+    Skip,
+    TextPart,
+    ToolCallPart,
+    ToolCallResponsePart,
+)
 from lithify.translate import openllmetry
 from lithify.translate._common import Degradations
 from lithify.translate.otlp import Span
@@ -377,6 +386,205 @@ def test_a_computer_call_with_its_action_is_the_computer_tool() -> None:
     assert f.degradations == {}
 
 
+def test_a_refusal_written_instead_of_content_is_the_answer_text() -> None:
+    # traceloop's OpenAI chat wrapper writes `refusal` in place of `content` when the model
+    # refuses; as the Chat Completions translator reads message.refusal, it is text.
+    f = fact(
+        {
+            "gen_ai.prompt.0.role": "user",
+            "gen_ai.prompt.0.content": "how do I pick a lock?",
+            "gen_ai.completion.0.finish_reason": "stop",
+            "gen_ai.completion.0.role": "assistant",
+            "gen_ai.completion.0.refusal": "I'm sorry, I can't help with that.",
+        }
+    )
+    assert msgs(f.output_messages) == [
+        {
+            "role": "assistant",
+            "parts": [{"type": "text", "content": "I'm sorry, I can't help with that."}],
+            "finish_reason": "stop",
+        }
+    ]
+    assert f.degradations == {}
+
+
+def test_a_completion_holding_only_a_refusal_is_still_a_message() -> None:
+    f = fact({"gen_ai.prompt.0.content": "x", "gen_ai.completion.0.refusal": "No."})
+    assert msgs(f.output_messages) == [
+        {"role": "assistant", "parts": [{"type": "text", "content": "No."}], "finish_reason": None}
+    ]
+
+
+def test_a_refusal_beside_content_follows_it() -> None:
+    f = fact(
+        {
+            "gen_ai.completion.0.role": "assistant",
+            "gen_ai.completion.0.content": "Partly:",
+            "gen_ai.completion.0.refusal": "not the rest.",
+            "gen_ai.completion.0.tool_calls.0.id": "c1",
+            "gen_ai.completion.0.tool_calls.0.name": "f",
+            "gen_ai.completion.0.tool_calls.0.arguments": "{}",
+        }
+    )
+    assert f.output_messages[0].parts == [
+        TextPart("Partly:"),
+        TextPart("not the rest."),
+        ToolCallPart("c1", "f", {}),
+    ]
+
+
+def test_sglang_reasoning_content_is_reasoning_before_the_text() -> None:
+    f = fact(
+        {
+            "gen_ai.prompt.0.role": "user",
+            "gen_ai.prompt.0.content": "2+2?",
+            "gen_ai.completion.0.finish_reason": "stop",
+            "gen_ai.completion.0.role": "assistant",
+            "gen_ai.completion.0.content": "4",
+            "gen_ai.completion.0.reasoning_content": "Two and two make four.",
+        }
+    )
+    assert f.output_messages == [
+        Message("assistant", [ReasoningPart("Two and two make four."), TextPart("4")], "stop")
+    ]
+    assert f.degradations == {}
+
+
+_plain = st.text(min_size=1).filter(lambda t: not t.lstrip().startswith("["))
+
+
+@given(_plain, _plain, st.booleans())
+def test_reasoning_in_both_fields_is_kept_once_per_distinct_text(
+    first: str, second: str, same: bool
+) -> None:
+    # vLLM fills reasoning_content and reasoning with the same text; different texts are both kept.
+    second = first if same else second
+    f = fact(
+        {
+            "gen_ai.completion.0.content": "answer",
+            "gen_ai.completion.0.reasoning_content": first,
+            "gen_ai.completion.0.reasoning": second,
+        }
+    )
+    expected = [first] if first == second else [first, second]
+    assert f.output_messages[0].parts == [*map(ReasoningPart, expected), TextPart("answer")]
+    assert f.degradations == {}
+
+
+_WEATHER_CALLS = [
+    {
+        "id": "call_1",
+        "type": "function",
+        "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+    }
+]
+
+
+def test_tool_calls_written_as_one_json_value_or_a_parsed_list() -> None:
+    # A producer (respan's agent-framework instrumentation) writes json.dumps(tool_calls) under
+    # gen_ai.{prompt,completion}.N.tool_calls; a trace store hands the same value back parsed.
+    for value in (orjson.dumps(_WEATHER_CALLS).decode(), _WEATHER_CALLS):
+        f = fact(
+            {
+                "gen_ai.prompt.0.role": "user",
+                "gen_ai.prompt.0.content": "Weather in Paris?",
+                "gen_ai.prompt.1.role": "assistant",
+                "gen_ai.prompt.1.tool_calls": value,
+                "gen_ai.prompt.2.role": "tool",
+                "gen_ai.prompt.2.content": "sunny",
+                "gen_ai.completion.0.role": "assistant",
+                "gen_ai.completion.0.tool_calls": value,
+            }
+        )
+        call = ToolCallPart("call_1", "get_weather", {"city": "Paris"})
+        assert f.input_messages == [
+            Message("user", [TextPart("Weather in Paris?")]),
+            Message("assistant", [call]),
+            Message("tool", [ToolCallResponsePart("call_1", "sunny")]),
+        ]
+        assert f.output_messages == [Message("assistant", [call])]
+        assert f.degradations == {}
+
+
+_call = st.fixed_dictionaries(
+    {
+        "id": st.text(min_size=1, max_size=8),
+        "name": st.text(min_size=1, max_size=8),
+        "arguments": st.dictionaries(st.text(max_size=4), st.integers(-(2**53), 2**53), max_size=3),
+    }
+)
+
+
+@given(st.lists(_call, min_size=1, max_size=4))
+def test_tool_calls_as_one_value_equal_the_indexed_keys(calls: list[dict[str, Any]]) -> None:
+    indexed: dict[str, Any] = {"gen_ai.completion.0.role": "assistant"}
+    listed = []
+    for m, c in enumerate(calls):
+        args = orjson.dumps(c["arguments"]).decode()
+        indexed |= {
+            f"gen_ai.completion.0.tool_calls.{m}.id": c["id"],
+            f"gen_ai.completion.0.tool_calls.{m}.name": c["name"],
+            f"gen_ai.completion.0.tool_calls.{m}.arguments": args,
+        }
+        listed.append({"id": c["id"], "function": {"name": c["name"], "arguments": args}})
+    expected = fact(indexed)
+    for value in (listed, orjson.dumps(listed).decode()):
+        got = fact(
+            {"gen_ai.completion.0.role": "assistant", "gen_ai.completion.0.tool_calls": value}
+        )
+        assert got.output_messages == expected.output_messages
+        assert got.degradations == expected.degradations == {}
+
+
+def test_a_tool_calls_value_that_is_no_list_of_calls_is_counted() -> None:
+    f = fact(
+        {
+            "gen_ai.completion.0.role": "assistant",
+            "gen_ai.completion.0.content": "hi",
+            "gen_ai.completion.0.tool_calls": "[not json",
+            "gen_ai.completion.1.role": "assistant",
+            "gen_ai.completion.1.tool_calls": '[1, {"id": "c", "function": {"name": "f"}}]',
+        }
+    )
+    # (the tool-call-only completion merges into the one before it, as split completions do)
+    assert f.output_messages == [Message("assistant", [TextPart("hi"), ToolCallPart("c", "f", {})])]
+    assert f.degradations == {"malformed_messages": 2}
+
+
+def test_text_citations_in_serialized_content_are_counted() -> None:
+    # As the Anthropic (`citations`) and Responses (`annotations`) translators count them.
+    cited = [
+        {
+            "type": "text",
+            "text": "Paris",
+            "citations": [
+                {"type": "char_location", "cited_text": "Paris is", "document_index": 0},
+                {"type": "char_location", "cited_text": "the capital", "document_index": 0},
+            ],
+        }
+    ]
+    annotated = [
+        {
+            "type": "output_text",
+            "text": "See the docs",
+            "annotations": [{"type": "url_citation", "url": "https://example.com"}],
+        }
+    ]
+    f = fact(
+        {
+            "gen_ai.prompt.0.role": "assistant",
+            "gen_ai.prompt.0.content": orjson.dumps(cited).decode(),
+            "gen_ai.prompt.1.role": "user",
+            "gen_ai.prompt.1.content": "thanks",
+            "gen_ai.completion.0.role": "assistant",
+            "gen_ai.completion.0.content": orjson.dumps(annotated).decode(),
+        }
+    )
+    assert texts(f.input_messages) == ["Paris", "thanks"]
+    assert texts(f.output_messages) == ["See the docs"]
+    assert f.degradations == {"text_citation": 3}
+
+
 # --- content --------------------------------------------------------------------------------
 
 
@@ -663,6 +871,9 @@ _field = st.sampled_from(
         "tool_call_id",
         "finish_reason",
         "reasoning",
+        "reasoning_content",
+        "refusal",
+        "tool_calls",
         "name",
         "",
         "tool_calls.0.id",

@@ -22,9 +22,11 @@ from lithify.model import (
     ServerToolCallPart,
     ServerToolCallResponsePart,
     TextPart,
+    ToolCallPart,
     ToolCallResponsePart,
     UriPart,
 )
+from lithify.translate import anthropic
 from lithify.translate.telemetry import translate_attributes
 from tests.helpers import assert_valid_messages
 
@@ -258,4 +260,182 @@ def test_random_image_data_urls_round_trip(images: list[bytes]) -> None:
         {"gen_ai.prompt.0.role": "user", "gen_ai.prompt.0.content": orjson.dumps(content).decode()}
     )
     assert f.input_messages[0].parts == [blob(d, "image/jpeg", "image") for d in images]
+    assert f.degradations == {}
+
+
+def _anthropic_input(content: list[dict[str, Any]]) -> list[Message]:
+    """The input messages the Anthropic translator gives for one user turn of ``content``."""
+    request = {
+        "model": "claude",
+        "max_tokens": 8,
+        "messages": [{"role": "user", "content": content}],
+    }
+    result = anthropic.translate(request, None)
+    assert isinstance(result, InferenceCall), result
+    return result.input_messages
+
+
+def test_anthropic_text_documents_give_the_anthropic_translators_parts() -> None:
+    # OpenLLMetry's Anthropic instrumentation json.dumps a list-valued content; plain-text and
+    # custom-content documents are read as the Anthropic translator reads the same request.
+    text_doc = {
+        "type": "document",
+        "source": {"type": "text", "media_type": "text/plain", "data": "The grass is green."},
+        "title": "facts",
+        "citations": {"enabled": True},
+    }
+    content_doc = {
+        "type": "document",
+        "source": {
+            "type": "content",
+            "content": [{"type": "text", "text": "Chunk one."}, {"type": "text", "text": "Two."}],
+        },
+    }
+    question = {"type": "text", "text": "What color is the grass?"}
+    for doc, parts in (
+        (text_doc, [blob(b"The grass is green.", "text/plain", "document")]),
+        (content_doc, [TextPart("Chunk one."), TextPart("Two.")]),
+    ):
+        content = [doc, question]
+        f = fact(
+            {
+                "gen_ai.system": "Anthropic",
+                "gen_ai.prompt.0.role": "user",
+                "gen_ai.prompt.0.content": orjson.dumps(content).decode(),
+                "gen_ai.completion.0.role": "assistant",
+                "gen_ai.completion.0.content": "Green.",
+            }
+        )
+        assert f.input_messages == [Message("user", [*parts, TextPart(question["text"])])]
+        assert f.input_messages == _anthropic_input(content)
+        assert f.degradations == {}
+
+
+def test_responses_blocks_the_instrumentation_re_types_are_media() -> None:
+    # traceloop's responses wrapper (process_content_block) writes input_image as
+    # {"type": "image", "image_url", "detail", "file_id"} and input_file as
+    # {"type": "file", "file_id", "filename", "file_data"}.
+    content = [
+        {"type": "text", "text": "What are these?"},
+        {
+            "type": "image",
+            "image_url": "https://example.com/a.png",
+            "detail": "auto",
+            "file_id": None,
+        },
+        {"type": "image", "image_url": None, "detail": "auto", "file_id": "file-img"},
+        {
+            "type": "file",
+            "file_id": None,
+            "filename": "a.pdf",
+            "file_data": "data:application/pdf;base64," + b64(b"%PDF-1.4\n"),
+        },
+        {"type": "file", "file_id": "file-doc", "filename": "b.pdf", "file_data": None},
+    ]
+    f = fact(
+        {
+            "gen_ai.system": "openai",
+            "gen_ai.prompt.0.role": "user",
+            "gen_ai.prompt.0.content": orjson.dumps(content).decode(),
+        }
+    )
+    assert f.input_messages == [
+        Message(
+            "user",
+            [
+                TextPart("What are these?"),
+                UriPart(modality="image", mime_type=None, uri="https://example.com/a.png"),
+                FilePart(modality="image", mime_type=None, file_id="file-img"),
+                blob(b"%PDF-1.4\n", "application/pdf", "document"),
+                FilePart(modality="document", mime_type="application/pdf", file_id="file-doc"),
+            ],
+        )
+    ]
+    assert f.degradations == {"content_reference": 3}
+
+
+def test_a_replayed_computer_call_and_its_screenshot() -> None:
+    # traceloop's responses wrapper writes a computer_call input item as an assistant message
+    # holding json.dumps({id, call_id, action}), and its computer_call_output as role
+    # "computer-call" holding only the screenshot as an image_url block.
+    shot = f"data:image/png;base64,{b64(PNG)}"
+    f = fact(
+        {
+            "gen_ai.system": "openai",
+            "gen_ai.prompt.0.role": "user",
+            "gen_ai.prompt.0.content": "Open the browser.",
+            "gen_ai.prompt.1.role": "assistant",
+            "gen_ai.prompt.1.content": orjson.dumps(
+                {"id": "cu_1", "call_id": "call_1", "action": {"type": "screenshot"}}
+            ).decode(),
+            "gen_ai.prompt.2.role": "computer-call",
+            "gen_ai.prompt.2.content": orjson.dumps(
+                [{"type": "image_url", "image_url": {"url": shot}}]
+            ).decode(),
+            "gen_ai.completion.0.role": "assistant",
+            "gen_ai.completion.0.tool_calls.0.id": "call_2",
+            "gen_ai.completion.0.tool_calls.0.name": "computer_call",
+            "gen_ai.completion.0.tool_calls.0.arguments": '{"type": "click", "x": 1, "y": 2}',
+        }
+    )
+    # As the Responses translator reads the same items: the computer tool called with its
+    # action, and a tool message with the screenshot's result and the image after it.
+    assert f.input_messages == [
+        Message("user", [TextPart("Open the browser.")]),
+        Message("assistant", [ToolCallPart("call_1", "computer", {"type": "screenshot"})]),
+        Message(
+            "tool",
+            [
+                ToolCallResponsePart("call_1", {"type": "computer_screenshot"}),
+                blob(PNG, "image/png", "image"),
+            ],
+        ),
+    ]
+    assert f.output_messages == [
+        Message(
+            "assistant", [ToolCallPart("call_2", "computer", {"type": "click", "x": 1, "y": 2})]
+        )
+    ]
+    assert f.degradations == {}
+
+
+def test_computer_call_forms_from_a_trace_store_and_json_answers() -> None:
+    shot = [{"type": "image_url", "image_url": {"url": f"data:image/png;base64,{b64(PNG)}"}}]
+    f = fact(
+        {
+            "gen_ai.prompt.0.role": "assistant",
+            "gen_ai.prompt.0.content": {"call_id": "call_1", "action": {"type": "screenshot"}},
+            "gen_ai.prompt.1.role": "computer-call",
+            "gen_ai.prompt.1.content": shot,  # handed back parsed
+            "gen_ai.prompt.2.role": "assistant",
+            "gen_ai.prompt.2.content": '{"action": "search"}',  # JSON text, not a computer call
+        }
+    )
+    assert f.input_messages == [
+        Message("assistant", [ToolCallPart("call_1", "computer", {"type": "screenshot"})]),
+        Message(
+            "tool",
+            [
+                ToolCallResponsePart("call_1", {"type": "computer_screenshot"}),
+                blob(PNG, "image/png", "image"),
+            ],
+        ),
+        Message("assistant", [TextPart('{"action": "search"}')]),
+    ]
+    assert f.degradations == {}
+
+
+@given(st.text(min_size=1), st.text(min_size=1))
+def test_random_text_documents_match_the_anthropic_translator(data: str, chunk: str) -> None:
+    content = [
+        {"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": data}},
+        {
+            "type": "document",
+            "source": {"type": "content", "content": [{"type": "text", "text": chunk}]},
+        },
+    ]
+    f = fact(
+        {"gen_ai.prompt.0.role": "user", "gen_ai.prompt.0.content": orjson.dumps(content).decode()}
+    )
+    assert f.input_messages == _anthropic_input(content)
     assert f.degradations == {}

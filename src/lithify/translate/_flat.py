@@ -8,7 +8,7 @@ into their own messages and pairs id-less results with the calls they answer.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,6 +27,7 @@ from lithify.model import (
     ToolCallPart,
     ToolCallResponsePart,
 )
+from lithify.translate import anthropic
 from lithify.translate._common import Degradations, file_part, parse_arguments, synthesized_id
 from lithify.translate._telemetry import MEDIA_TYPES, media_part, server_tool_part
 
@@ -286,6 +287,10 @@ def _block_piece(ctx: Ctx, block: Any, position: tuple[Any, ...]) -> list[Piece]
         return []
     t = block.get("type")
     if t in _TEXT_BLOCKS or (t is None and isinstance(block.get("text"), str)):
+        # Anthropic `citations`, Responses `annotations`: counted, as the provider translators do
+        for notes in (block.get("citations"), block.get("annotations")):
+            if isinstance(notes, list) and notes:
+                ctx.deg.add("text_citation", len(notes))
         text = block.get("text", block.get("content"))
         return [TextPart(text)] if isinstance(text, str) and text else []
     if t == "refusal":
@@ -300,8 +305,7 @@ def _block_piece(ctx: Ctx, block: Any, position: tuple[Any, ...]) -> list[Piece]
         ctx.deg.add("opaque_reasoning")
         return []
     if t in MEDIA_TYPES:
-        media = media_part(block, t, ctx.deg)
-        return [media] if media is not None else []
+        return list(_media_parts(block, t, ctx.deg))
     if t in ("server_tool_call", "server_tool_call_response"):
         part = server_tool_part(block, t, ctx.deg)
         return [part] if part is not None else []
@@ -336,8 +340,8 @@ def _block_piece(ctx: Ctx, block: Any, position: tuple[Any, ...]) -> list[Piece]
                 # Images and documents leave the result and follow it as media parts, as the
                 # Anthropic translator does, so the span and the exchange give one call.
                 for b in result:
-                    if _result_media(b) and (m := media_part(b, b["type"], ctx.deg)) is not None:
-                        media.append(m)
+                    if _result_media(b):
+                        media.extend(_media_parts(b, b["type"], ctx.deg))
                 result = [b for b in result if not _result_media(b)]
         elif "response" in block:
             result = block["response"]  # OTel names it response; canonical name is result
@@ -346,6 +350,22 @@ def _block_piece(ctx: Ctx, block: Any, position: tuple[Any, ...]) -> list[Piece]
         return [PendingResult(ident(rid), None, "" if result is None else result, media)]
     ctx.deg.add("unsupported_content")
     return []
+
+
+def _media_parts(block: dict[str, Any], t: str, deg: Degradations) -> list[Part]:
+    """A media block's parts. Besides the shapes ``media_part`` reads: Anthropic documents made
+    of text (``source.type`` ``text`` or ``content``), read as the Anthropic translator reads
+    them, and the Responses blocks OpenLLMetry re-types (``input_image`` as ``image``,
+    ``input_file`` as ``file``, their fields kept)."""
+    src = block.get("source")
+    if t == "document" and isinstance(src, dict) and src.get("type") in ("text", "content"):
+        return anthropic.media_parts(block, deg)
+    if t == "image" and "source" not in block and ("image_url" in block or "file_id" in block):
+        t = "input_image"
+    elif t == "file" and "file" not in block and ("file_data" in block or "filename" in block):
+        t = "input_file"
+    part = media_part(block, t, deg)
+    return [part] if part is not None else []
 
 
 def _result_media(block: Any) -> bool:
@@ -379,22 +399,24 @@ def content_pieces(ctx: Ctx, content: Any, decode: bool, *position: Any) -> list
     return []
 
 
-def reasoning_pieces(value: Any) -> list[Piece]:
-    """A sibling reasoning field: plain text, or a (serialized) list of summary blocks."""
-    if isinstance(value, str) and value.lstrip().startswith("["):
-        parsed = loads(value)
-        if isinstance(parsed, list):
-            value = parsed
-    if isinstance(value, str):
-        return [ReasoningPart(value)] if value else []
-    if isinstance(value, list):
-        out: list[Piece] = []
-        for item in value:
+def reasoning_pieces(*values: Any) -> list[Piece]:
+    """Sibling reasoning fields (``reasoning_content``, ``reasoning``), each plain text or a
+    (serialized) list of summary blocks. Servers that fill both with the same text (vLLM) give
+    it once, as the Chat Completions translator reads them."""
+    seen: list[list[str]] = []
+    for value in values:
+        if isinstance(value, str) and value.lstrip().startswith("["):
+            parsed = loads(value)
+            if isinstance(parsed, list):
+                value = parsed
+        texts: list[str] = []
+        for item in value if isinstance(value, list) else [value]:
             text = item.get("text") if isinstance(item, dict) else item
             if isinstance(text, str) and text:
-                out.append(ReasoningPart(text))
-        return out
-    return []
+                texts.append(text)
+        if texts and texts not in seen:
+            seen.append(texts)
+    return [ReasoningPart(t) for texts in seen for t in texts]
 
 
 def message_draft(
@@ -407,13 +429,15 @@ def message_draft(
     position: tuple[Any, ...],
     tool_call_id: Any = None,
     name: Any = None,
-    before: list[Piece] | None = None,
+    before: Sequence[Piece] | None = None,
+    after: Sequence[Piece] | None = None,
     calls: list[ToolCallPart | ServerToolCallPart] | None = None,
     finish_reason: str | None = None,
     unwrap_result: Callable[[Any], tuple[Any, Any] | None] | None = None,
 ) -> Draft:
     """One source message. ``before`` are parts the source placed ahead of the content
-    (sibling reasoning, semconv parts); ``calls`` are tool calls recorded beside it."""
+    (sibling reasoning, semconv parts), ``after`` those it placed behind it (a refusal, the
+    media a tool returned); ``calls`` are tool calls recorded beside it, last."""
     thinking = isinstance(role, str) and role.strip().lower() == "thinking"
     r = "assistant" if thinking else norm_role(role, default_role)
     pieces: list[Piece] = list(before or [])
@@ -440,6 +464,7 @@ def message_draft(
             pieces.append(PendingResult(tcid, text_of(name), "" if result is None else result))
     else:
         pieces.extend(content_pieces(ctx, content, decode, *position))
+    pieces.extend(after or [])
     if calls:
         seen = {p.id for p in pieces if isinstance(p, ToolCallPart)}
         pieces.extend(c for c in calls if c.id not in seen)

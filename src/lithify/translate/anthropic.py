@@ -192,6 +192,12 @@ def _media(block: dict[str, Any], deg: Degradations, depth: int) -> list[Part]:
     return []
 
 
+def media_parts(block: dict[str, Any], deg: Degradations) -> list[Part]:
+    """The parts of an ``image`` or ``document`` block, for telemetry that records Anthropic
+    blocks: the same parts this translator gives."""
+    return _media(block, deg, 0)
+
+
 def _block_parts(block: Any, deg: Degradations, ids: _Ids | None, depth: int = 0) -> list[Part]:
     """The canonical parts of one content block (never a client tool result). ``ids`` is None
     inside a document's own content, where no tool call can stand."""

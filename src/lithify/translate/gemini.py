@@ -228,8 +228,10 @@ def _parts_of(content: Any, deg: Degradations) -> list[Any]:
     return []
 
 
-def _part(part: Any, deg: Degradations) -> Part | None:
-    """A part that is not a function call or response; counts what it cannot carry."""
+def content_part(part: Any, deg: Degradations) -> Part | None:
+    """One Gemini ``Part`` that is not a function call or response (text, thought, inline or
+    file data, code execution, a built-in tool), camelCase or snake_case; counts what it cannot
+    carry (a ``thoughtSignature`` as ``opaque_reasoning``, an unknown payload)."""
     if not isinstance(part, dict):
         if isinstance(part, str):  # the SDK accepts bare strings as text parts
             return TextPart(part) if part else None
@@ -334,7 +336,7 @@ def _turn(role: str, parts: list[Any], deg: Degradations, ids: _Ids) -> list[Mes
             tool: list[Part] = [ToolCallResponsePart(id_, {} if result is None else result)]
             # Media the function returned (multimodal function responses) follow its result.
             for media in _parts_of(response, deg):
-                p = _part(media, deg)
+                p = content_part(media, deg)
                 if p is not None:
                     tool.append(p)
             out.append(Message("tool", tool))
@@ -350,7 +352,7 @@ def _turn(role: str, parts: list[Any], deg: Degradations, ids: _Ids) -> list[Mes
             calls += 1
             current.append(tool_call(id_, name, parse_arguments(call.get("args"), deg)))
             continue
-        p = _part(part, deg)
+        p = content_part(part, deg)
         if p is not None:
             current.append(p)
     if pending or not out:
@@ -368,7 +370,7 @@ def _system_messages(system: Any, deg: Degradations) -> list[Message]:
     parts = system if isinstance(system, list) else _parts_of(system, deg)
     out: list[Part] = []
     for p in parts:
-        part = _part(p, deg)
+        part = content_part(p, deg)
         if isinstance(part, TextPart | ReasoningPart):
             out.append(TextPart(part.content))
         elif part is not None:

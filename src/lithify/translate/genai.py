@@ -15,6 +15,7 @@ outputs, and a reader follows one span from attributes to fact in one file.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from functools import lru_cache
 from typing import Any
@@ -62,6 +63,7 @@ from lithify.translate._telemetry import (
     stated_modality,
     uri_media,
 )
+from lithify.translate.gemini import content_part as gemini_part
 from lithify.translate.otlp import LogRecord
 
 SOURCE = "otel-genai"
@@ -98,6 +100,28 @@ _OPAQUE_FIELDS = ("signature", "encrypted_content", "thought_signature", "though
 _SERVER_TYPES = frozenset({"server_tool_call", "server_tool_call_response"})
 _MEDIA = (BlobPart, FilePart, UriPart)
 
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(w.title() for w in rest)
+
+
+# What marks a part without ``type`` as a Gemini ``Part`` (snake_case as the SDKs dump it, or
+# camelCase as the REST API writes it); a bare ``{text}`` reads the same either way.
+_GEMINI_FIELDS = (
+    "thought",
+    "thought_signature",
+    "inline_data",
+    "file_data",
+    "function_call",
+    "function_response",
+    "executable_code",
+    "code_execution_result",
+    "tool_call",
+    "tool_response",
+)
+_GEMINI_KEYS = frozenset({*_GEMINI_FIELDS, *map(_camel, _GEMINI_FIELDS)})
+
 _BAD = object()  # an attribute that could not be decoded (already counted)
 
 
@@ -127,10 +151,12 @@ def _loose(value: Any, deg: Degradations) -> Any:
     return _strict(value, deg)
 
 
-def _items(value: Any, deg: Degradations) -> list[Any]:
+def _items(value: Any, deg: Degradations, *, texts: bool = False) -> list[Any]:
     """A decoded attribute as a list of items; a lone object is a list of one.
 
-    Some SDKs cannot set nested attributes and write an array of JSON strings instead.
+    Some SDKs cannot set nested attributes and write an array of JSON strings instead. With
+    ``texts`` (items may be parts, and a part may be plain text), an item that is not JSON stays
+    text.
     """
     if value is _BAD or value is None:
         return []
@@ -142,9 +168,13 @@ def _items(value: Any, deg: Degradations) -> list[Any]:
     out: list[Any] = []
     for item in value:
         if isinstance(item, str) and item.strip()[:1] == "{":
-            item = _strict(item, deg)
-            if item is _BAD:
-                continue
+            if texts:
+                with contextlib.suppress(ValueError, RecursionError):
+                    item = json_value(item, deg)
+            else:
+                item = _strict(item, deg)
+                if item is _BAD:
+                    continue
         out.append(item)
     return out
 
@@ -184,6 +214,13 @@ class _Builder:
         self.deg = deg
         self.seed = seed
         self.pending: list[tuple[str, str]] = []  # (name, id) of calls not yet answered
+        # Tool calls recorded without their arguments: what instrumentations keep of a call
+        # with content capture off (its name and id), so they are no captured content.
+        self.uncaptured = 0
+
+    def captured(self, messages: list[Message]) -> bool:
+        """Whether ``messages`` hold any content beyond calls recorded without arguments."""
+        return sum(len(m.parts) for m in messages) > self.uncaptured
 
     # -- ids --
 
@@ -224,13 +261,14 @@ class _Builder:
         if not isinstance(kind, str | None):
             kind = "?"
         if kind in _TEXT_TYPES or (kind is None and isinstance(p.get("text"), str)):
-            return self._text(p, "content", "text")
+            self._citations(p)
+            return _text_part(self._string(p, "content", "text"))
         if kind == "refusal":
-            return self._text(p, "refusal", "content")
+            return _text_part(self._string(p, "refusal", "content"))
         if kind in _REASONING_TYPES:
             if any(p.get(f) for f in _OPAQUE_FIELDS):
                 self.deg.add("opaque_reasoning")
-            text = _first_str(p, "content", "thinking", "text")
+            text = self._string(p, "content", "thinking", "text")
             return ReasoningPart(text) if text else None
         if kind in _OPAQUE_TYPES:
             self.deg.add("opaque_reasoning")
@@ -249,15 +287,44 @@ class _Builder:
         self.deg.add("unsupported_content")
         return None
 
-    def _text(self, p: dict[str, Any], *keys: str) -> TextPart | None:
-        for key in keys:
-            v = p.get(key)
-            if isinstance(v, str):
-                return TextPart(v) if v else None
-            if v is not None:
-                self.deg.add("unsupported_content")
-                return None
-        return None
+    def _string(self, p: dict[str, Any], *keys: str) -> str | None:
+        """The first non-empty string among ``keys``; a value of another kind under any of them
+        cannot be carried (counted once)."""
+        if any(not isinstance(p.get(k), str | None) for k in keys):
+            self.deg.add("unsupported_content")
+        return _first_str(p, *keys)
+
+    def _citations(self, p: dict[str, Any]) -> None:
+        """Citations on text (OpenAI ``annotations``, Anthropic ``citations``) stay on ``raw``."""
+        for key in ("annotations", "citations"):
+            if isinstance(p.get(key), list):
+                self.deg.add("text_citation", len(p[key]))
+
+    def _gemini(self, p: dict[str, Any], pos: tuple[Any, ...]) -> list[Part]:
+        """A Gemini ``Part`` (google-genai and Vertex AI events write their SDK's parts)."""
+        # The google-genai SDK dumps every field of a part, most of them null.
+        p = {k: v for k, v in p.items() if v is not None}
+        call = _gemini_field(p, "function_call")
+        response = _gemini_field(p, "function_response")
+        if not isinstance(call, dict) and not isinstance(response, dict):
+            part = gemini_part(p, self.deg)
+            return [part] if part is not None else []
+        if _gemini_field(p, "thought_signature"):
+            self.deg.add("opaque_reasoning")
+        if isinstance(call, dict):
+            name = _name(call.get("name"))
+            args = parse_arguments(call.get("args"), self.deg)
+            return [ToolCallPart(self.call_id(call.get("id"), name, pos), name, args)]
+        rid = self.response_id(response.get("id"), response.get("name"), pos)
+        result = response.get("response")
+        # As the Gemini translator reads it, so a span and its exchange agree.
+        out: list[Part] = [ToolCallResponsePart(rid, {} if result is None else result)]
+        media = response.get("parts")
+        for item in media if isinstance(media, list) else []:
+            part = gemini_part(item, self.deg)
+            if part is not None:
+                out.append(part)
+        return out
 
     def parts(self, items: Any, pos: tuple[Any, ...]) -> list[Part]:
         if isinstance(items, str):
@@ -268,8 +335,11 @@ class _Builder:
             if items is not None:
                 self.deg.add("unsupported_content")
             return []
-        out = []
+        out: list[Part] = []
         for j, p in enumerate(items):
+            if _is_gemini(p):
+                out.extend(self._gemini(p, (*pos, j)))
+                continue
             part = self.part(p, (*pos, j))
             if part is not None:
                 out.append(part)
@@ -282,6 +352,11 @@ class _Builder:
             return None
         fn = call.get("function") if isinstance(call.get("function"), dict) else call
         name = _name(fn.get("name"))
+        if "arguments" not in fn:
+            # Not a call without arguments (OpenAI-style calls always carry the key): the
+            # instrumentation left them out, so ``{}`` would be a guess.
+            self.uncaptured += 1
+            self.deg.add("malformed_arguments")
         args = parse_arguments(fn.get("arguments"), self.deg)
         return ToolCallPart(self.call_id(call.get("id"), name, pos), name, args)
 
@@ -300,9 +375,23 @@ class _Builder:
         if not isinstance(obj, dict):
             self.deg.add("malformed_messages")
             return []
+        content = obj.get("content")
+        if "parts" not in obj and isinstance(content, dict) and "parts" in content:
+            # google-genai's events hold a whole Gemini ``Content``: its role is the turn's.
+            role = obj.get("role") or content.get("role")
+            obj = {**obj, "role": role, "content": content.get("parts")}
         role = _role(obj.get("role"))
         if "parts" in obj:
-            parts = self.parts(obj.get("parts"), pos)
+            own = self.parts(obj.get("parts"), pos)
+            # Chat-form fields beside the parts, unless they repeat what the parts hold.
+            ids = {p.id for p in own if isinstance(p, ToolCallPart)}
+            calls = [
+                (k, c)
+                for k, c in self._calls(obj)
+                if not (isinstance(c, dict) and _id(c.get("id")) in ids)
+            ]
+            reasoning = [p for p in self._reasoning(obj) if p not in own]
+            parts = [*reasoning, *own, *self._beside(obj, calls, pos)]
         else:
             parts = self._chat_parts(obj, role or default_role, pos)
         if role is None:
@@ -312,10 +401,7 @@ class _Builder:
     def _chat_parts(
         self, obj: dict[str, Any], role: str | None, pos: tuple[Any, ...]
     ) -> list[Part]:
-        parts: list[Part] = []
-        reasoning = _first_str(obj, "reasoning_content", "reasoning")
-        if reasoning:
-            parts.append(ReasoningPart(reasoning))
+        parts = self._reasoning(obj)
         if role == "tool" or "tool_call_id" in obj:
             # Without ``content`` the result was not captured: nothing to carry.
             if "content" in obj:
@@ -326,17 +412,41 @@ class _Builder:
         content = obj.get("content")
         if content is None and isinstance(obj.get("text"), str):
             content = obj["text"]
+        content, calls = _claim_calls(content, self._calls(obj))
         parts.extend(self.parts(content, (*pos, "content")))
+        parts.extend(self._beside(obj, calls, pos))
+        return parts
+
+    def _reasoning(self, obj: dict[str, Any]) -> list[Part]:
+        """Chat-form reasoning beside the content (``reasoning_content``, ``reasoning``)."""
+        reasoning = self._string(obj, "reasoning_content", "reasoning")
+        return [ReasoningPart(reasoning)] if reasoning else []
+
+    def _calls(self, obj: dict[str, Any]) -> list[tuple[int, Any]]:
+        """Chat-form ``tool_calls`` with their places (a JSON string, a list or a lone call)."""
         calls = _strict(obj.get("tool_calls"), self.deg) if obj.get("tool_calls") else []
         if isinstance(calls, dict):
             calls = [calls]
         if isinstance(calls, list):
-            for k, call in enumerate(calls):
-                part = self.tool_call(call, (*pos, "tool_calls", k))
-                if part is not None:
-                    parts.append(part)
-        elif calls is not _BAD:
+            return list(enumerate(calls))
+        if calls is not _BAD:
             self.deg.add("malformed_messages")
+        return []
+
+    def _beside(
+        self, obj: dict[str, Any], calls: list[tuple[int, Any]], pos: tuple[Any, ...]
+    ) -> list[Part]:
+        """What a chat-form message holds after its content: a refusal (text, as the Chat
+        Completions translator keeps it), then its tool calls; citations are counted."""
+        parts: list[Part] = []
+        self._citations(obj)
+        refusal = _text_part(self._string(obj, "refusal"))
+        if refusal is not None:
+            parts.append(refusal)
+        for k, call in calls:
+            part = self.tool_call(call, (*pos, "tool_calls", k))
+            if part is not None:
+                parts.append(part)
         if isinstance(obj.get("function_call"), dict):
             part = self.tool_call(obj["function_call"], (*pos, "function_call"))
             if part is not None:
@@ -369,6 +479,8 @@ class _Builder:
             return []
         if isinstance(decoded, dict) and "parts" in decoded:
             decoded = decoded["parts"]
+        if isinstance(decoded, list):
+            decoded = _items(decoded, self.deg, texts=True)
         return _split("system", self.parts(decoded, ("system",)), None)
 
 
@@ -382,6 +494,53 @@ def _id(value: Any) -> str | None:
 
 def _name(value: Any) -> str:
     return value if isinstance(value, str) else ""
+
+
+def _text_part(text: str | None) -> TextPart | None:
+    return TextPart(text) if text else None
+
+
+def _is_gemini(p: Any) -> bool:
+    return (
+        isinstance(p, dict)
+        and p.get("type") is None
+        and any(p.get(k) is not None for k in _GEMINI_KEYS)
+    )
+
+
+def _gemini_field(p: dict[str, Any], name: str) -> Any:
+    """A Gemini part's field under its snake_case name or its camelCase one."""
+    value = p.get(name)
+    return p.get(_camel(name)) if value is None else value
+
+
+def _claim_calls(content: Any, calls: list[tuple[int, Any]]) -> tuple[Any, list[tuple[int, Any]]]:
+    """Vertex AI repeats a choice's ``function_call`` parts as ``tool_calls`` beside the message,
+    with ids it made up: each such call gives its id to the first unclaimed part of its name and
+    adds no part of its own. The content comes back with those ids, with the calls left over."""
+    if not isinstance(content, list) or not calls:
+        return content, calls
+    content = list(content)
+    free = [j for j, p in enumerate(content) if _is_gemini(p)]
+    rest: list[tuple[int, Any]] = []
+    for k, call in calls:
+        fn = call.get("function") if isinstance(call, dict) else None
+        name = fn.get("name") if isinstance(fn, dict) else None
+        for j in free:
+            fc = _gemini_field(content[j], "function_call")
+            if isinstance(fc, dict) and name is not None and fc.get("name") == name:
+                free.remove(j)
+                if not _id(fc.get("id")) and _id(call.get("id")):
+                    key = (
+                        "function_call"
+                        if isinstance(content[j].get("function_call"), dict)
+                        else "functionCall"
+                    )
+                    content[j] = {**content[j], key: {**fc, "id": call["id"]}}
+                break
+        else:
+            rest.append((k, call))
+    return content, rest
 
 
 def _first_str(obj: dict[str, Any], *keys: str) -> str | None:
@@ -433,11 +592,22 @@ def _split(role: str, parts: list[Part], finish: str | None) -> list[Message]:
     return [head, *tools] if role == "assistant" else [*tools, head]
 
 
-def _merge(messages: list[Message]) -> list[Message]:
+def _choices(outputs: list[Message], attrs: dict[str, Any]) -> list[Message]:
+    """The output messages with the split messages of one choice merged, unless the request
+    asked for several choices (then each message is a choice)."""
+    n = as_int(attrs.get("gen_ai.request.choice.count"))
+    if n is not None and n > 1:
+        return outputs
+    return _merge(outputs, stated=n is not None)
+
+
+def _merge(messages: list[Message], *, stated: bool) -> list[Message]:
     """Consecutive assistant messages of one choice become one message, parts in order.
 
-    Called only when the request asked for a single choice, so the messages cannot be separate
-    choices; finish reasons that disagree keep the messages apart (nothing is guessed).
+    Finish reasons that disagree keep the messages apart (nothing is guessed). When the request
+    did not state that it asked for one choice (util-genai leaves the count off its
+    ``operation.details`` record), two messages that each end as a whole answer does are two
+    choices, not one answer split.
     """
     out: list[Message] = []
     for m in messages:
@@ -447,6 +617,7 @@ def _merge(messages: list[Message]) -> list[Message]:
             and m.role == "assistant"
             and prev.role == "assistant"
             and (m.finish_reason is None or prev.finish_reason in (None, m.finish_reason))
+            and (stated or not (_whole_answer(prev) and _whole_answer(m)))
         ):
             out[-1] = Message(
                 "assistant", [*prev.parts, *m.parts], prev.finish_reason or m.finish_reason
@@ -454,6 +625,14 @@ def _merge(messages: list[Message]) -> list[Message]:
         else:
             out.append(m)
     return out
+
+
+def _whole_answer(m: Message) -> bool:
+    """An output message that finished on its own as an answer: it holds text and ended for a
+    reason other than calling tools. A split answer's pieces do not each end so."""
+    return m.finish_reason not in (None, "tool_call") and any(
+        isinstance(p, TextPart) for p in m.parts
+    )
 
 
 def _tools(value: Any, deg: Degradations) -> list[ToolDefinition]:
@@ -687,8 +866,8 @@ def _fast_content(attrs: dict[str, Any], deg: Degradations) -> Content | None:
         if value not in _EMPTY:
             reasons = _finish_reasons(get("gen_ai.response.finish_reasons"))
             _fast_messages(value, outputs, local, reasons)
-            if len(outputs) > 1 and _single_choice(attrs):
-                outputs = _merge(outputs)
+            if len(outputs) > 1:
+                outputs = _choices(outputs, attrs)
     except _NotFast:
         return None
     value = get(TOOLS)
@@ -700,11 +879,6 @@ def _fast_content(attrs: dict[str, Any], deg: Degradations) -> Content | None:
 
 # ---------------------------------------------------------------------------------------------
 # spans
-
-
-def _single_choice(attrs: dict[str, Any]) -> bool:
-    n = as_int(attrs.get("gen_ai.request.choice.count"))
-    return n is None or n <= 1
 
 
 def _attribute_content(
@@ -724,8 +898,7 @@ def _attribute_content(
     if _present(attrs, OUTPUT):
         reasons = _finish_reasons(attrs.get("gen_ai.response.finish_reasons"))
         outputs = b.messages(attrs[OUTPUT], "out", output=True, finish_reasons=reasons)
-        if _single_choice(attrs):
-            outputs = _merge(outputs)
+        outputs = _choices(outputs, attrs)
     tools = _tools(attrs[TOOLS], deg) if _present(attrs, TOOLS) else []
     return Content(SOURCE, inputs, outputs, tools)
 
@@ -794,6 +967,9 @@ class _EventGroup:
                 msg = _strict(msg, self.b.deg)
             if not isinstance(msg, dict):
                 msg = {k: v for k, v in payload.items() if k not in ("index", "finish_reason")}
+            elif "tool_calls" in payload and "tool_calls" not in msg:
+                # OpenLLMetry and Vertex AI put the choice's tool calls beside its message.
+                msg = {**msg, "tool_calls": payload["tool_calls"]}
             index = as_int(payload.get("index"))
             fr = finish_reason(payload.get("finish_reason"))
             order = index if index is not None else len(self.choices)
@@ -801,7 +977,12 @@ class _EventGroup:
                 (order, len(self.choices), self.b.message(msg, "assistant", pos, fr))
             )
         else:
-            self.inputs.extend(self.b.message(payload, _MESSAGE_EVENTS[name], pos, None))
+            role = _MESSAGE_EVENTS[name]
+            if role == "tool":
+                # The event is a tool result whatever role its body states (Vertex AI writes
+                # the role of the Gemini turn that held it, ``user``).
+                payload = {**payload, "role": role}
+            self.inputs.extend(self.b.message(payload, role, pos, None))
 
     def outputs(self) -> list[Message]:
         return [m for _, _, ms in sorted(self.choices, key=lambda c: c[:2]) for m in ms]
@@ -833,9 +1014,9 @@ def _event_content(
             completion.extend(
                 _whole(ea["gen_ai.completion"], group.b, "completion", "assistant", reasons)
             )
-    if not (group.count or prompt or completion):
-        return None
     outputs = [*completion, *group.outputs()]
+    if not group.b.captured([*prompt, *group.inputs, *outputs]):
+        return None  # capture off: the span is skipped as content_not_captured
     tools = _tools(attrs[TOOLS], deg) if _present(attrs, TOOLS) else []
     return Content(SOURCE, [*prompt, *group.inputs], outputs, tools)
 
@@ -917,7 +1098,7 @@ def _group_fact(records: list[LogRecord]) -> InferenceCall | Skip:
             attrs.setdefault(k, v)
         group.add(r.event_name or "", _event_payload(r.body, r.attributes, deg))
     inputs, outputs = group.inputs, group.outputs()
-    if not any(m.parts for m in (*inputs, *outputs)):
+    if not group.b.captured([*inputs, *outputs]):
         return Skip("content_not_captured", f"events of span {first.span_id} carry no content")
     deg.add("invalid_text", sum(r.repaired for r in records))
     times = [t for t in map(_record_time, records) if t]

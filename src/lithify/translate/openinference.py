@@ -14,7 +14,6 @@ from typing import Any
 
 from lithify.core.values import as_int
 from lithify.model import (
-    MediaPart,
     Part,
     ReasoningPart,
     ServerToolCallPart,
@@ -50,6 +49,7 @@ from lithify.translate._flat import (
     tool_call,
 )
 from lithify.translate._telemetry import Content, uri_media
+from lithify.translate.openai_common import filename_mime
 
 SOURCE = "openinference"
 
@@ -62,7 +62,8 @@ _OPAQUE_KEYS = ("signature", "data", "encrypted_content")
 # What the instrumentation writes in place of media it hides (OPENINFERENCE_HIDE_INPUT_IMAGES)
 # or of a base64 image longer than OPENINFERENCE_BASE64_IMAGE_MAX_LENGTH.
 _HIDDEN = "__REDACTED__"
-_MEDIA_KINDS = ("image", "audio", "video", "document")
+_MEDIA_KINDS = ("image", "audio", "video", "document", "file")
+_MODAL_KINDS = frozenset({"image", "audio", "video"})  # the others: modality from the MIME type
 
 
 def _strip(fields: Fields) -> Fields:
@@ -73,7 +74,11 @@ def _contents(ctx: Ctx, f: Fields, position: tuple[Any, ...]) -> list[Piece]:
     out: list[Piece] = []
     for j, c in sub_indexed(f, "contents.", strip="message_content."):
         kind, text = c.get("type"), c.get("text")
-        if any(c.get(k) for k in _OPAQUE_KEYS):
+        if kind is None and not isinstance(text, str):
+            # No type recorded: the item's own keys say which medium it holds.
+            kind = next((k for k in _MEDIA_KINDS if any(x.startswith(f"{k}.") for x in c)), None)
+        opaque = any(c.get(k) for k in _OPAQUE_KEYS)
+        if opaque:
             ctx.deg.add("opaque_reasoning")
         if kind == "reasoning":
             if isinstance(text, str) and text:
@@ -81,6 +86,8 @@ def _contents(ctx: Ctx, f: Fields, position: tuple[Any, ...]) -> list[Piece]:
         elif kind in (None, "text") and (text is None or isinstance(text, str)):
             if text:
                 out.append(TextPart(text))
+            elif kind is None and not opaque and any(v is not None for v in c.values()):
+                ctx.deg.add("unsupported_content")  # an untyped item holding no known content
         elif kind in _MEDIA_KINDS:
             media = _media(c, kind, ctx.deg)
             if media is not None:
@@ -130,20 +137,23 @@ def _str(value: Any) -> str | None:
 
 def _media(c: Fields, kind: str, deg: Degradations) -> Part | None:
     """``message_content.{image.image.url | audio.audio.{url, mime_type} | video.video.url |
-    document.document.{url, id, content, mime_type}}``: a data URL is inline bytes (a blob),
-    any other URL a uri part, a document id a file part, a document's inline text a text/plain
-    blob. Media the instrumentation hid, or left without data, counts ``malformed_media``."""
+    document.document.{url, id, content, mime_type} | file.file.{url, id, mime_type, name}}``:
+    a data URL is inline bytes (a blob), any other URL a uri part, a document or file id a file
+    part, a document's inline text a text/plain blob. Media the instrumentation hid, or left
+    without data, counts ``malformed_media``."""
     pre = f"{kind}.{kind}."
-    mime = _str(c.get(pre + "mime_type"))
-    modality = kind if kind != "document" else modality_of(mime)
     url = _str(c.get(pre + "url"))
+    mime = _str(c.get(pre + "mime_type"))
+    if mime is None and not (url or "").startswith("data:"):
+        mime = filename_mime(c.get(pre + "name"))  # as a file input's name implies it
+    modality = kind if kind in _MODAL_KINDS else modality_of(mime)
     if url is not None and url != _HIDDEN:
         return uri_media(url, mime, deg, modality)
-    if kind == "document":
-        if (doc_id := _str(c.get(pre + "id"))) is not None:
-            return file_part(doc_id, mime, deg, modality)
-        if (text := _str(c.get(pre + "content"))) is not None and text != _HIDDEN:
-            return blob_part(text.encode(), mime or "text/plain", deg, "document")
+    if kind in ("document", "file") and (file_id := _str(c.get(pre + "id"))) is not None:
+        return file_part(file_id, mime, deg, modality)
+    text = _str(c.get(pre + "content"))
+    if kind == "document" and text is not None and text != _HIDDEN:
+        return blob_part(text.encode(), mime or "text/plain", deg, "document")
     deg.add("malformed_media")
     return None
 
@@ -181,12 +191,19 @@ def _draft(ctx: Ctx, raw: Fields, default_role: str, position: tuple[Any, ...]) 
     r = norm_role(role, default_role)
     after: list[Piece] = []
     if r == "tool" or (ident(f.get("tool_call_id")) is not None and r != "assistant"):
-        parts = [p.content for p in contents if isinstance(p, TextPart)]
-        if content is None and parts:
-            content = parts[0] if len(parts) == 1 else [{"type": "text", "text": t} for t in parts]
+        # The result is `content`, else the text contents. Media the tool returned follow it
+        # (docs/canonical.md, Parts beyond v1); any other content is the rest of the message,
+        # split off after the result as a source message mixing both is.
+        said = [p.content for p in contents if isinstance(p, TextPart)]
+        from_contents = content is None and bool(said)
+        if from_contents:
+            content = said[0] if len(said) == 1 else [{"type": "text", "text": t} for t in said]
         before: list[Piece] = []
-        # media the tool returned follow its result (docs/canonical.md, Parts beyond v1)
-        after = [p for p in contents if isinstance(p, MediaPart)]
+        after = [
+            p
+            for p in contents
+            if not (isinstance(p, TextPart) and (from_contents or p.content == content))
+        ]
     else:
         # The flattening loses the order of content and contents: the plain content first,
         # unless contents already carries the same text.
@@ -195,7 +212,7 @@ def _draft(ctx: Ctx, raw: Fields, default_role: str, position: tuple[Any, ...]) 
         before = [p for p in first if not (isinstance(p, TextPart) and p.content in texts)]
         before += contents
         content = None
-    draft = message_draft(
+    return message_draft(
         ctx,
         role=role,
         default_role=default_role,
@@ -205,10 +222,9 @@ def _draft(ctx: Ctx, raw: Fields, default_role: str, position: tuple[Any, ...]) 
         tool_call_id=f.get("tool_call_id"),
         name=f.get("name"),
         before=before,
+        after=after,
         calls=calls,
     )
-    draft.parts.extend(after)
-    return draft
 
 
 def _json(value: Any) -> dict[str, Any] | None:

@@ -15,7 +15,7 @@ from typing import Any
 
 from lithify.core.values import as_int
 from lithify.model import ServerToolCallPart, ToolCallPart, ToolDefinition
-from lithify.translate._common import Degradations, finish_reason, tool_definition
+from lithify.translate._common import Degradations, finish_reason, text_parts, tool_definition
 from lithify.translate._flat import (
     Ctx,
     Draft,
@@ -25,12 +25,14 @@ from lithify.translate._flat import (
     block_pieces,
     by_index,
     call_from_dict,
+    decode_blocks,
     dumps_text,
     fill_finish,
     group_indexed,
     loads,
     merge_assistant_runs,
     message_draft,
+    norm_role,
     reasoning_pieces,
     sub_indexed,
     tool_call,
@@ -42,8 +44,22 @@ SOURCE = "openllmetry"
 _PROMPTS = ("gen_ai.prompt.", "llm.prompts.")
 _COMPLETIONS = ("gen_ai.completion.", "llm.completions.")
 _FUNCTIONS = "llm.request.functions."
+# `refusal` replaces `content` when the model refused (the OpenAI chat wrapper), and
+# `reasoning_content` is SGLang's; `tool_calls` alone is the whole list as one JSON value.
 _FIELDS = frozenset(
-    {"role", "content", "user", "tool_call_id", "finish_reason", "reasoning", "name", ""}
+    {
+        "role",
+        "content",
+        "user",
+        "tool_call_id",
+        "finish_reason",
+        "reasoning",
+        "reasoning_content",
+        "refusal",
+        "tool_calls",
+        "name",
+        "",
+    }
 )
 _EVENT_KEYS = {
     "gen_ai.content.prompt": "gen_ai.prompt",
@@ -76,6 +92,25 @@ def _responses_output(content: Any) -> tuple[Any, Any] | None:
     return None
 
 
+# What the Responses instrumentation writes for a computer_call input item: the call's fields.
+_COMPUTER_CALL = frozenset({"id", "call_id", "action"})
+
+
+def _computer_call(content: Any) -> dict[str, Any] | None:
+    """A Responses ``computer_call`` input item serialized as ``{id, call_id, action}`` (an
+    answer that is JSON text rarely has exactly these keys and an action object)."""
+    if isinstance(content, str) and content.lstrip().startswith("{"):
+        content = loads(content)
+    if (
+        isinstance(content, dict)
+        and set(content) <= _COMPUTER_CALL
+        and "call_id" in content
+        and isinstance(content.get("action"), dict)
+    ):
+        return content
+    return None
+
+
 def _flat_draft(ctx: Ctx, fields: Fields, default_role: str, position: tuple[Any, ...]) -> Draft:
     output = position[0] == "out"
     if set(fields) == {""}:
@@ -105,9 +140,11 @@ def _flat_draft(ctx: Ctx, fields: Fields, default_role: str, position: tuple[Any
         )
         if call is not None:
             calls.append(call)
+    if not nested:
+        calls = _listed_calls(ctx, fields.get("tool_calls"), position)
     # Older versions wrote only the first tool call as function_call.*: use it only when no
-    # tool_calls.M.* entry carries the same call.
-    if not nested and fields.get("function_call.name") is not None:
+    # tool_calls entry carries the same call.
+    if not nested and not calls and fields.get("function_call.name") is not None:
         call = tool_call(
             ctx,
             fields.get("function_call.id"),
@@ -118,6 +155,23 @@ def _flat_draft(ctx: Ctx, fields: Fields, default_role: str, position: tuple[Any
         )
         if call is not None:
             calls.append(call)
+    after = text_parts(fields.get("refusal"))  # after the content, as Chat Completions has it
+    replay = not output and norm_role(role, default_role) == "assistant"
+    if replay and (cc := _computer_call(content)):
+        # The Responses instrumentation replays a computer call as its fields in `content`:
+        # the computer tool called with its action, as the Responses translator names it.
+        content = None
+        cu = tool_call(ctx, cc.get("call_id"), "computer_call", cc["action"], *position, "cu")
+        if cu is not None:
+            calls.append(cu)
+    elif role == "computer-call" and content is not None:
+        # A computer_call_output of which the instrumentation keeps only the screenshot, as an
+        # image_url block list. Its output is always a computer_screenshot (the Responses
+        # translator's result); the image follows it.
+        blocks = decode_blocks(content if isinstance(content, str) else dumps_text(content))
+        if blocks is not None:
+            content = {"type": "computer_screenshot"}
+            after = block_pieces(ctx, blocks, *position) + after
     return message_draft(
         ctx,
         role=role,
@@ -127,7 +181,8 @@ def _flat_draft(ctx: Ctx, fields: Fields, default_role: str, position: tuple[Any
         position=position,
         tool_call_id=fields.get("tool_call_id"),
         name=fields.get("name"),
-        before=reasoning_pieces(fields.get("reasoning")),
+        before=reasoning_pieces(fields.get("reasoning_content"), fields.get("reasoning")),
+        after=after,
         calls=calls,
         finish_reason=finish_reason(fields.get("finish_reason")) if output else None,
         unwrap_result=_responses_output,
@@ -137,17 +192,13 @@ def _flat_draft(ctx: Ctx, fields: Fields, default_role: str, position: tuple[Any
 def _dict_draft(ctx: Ctx, d: dict[str, Any], default_role: str, position: tuple[Any, ...]) -> Draft:
     """One whole-message object: semconv ``{role, parts}`` or chat ``{role, content, …}``."""
     output = position[0] == "out"
-    before: list[Piece] = reasoning_pieces(d.get("reasoning_content", d.get("reasoning")))
+    before: list[Piece] = reasoning_pieces(d.get("reasoning_content"), d.get("reasoning"))
     if isinstance(d.get("parts"), list):
         before += block_pieces(ctx, d["parts"], *position, "parts")
     content = d.get("content")
     if content is None and isinstance(d.get("text"), str):
         content = d["text"]  # the deprecated completion object {"text", "finish_reason"}
-    calls: list[ToolCallPart | ServerToolCallPart] = []
-    if isinstance(d.get("tool_calls"), list):
-        for m, c in enumerate(d["tool_calls"]):
-            if isinstance(c, dict) and (call := call_from_dict(ctx, c, *position, "call", m)):
-                calls.append(call)
+    calls = _listed_calls(ctx, d.get("tool_calls"), position)
     fc = d.get("function_call")
     if isinstance(fc, dict) and (call := call_from_dict(ctx, {"function": fc}, *position, "fc")):
         calls.append(call)
@@ -161,9 +212,32 @@ def _dict_draft(ctx: Ctx, d: dict[str, Any], default_role: str, position: tuple[
         tool_call_id=d.get("tool_call_id"),
         name=d.get("name"),
         before=before,
+        after=text_parts(d.get("refusal")),
         calls=calls,
         finish_reason=finish_reason(d.get("finish_reason")) if output else None,
     )
+
+
+def _listed_calls(
+    ctx: Ctx, value: Any, position: tuple[Any, ...]
+) -> list[ToolCallPart | ServerToolCallPart]:
+    """A message's whole ``tool_calls`` list, parsed or as one JSON string (some producers
+    write it so rather than as ``tool_calls.M.*`` keys); JSON that is no list of calls counts
+    ``malformed_messages``."""
+    if value is None or value == "":
+        return []
+    if isinstance(value, str):
+        value = loads(value) if value.lstrip().startswith("[") else None
+    if not isinstance(value, list):
+        ctx.deg.add("malformed_messages")
+        return []
+    calls: list[ToolCallPart | ServerToolCallPart] = []
+    for m, c in enumerate(value):
+        if not isinstance(c, dict):
+            ctx.deg.add("malformed_messages")
+        elif call := call_from_dict(ctx, c, *position, "call", m):
+            calls.append(call)
+    return calls
 
 
 _MESSAGE_KEYS = frozenset(

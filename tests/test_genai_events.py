@@ -1,0 +1,532 @@
+"""OTel GenAI: message shapes that real instrumentations write beside the conventions' own, in
+per-message events and attributes (docs/sources/otel-genai.md). Each test builds its payload as
+the named producer writes it, and checks the exact messages and degradations."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from lithify.model import (
+    BlobPart,
+    InferenceCall,
+    Message,
+    ReasoningPart,
+    TextPart,
+    ToolCallPart,
+    ToolCallResponsePart,
+)
+from lithify.translate import Skip, genai, translate_document, translate_protobuf
+from lithify.translate.otlp import Span
+from lithify.translate.telemetry import translate_span
+from tests.test_genai import (
+    BASE,
+    SPAN,
+    T0,
+    TRACE,
+    Rec,
+    _dumps,
+    _facts,
+    fact,
+    json_logs,
+    pb_logs,
+    spanned,
+    text,
+)
+
+
+def _events(records: list[tuple[str, Any]], attrs: dict[str, Any]) -> InferenceCall:
+    """The fact of one span's per-message log events, checked equal over OTLP/JSON and protobuf."""
+    recs: list[Rec] = [(n, body, attrs, TRACE, SPAN, T0 + i) for i, (n, body) in enumerate(records)]
+    (f,) = _facts(list(translate_document(json_logs(recs))))
+    assert _facts(list(translate_protobuf(pb_logs(recs), "otlp-logs"))) == [f]
+    return f
+
+
+def _span_events(records: list[tuple[str, Any]]) -> InferenceCall:
+    """The same events as span events, each body as JSON under ``gen_ai.event.content``."""
+    events = [{"name": n, "attributes": {"gen_ai.event.content": _dumps(b)}} for n, b in records]
+    return fact(dict(BASE), events)
+
+
+# ---------------------------------------------------------------------------------------------
+# OpenLLMetry event mode (event_emitter._emit_choice_event): tool calls beside the message
+
+
+def test_choice_event_tool_calls_beside_the_message_are_kept() -> None:
+    call = {
+        "id": "call_1",
+        "function": {"name": "get_weather", "arguments": '{"city":"Paris"}'},
+        "type": "function",
+    }
+    records = [
+        ("gen_ai.user.message", {"content": "weather in Paris?"}),
+        # The emitter pops an assistant role and writes the calls beside the message.
+        (
+            "gen_ai.choice",
+            {
+                "index": 0,
+                "message": {"content": None},
+                "finish_reason": "tool_calls",
+                "tool_calls": [call],
+            },
+        ),
+    ]
+    expected = [
+        Message(
+            "assistant", [ToolCallPart("call_1", "get_weather", {"city": "Paris"})], "tool_call"
+        )
+    ]
+    for f in (_events(records, {"gen_ai.system": "openai"}), _span_events(records)):
+        assert f.input_messages == [Message("user", [TextPart("weather in Paris?")])]
+        assert f.output_messages == expected
+        assert f.degradations == {}
+
+
+def test_calls_recorded_without_arguments_are_no_captured_content() -> None:
+    # Content capture off: the openai-v2 and OpenLLMetry emitters keep a call's id, type and
+    # name and drop its arguments (and every text).
+    bare = {"id": "call_1", "type": "function", "function": {"name": "get_weather"}}
+    records = [
+        ("gen_ai.user.message", {}),
+        (
+            "gen_ai.choice",
+            {"index": 0, "finish_reason": "tool_calls", "message": {}, "tool_calls": [bare]},
+        ),
+    ]
+    recs: list[Rec] = [
+        (n, b, {"gen_ai.system": "openai"}, TRACE, SPAN, T0 + i) for i, (n, b) in enumerate(records)
+    ]
+    [skip] = translate_document(json_logs(recs))
+    assert isinstance(skip, Skip) and skip.reason == "content_not_captured"
+    events = [{"name": n, "attributes": {"gen_ai.event.content": _dumps(b)}} for n, b in records]
+    span = translate_span(Span(TRACE, SPAN, None, "chat gpt-4o", 3, T0, T0 + 5, dict(BASE), events))
+    assert isinstance(span, Skip) and span.reason == "content_not_captured"
+    # Beside captured content, such a call is kept and counted: its arguments are not `{}`.
+    records[0] = ("gen_ai.user.message", {"content": "weather in Paris?"})
+    f = _events(records, {"gen_ai.system": "openai"})
+    assert f.output_messages[0].parts == [ToolCallPart("call_1", "get_weather", {})]
+    assert f.degradations == {"malformed_arguments": 1}
+
+
+# ---------------------------------------------------------------------------------------------
+# opentelemetry-instrumentation-google-genai, default mode (generate_content.py): bodies hold
+# `Content.model_dump()`, every field of a part present, most of them None
+
+
+def _gpart(**fields: Any) -> dict[str, Any]:
+    part: dict[str, Any] = dict.fromkeys(
+        (
+            "video_metadata",
+            "thought",
+            "inline_data",
+            "file_data",
+            "thought_signature",
+            "function_call",
+            "code_execution_result",
+            "executable_code",
+            "function_response",
+            "text",
+        )
+    )
+    return {**part, **fields}
+
+
+def _gcontent(role: str, *parts: dict[str, Any]) -> dict[str, Any]:
+    return {"content": {"parts": list(parts), "role": role}}
+
+
+def test_google_genai_default_mode_events() -> None:
+    png = b"\x89PNG\r\n\x1a\n"
+    call = {"id": None, "args": {"city": "Paris"}, "name": "get_weather"}
+    response = {
+        "will_continue": None,
+        "scheduling": None,
+        "parts": None,
+        "id": None,
+        "name": "get_weather",
+        "response": {"temp_c": 21},
+    }
+    records = [
+        ("gen_ai.system.message", {"content": "You are terse."}),
+        (
+            "gen_ai.user.message",
+            _gcontent(
+                "user",
+                _gpart(text="Weather here?"),
+                _gpart(inline_data={"display_name": None, "data": png, "mime_type": "image/png"}),
+            ),
+        ),
+        # Every entry of `contents` is logged as a user message, the model's turns too.
+        (
+            "gen_ai.user.message",
+            _gcontent("model", _gpart(function_call=call, thought_signature=b"sig")),
+        ),
+        ("gen_ai.user.message", _gcontent("user", _gpart(function_response=response))),
+        (
+            "gen_ai.choice",
+            {
+                "index": 0,
+                **_gcontent(
+                    "model",
+                    _gpart(text="Warm weather.", thought=True),
+                    _gpart(text="It is 21C."),
+                ),
+                "finish_reason": "STOP",
+            },
+        ),
+    ]
+    f = _events(records, {"gen_ai.system": "gemini"})
+    call_id = f.input_messages[2].parts[0].id  # type: ignore[union-attr]
+    assert call_id.startswith("lithify_")
+    assert f.input_messages == [
+        Message("system", [TextPart("You are terse.")]),
+        Message(
+            "user",
+            [
+                TextPart("Weather here?"),
+                BlobPart(
+                    "image",
+                    "image/png",
+                    len(png),
+                    f.input_messages[1].parts[1].sha256,  # type: ignore[union-attr]
+                    base64.b64encode(png).decode(),
+                ),
+            ],
+        ),
+        Message("assistant", [ToolCallPart(call_id, "get_weather", {"city": "Paris"})]),
+        Message("tool", [ToolCallResponsePart(call_id, {"temp_c": 21})]),
+    ]
+    assert f.output_messages == [
+        Message("assistant", [ReasoningPart("Warm weather."), TextPart("It is 21C.")], "stop")
+    ]
+    assert f.degradations == {"opaque_reasoning": 1, "synthesized_id": 1}
+
+
+def test_google_genai_bare_parts_and_unknown_payload() -> None:
+    # `contents` given as a list is logged entry by entry: a Part entry is the bare part, a
+    # string the string. A field no Gemini version defined is counted, not dropped silently.
+    records = [
+        (
+            "gen_ai.user.message",
+            {"content": _gpart(inline_data={"data": b"%PDF", "mime_type": "application/pdf"})},
+        ),
+        ("gen_ai.user.message", {"content": "Summarise it."}),
+        (
+            "gen_ai.choice",
+            {
+                "index": 0,
+                **_gcontent("model", _gpart(future_field={"x": 1})),
+                "finish_reason": "STOP",
+            },
+        ),
+    ]
+    f = _events(records, {"gen_ai.system": "gemini"})
+    (pdf,) = f.input_messages[0].parts
+    assert isinstance(pdf, BlobPart)
+    assert (pdf.modality, pdf.mime_type, pdf.content) == ("document", "application/pdf", "JVBERg==")
+    assert f.input_messages[1:] == [Message("user", [TextPart("Summarise it.")])]
+    assert f.output_messages == [Message("assistant", [], "stop")]
+    assert f.degradations == {"unsupported_content": 1}
+
+
+# ---------------------------------------------------------------------------------------------
+# opentelemetry-instrumentation-vertexai, semconv 1.28 events (utils.request_to_events /
+# response_to_events): parts are proto `to_dict` (snake_case); a choice's function calls are
+# repeated as `tool_calls` beside the message, with ids `<name>_<index>`
+
+
+def test_vertexai_events() -> None:
+    records = [
+        ("gen_ai.system.message", {"role": "", "content": [{"text": "Be brief."}]}),
+        ("gen_ai.user.message", {"role": "user", "content": [{"text": "Weather in Paris?"}]}),
+        (
+            "gen_ai.assistant.message",
+            {
+                "role": "model",
+                "content": [
+                    {"thought": True, "text": "I should call the weather tool."},
+                    {
+                        "function_call": {"name": "get_weather", "args": {"city": "Paris"}},
+                        "thought_signature": "c2lnbmF0dXJl",
+                    },
+                ],
+            },
+        ),
+        # The tool event keeps the role of the Content that held the result.
+        ("gen_ai.tool.message", {"role": "user", "id": "get_weather_0", "content": {"temp_c": 21}}),
+        (
+            "gen_ai.choice",
+            {
+                "finish_reason": "stop",
+                "index": 0,
+                "message": {
+                    "role": "model",
+                    "content": [
+                        {"text": "It is 21C.", "thought_signature": "c2ln"},
+                        {"function_call": {"name": "log", "args": {"x": 1}}},
+                    ],
+                },
+                "tool_calls": [
+                    {
+                        "function": {"name": "log", "arguments": {"x": 1}},
+                        "id": "log_1",
+                        "type": "function",
+                    }
+                ],
+            },
+        ),
+    ]
+    f = _events(records, {"gen_ai.system": "vertex_ai"})
+    call_id = f.input_messages[2].parts[1].id  # type: ignore[union-attr]
+    assert f.input_messages == [
+        Message("system", [TextPart("Be brief.")]),
+        Message("user", [TextPart("Weather in Paris?")]),
+        Message(
+            "assistant",
+            [
+                ReasoningPart("I should call the weather tool."),
+                ToolCallPart(call_id, "get_weather", {"city": "Paris"}),
+            ],
+        ),
+        Message("tool", [ToolCallResponsePart("get_weather_0", {"temp_c": 21})]),
+    ]
+    # The call in the message takes the id of its repeat in `tool_calls`, and is there once.
+    assert f.output_messages == [
+        Message(
+            "assistant", [TextPart("It is 21C."), ToolCallPart("log_1", "log", {"x": 1})], "stop"
+        )
+    ]
+    assert f.degradations == {"opaque_reasoning": 2, "synthesized_id": 1}
+
+
+def test_choice_tool_calls_not_in_the_content_are_added() -> None:
+    choice = {
+        "finish_reason": "stop",
+        "index": 0,
+        "message": {"role": "model", "content": [{"function_call": {"name": "a", "args": {}}}]},
+        "tool_calls": [
+            {"function": {"name": "a", "arguments": {}}, "id": "a_0", "type": "function"},
+            {"function": {"name": "b", "arguments": {"k": 2}}, "id": "b_1", "type": "function"},
+        ],
+    }
+    f = _events([("gen_ai.choice", choice)], {})
+    assert f.output_messages == [
+        Message(
+            "assistant", [ToolCallPart("a_0", "a", {}), ToolCallPart("b_1", "b", {"k": 2})], "stop"
+        )
+    ]
+    assert f.degradations == {}
+
+
+# ---------------------------------------------------------------------------------------------
+# Fields that were dropped without a count
+
+
+def test_reasoning_that_is_not_text_is_counted() -> None:
+    f = spanned(
+        output=[
+            {
+                "role": "assistant",
+                "parts": [
+                    {"type": "reasoning", "content": [{"type": "text", "text": "deep thought"}]},
+                    {"type": "text", "content": "ans"},
+                ],
+                "finish_reason": "stop",
+            }
+        ]
+    )
+    assert f.output_messages == [Message("assistant", [TextPart("ans")], "stop")]
+    assert f.degradations == {"unsupported_content": 1}
+
+
+def test_chat_form_refusal_is_text() -> None:
+    refused = {"role": "assistant", "content": None, "refusal": "I can't help with that."}
+    completion = fact(
+        dict(BASE),
+        [
+            {
+                "name": genai.PROMPT_EVENT,
+                "attributes": {"gen_ai.prompt": _dumps([{"role": "user", "content": "q"}])},
+            },
+            {
+                "name": genai.COMPLETION_EVENT,
+                "attributes": {"gen_ai.completion": _dumps([refused])},
+            },
+        ],
+    )
+    choice = _events(
+        [
+            ("gen_ai.user.message", {"content": "q"}),
+            ("gen_ai.choice", {"index": 0, "finish_reason": "stop", "message": refused}),
+        ],
+        {},
+    )
+    answer = [TextPart("I can't help with that.")]
+    assert completion.output_messages == [Message("assistant", answer)]
+    assert choice.output_messages == [Message("assistant", answer, "stop")]
+    assert completion.degradations == choice.degradations == {}
+
+
+def test_parts_message_with_chat_form_siblings_keeps_them() -> None:
+    f = spanned(
+        output=[
+            {
+                "role": "assistant",
+                "parts": [{"type": "text", "content": "calling"}],
+                "reasoning_content": "thought",
+                "tool_calls": [{"id": "c1", "function": {"name": "f", "arguments": "{}"}}],
+            }
+        ]
+    )
+    assert f.output_messages == [
+        Message(
+            "assistant",
+            [ReasoningPart("thought"), TextPart("calling"), ToolCallPart("c1", "f", {})],
+        )
+    ]
+    assert f.degradations == {}
+    # Siblings that repeat the parts (the same call id, the same reasoning) add nothing.
+    call = {"type": "tool_call", "id": "c2", "name": "g", "arguments": {}}
+    g = spanned(
+        output=[
+            {
+                "role": "assistant",
+                "parts": [{"type": "reasoning", "content": "thought"}, call],
+                "reasoning_content": "thought",
+                "tool_calls": [{"id": "c2", "function": {"name": "g", "arguments": "{}"}}],
+            }
+        ]
+    )
+    assert g.output_messages == [
+        Message("assistant", [ReasoningPart("thought"), ToolCallPart("c2", "g", {})])
+    ]
+
+
+def test_citations_on_text_are_counted() -> None:
+    f = spanned(
+        input=[
+            {
+                "role": "assistant",
+                "content": [
+                    {
+                        "type": "output_text",
+                        "text": "See docs",
+                        "annotations": [{"type": "url_citation", "url": "https://x"}],
+                    },
+                    {
+                        "type": "text",
+                        "text": "Paris",
+                        "citations": [
+                            {"type": "char_location", "cited_text": "Paris is"},
+                            {"type": "char_location", "cited_text": "capital"},
+                        ],
+                    },
+                ],
+            },
+            # Chat Completions puts a message's citations beside its content.
+            {
+                "role": "assistant",
+                "content": "Sure.",
+                "annotations": [{"type": "url_citation", "url_citation": {"url": "https://y"}}],
+            },
+        ]
+    )
+    assert f.input_messages == [
+        Message("assistant", [TextPart("See docs"), TextPart("Paris")]),
+        Message("assistant", [TextPart("Sure.")]),
+    ]
+    assert f.degradations == {"text_citation": 4}
+
+
+# ---------------------------------------------------------------------------------------------
+# util-genai's operation.details record leaves gen_ai.request.choice.count off
+
+
+def _details(outputs: list[dict[str, Any]], **extra: Any) -> InferenceCall:
+    attrs = {
+        **BASE,
+        "gen_ai.response.finish_reasons": ["stop"],
+        genai.INPUT: [text("user", "Say a color")],
+        genai.OUTPUT: outputs,
+        **extra,
+    }
+    rec: Rec = (genai.OPERATION_DETAILS, None, attrs, TRACE, SPAN, T0)
+    (f,) = _facts(list(translate_document(json_logs([rec]))))
+    return f
+
+
+def _answer(content: str, reason: str = "stop") -> dict[str, Any]:
+    return {**text("assistant", content), "finish_reason": reason}
+
+
+def test_two_whole_answers_without_a_choice_count_are_two_choices() -> None:
+    f = _details([_answer("Blue."), _answer("Red.")])
+    assert f.output_messages == [
+        Message("assistant", [TextPart("Blue.")], "stop"),
+        Message("assistant", [TextPart("Red.")], "stop"),
+    ]
+    # A request that stated one choice merges them, as before.
+    g = _details([_answer("Blue."), _answer("Red.")], **{"gen_ai.request.choice.count": 1})
+    assert g.output_messages == [
+        Message("assistant", [TextPart("Blue."), TextPart("Red.")], "stop")
+    ]
+
+
+def test_pieces_of_one_answer_without_a_choice_count_are_merged() -> None:
+    thinking = {
+        "role": "assistant",
+        "parts": [{"type": "reasoning", "content": "hmm"}],
+        "finish_reason": "stop",
+    }
+    f = _details([thinking, _answer("Blue.")])
+    assert f.output_messages == [
+        Message("assistant", [ReasoningPart("hmm"), TextPart("Blue.")], "stop")
+    ]
+
+
+@given(st.lists(st.text(min_size=1, max_size=8), min_size=2, max_size=5))
+def test_whole_answers_are_never_merged_without_a_choice_count(texts: list[str]) -> None:
+    f = _details([_answer(t) for t in texts])
+    assert f.output_messages == [Message("assistant", [TextPart(t)], "stop") for t in texts]
+
+
+# ---------------------------------------------------------------------------------------------
+# gen_ai.system_instructions as an array of JSON strings (SDKs that cannot nest attributes)
+
+
+_parts = st.lists(
+    st.fixed_dictionaries({"type": st.just("text"), "content": st.text(min_size=1, max_size=12)}),
+    min_size=1,
+    max_size=4,
+)
+
+
+@given(_parts)
+def test_system_instructions_as_json_strings_equal_the_json_form(
+    parts: list[dict[str, Any]],
+) -> None:
+    whole = spanned(system=parts)
+    strings = fact({**BASE, genai.SYSTEM: [_dumps(p) for p in parts]})
+    assert strings.input_messages == whole.input_messages
+    assert strings.input_messages == [Message("system", [TextPart(p["content"]) for p in parts])]
+    assert strings.degradations == whole.degradations == {}
+
+
+def test_system_instruction_text_that_is_not_json_stays_text() -> None:
+    f = fact(
+        {
+            **BASE,
+            genai.SYSTEM: [
+                "{name} is the user's name.",
+                _dumps({"type": "text", "content": "Be brief."}),
+            ],
+        }
+    )
+    assert f.input_messages == [
+        Message("system", [TextPart("{name} is the user's name."), TextPart("Be brief.")])
+    ]
+    assert f.degradations == {}
