@@ -292,7 +292,8 @@ def test_vertexai_events() -> None:
                 ToolCallPart(call_id, "get_weather", {"city": "Paris"}),
             ],
         ),
-        Message("tool", [ToolCallResponsePart("get_weather_0", {"temp_c": 21})]),
+        # Its made-up id names the call the model gave none: the result answers that call.
+        Message("tool", [ToolCallResponsePart(call_id, {"temp_c": 21})]),
     ]
     # The call in the message takes the id of its repeat in `tool_calls`, and is there once.
     assert f.output_messages == [
@@ -301,6 +302,58 @@ def test_vertexai_events() -> None:
         )
     ]
     assert f.degradations == {"opaque_reasoning": 2, "synthesized_id": 1}
+
+
+def test_vertexai_events_with_content_capture_off_are_not_captured() -> None:
+    # `_parts_to_any_value` gives None, and the calls beside the choice keep only their names.
+    call = {"function": {"name": "get_weather", "arguments": None}, "id": "get_weather_0"}
+    records = [
+        ("gen_ai.user.message", {"role": "user", "content": None}),
+        ("gen_ai.tool.message", {"role": "user", "id": "get_weather_0", "content": None}),
+        (
+            "gen_ai.choice",
+            {
+                "finish_reason": "stop",
+                "index": 0,
+                "message": {"role": "model", "content": None},
+                "tool_calls": [{**call, "type": "function"}],
+            },
+        ),
+    ]
+    recs: list[Rec] = [
+        (n, b, {"gen_ai.system": "vertex_ai"}, TRACE, SPAN, T0 + i)
+        for i, (n, b) in enumerate(records)
+    ]
+    [skip] = translate_document(json_logs(recs))
+    assert isinstance(skip, Skip) and skip.reason == "content_not_captured"
+
+
+def test_a_result_id_no_call_has_answers_the_id_less_call_it_names() -> None:
+    calls = {
+        "role": "assistant",
+        "parts": [
+            {"type": "tool_call", "name": "a", "arguments": {}},
+            {"type": "tool_call", "name": "b", "arguments": {}},
+        ],
+    }
+    results = {
+        "role": "tool",
+        "parts": [
+            {"type": "tool_call_response", "id": "r-b", "name": "b", "response": 2},
+            {"type": "tool_call_response", "id": "a_0", "response": 1},
+            {"type": "tool_call_response", "id": "elsewhere", "response": 3},
+        ],
+    }
+    f = spanned(
+        input=[{"role": "user", "parts": [{"type": "text", "content": "go"}]}, calls, results]
+    )
+    a, b = (p.id for p in f.input_messages[1].parts)  # type: ignore[union-attr]
+    assert [m.parts for m in f.input_messages[2:]] == [
+        [ToolCallResponsePart(b, 2)],
+        [ToolCallResponsePart(a, 1)],
+        # No id-less call left to answer: the stated id stays (a result of an earlier call).
+        [ToolCallResponsePart("elsewhere", 3)],
+    ]
 
 
 def test_choice_tool_calls_not_in_the_content_are_added() -> None:

@@ -43,6 +43,7 @@ from lithify.model import (
     UriPart,
 )
 from lithify.translate._common import (
+    SYNTHESIZED,
     Degradations,
     blob_part,
     file_part,
@@ -238,7 +239,15 @@ class _Builder:
             for i, (_, pid) in enumerate(self.pending):
                 if pid == id_:
                     del self.pending[i]
-                    break
+                    return id_
+            # A result whose id no call has answers the first call the source gave no id of
+            # its tool: named by the result, or by the id Vertex AI makes up, `<name>_<index>`.
+            for i, (pname, pid) in enumerate(self.pending):
+                if pname and pid.startswith(SYNTHESIZED):
+                    named = name == pname if isinstance(name, str) and name else None
+                    if named or (named is None and id_.startswith(f"{pname}_")):
+                        del self.pending[i]
+                        return pid
             return id_
         for i, (pname, pid) in enumerate(self.pending):
             if not isinstance(name, str) or not name or pname == name:
@@ -352,9 +361,9 @@ class _Builder:
             return None
         fn = call.get("function") if isinstance(call.get("function"), dict) else call
         name = _name(fn.get("name"))
-        if "arguments" not in fn:
-            # Not a call without arguments (OpenAI-style calls always carry the key): the
-            # instrumentation left them out, so ``{}`` would be a guess.
+        if fn.get("arguments") is None:
+            # Not a call without arguments (OpenAI-style calls always carry them, `{}` at
+            # least): the instrumentation left them out, so ``{}`` would be a guess.
             self.uncaptured += 1
             self.deg.add("malformed_arguments")
         args = parse_arguments(fn.get("arguments"), self.deg)
@@ -403,8 +412,9 @@ class _Builder:
     ) -> list[Part]:
         parts = self._reasoning(obj)
         if role == "tool" or "tool_call_id" in obj:
-            # Without ``content`` the result was not captured: nothing to carry.
-            if "content" in obj:
+            # Without ``content`` (or with null, Vertex AI's capture off) the result was not
+            # captured: nothing to carry.
+            if obj.get("content") is not None:
                 id_ = obj.get("tool_call_id", obj.get("id"))
                 rid = self.response_id(id_, obj.get("name"), (*pos, 0))
                 parts.append(ToolCallResponsePart(rid, obj["content"]))
