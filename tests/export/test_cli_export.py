@@ -10,7 +10,16 @@ from typer.testing import CliRunner
 
 from lithify.cli import app
 from lithify.model import encode
-from tests.export.helpers import cli_export, feedback, read_rows, tool_session
+from tests.export.helpers import (
+    assistant,
+    cli_export,
+    fact,
+    feedback,
+    read_rows,
+    text,
+    tool_session,
+    user,
+)
 
 runner = CliRunner()
 EXAMPLES = Path(__file__).parents[2] / "src" / "lithify" / "examples"
@@ -100,6 +109,22 @@ def test_the_table_summary(tmp_path: Path) -> None:
     res = runner.invoke(app, ["export", "sft", "--facts", str(facts), "-o", str(tmp_path / "o")])
     assert res.exit_code == 0, res.output
     assert "rows: train" in res.output and "4" in res.output
+
+
+def test_alternative_choices_are_counted_in_the_summary_table_and_card(tmp_path: Path) -> None:
+    # n = 2: the second choice is in no row, and every report says so.
+    two = fact("n2", [user("Pick a colour")], [assistant(text("red")), assistant(text("blue"))])
+    path = tmp_path / "facts.jsonl"
+    path.write_bytes(encode(two) + b"\n")
+    out = tmp_path / "o"
+    summary = cli_export("sft", "--facts", str(path), "-o", str(out))
+    assert summary["derive"]["alternatives"] == 1  # type: ignore[index]
+    assert [r["messages"][-1] for r in read_rows(out / "train.jsonl")] == [
+        {"role": "assistant", "content": "red"}
+    ]
+    assert "| alternative choices | 1 |" in (out / "README.md").read_text()
+    res = runner.invoke(app, ["export", "sft", "--facts", str(path), "-o", str(tmp_path / "t")])
+    assert res.exit_code == 0 and "alternative choices" in res.output
 
 
 def test_exit_codes(tmp_path: Path) -> None:

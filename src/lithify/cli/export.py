@@ -46,7 +46,7 @@ def summary_table(summary: ExportSummary) -> Table:
     import msgspec
     from rich.table import Table
 
-    from lithify.derive import SPLIT_REASONS
+    from lithify.derive import ALTERNATIVES, SPLIT_REASONS
     from lithify.derive.feedback import FEEDBACK_DROP_REASONS
     from lithify.export import PROFILE_CHANGES, SKIP_REASONS
     from lithify.export.flags import FLAGS
@@ -62,12 +62,7 @@ def summary_table(summary: ExportSummary) -> Table:
     for reason, n in d.splits.items():
         t.add_row(f"segment start: {reason}", str(n), SPLIT_REASONS.get(reason, ""))
     if d.alternatives:
-        t.add_row(
-            "alternative choices",
-            str(d.alternatives),
-            "outputs of calls with several choices that the session did not continue with: "
-            "in no row",
-        )
+        t.add_row("alternative choices", str(d.alternatives), ALTERNATIVES)
     for split in ("train", "eval"):
         t.add_row(
             f"[green]rows: {split}[/]",

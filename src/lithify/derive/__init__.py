@@ -21,6 +21,12 @@ SPLIT_REASONS = {
     "no_session": "a call without a session is a segment of its own",
 }
 
+# What ``DeriveStats.alternatives`` counts, as summaries and dataset cards explain it.
+ALTERNATIVES = (
+    "output choices of calls with several (n > 1) that the trajectory did not continue with: "
+    "no row carries them"
+)
+
 
 class Turn(msgspec.Struct, frozen=True, kw_only=True):
     """One call within a segment."""

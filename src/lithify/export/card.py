@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import msgspec
 import orjson
 
-from lithify.derive import SPLIT_REASONS
+from lithify.derive import ALTERNATIVES, SPLIT_REASONS
 from lithify.derive.feedback import FEEDBACK_DROP_REASONS
 from lithify.export.flags import FLAGS, dropped_flags
 from lithify.export.profiles import PROFILE_CHANGES
@@ -340,6 +340,8 @@ def _left_out(m: Manifest) -> list[str]:
     rows += [
         (f"segment start: `{k}`", n, SPLIT_REASONS.get(k, "")) for k, n in m.derive.splits.items()
     ]
+    if m.derive.alternatives:
+        rows.append(("alternative choices", m.derive.alternatives, ALTERNATIVES))
     rows += [
         (f"feedback not joined: `{k}`", n, FEEDBACK_DROP_REASONS.get(k, ""))
         for k, n in m.feedback.dropped.items()
