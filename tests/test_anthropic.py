@@ -848,3 +848,144 @@ def test_synthesized_tool_use_id_is_the_same_in_its_replay() -> None:
     )
     assert second.input_messages[2].parts == [made]
     assert first.degradations == {"opaque_reasoning": 1, "synthesized_id": 1}
+
+
+# --- beta blocks the canonical parts cannot hold (audit C) -----------------------------------
+
+# `tool_changes` entries as `BetaCompactionBlock.tool_changes` sends them: an addition by
+# reference and by value, a removal of an MCP toolset.
+TOOL_CHANGES = [
+    {"type": "tool_addition", "tool": {"type": "tool_reference", "name": "deploy"}},
+    {
+        "type": "tool_addition",
+        "tool": {
+            "type": "tool_definition",
+            "definition": {"name": "rollback", "input_schema": {"type": "object"}},
+        },
+    },
+    {"type": "tool_removal", "tool": {"type": "mcp_toolset_reference", "server_name": "github"}},
+]
+
+
+def test_each_compaction_tool_change_is_counted_whole_streamed_and_replayed() -> None:
+    compaction = {"type": "compaction", "content": "Summary so far.", "tool_changes": TOOL_CHANGES}
+    request = req(user(text("go")), tools=[{"name": "deploy", "input_schema": {}}])
+    plain = fact(request, resp(compaction, text("Continuing.")))
+    assert plain.output_messages[0].parts == [TextPart("Summary so far."), TextPart("Continuing.")]
+    assert plain.degradations == {"unsupported_content": 3}
+    # The tools offered stay the request's: the changes apply from a point in the conversation.
+    assert [t.name for t in plain.tools] == ["deploy"]
+    # The stream sends the changes in content_block_start and the summary in a delta.
+    evs = [
+        {"type": "message_start", "message": {**resp(), "stop_reason": None}},
+        {
+            "type": "content_block_start",
+            "index": 0,
+            "content_block": {"type": "compaction", "content": None, "tool_changes": TOOL_CHANGES},
+        },
+        {
+            "type": "content_block_delta",
+            "index": 0,
+            "delta": {"type": "compaction_delta", "content": "Summary so far."},
+        },
+        {"type": "content_block_stop", "index": 0},
+        {"type": "content_block_start", "index": 1, "content_block": text("")},
+        {
+            "type": "content_block_delta",
+            "index": 1,
+            "delta": {"type": "text_delta", "text": "Continuing."},
+        },
+        {"type": "content_block_stop", "index": 1},
+        {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 5}},
+        {"type": "message_stop"},
+    ]  # fmt: skip
+    streamed = fact(request, [SSEEvent(e["type"], json.dumps(e)) for e in evs])
+    same_fact(plain, streamed)
+    # Sent back unchanged, the block is counted in the history as each standalone entry is.
+    history = [user(text("go")), {"role": "assistant", "content": [compaction]}]
+    assert fact(req(*history)).degradations == {"unsupported_content": 3}
+    assert fact(req(user(*TOOL_CHANGES))).degradations == {"unsupported_content": 3}
+    assert fact(None, resp({**compaction, "tool_changes": []})).degradations == {}
+
+
+# A fallback turn (`BetaFallbackBlock`): the requested model declined, a fallback model went on.
+FALLBACK = {
+    "type": "fallback",
+    "from": {"model": "claude-opus-4-5"},
+    "to": {"model": "claude-sonnet-4-5-20250929"},
+    "trigger": {"type": "refusal", "category": None},
+}
+
+
+def test_a_fallback_turn_stays_one_message_and_is_counted() -> None:
+    answer = resp(text("I started to answer but"), FALLBACK, text("Here is the full answer."))
+    request = req(user(text("q")))
+    plain = fact(request, answer)
+    assert plain.output_messages == [
+        Message(
+            "assistant",
+            [TextPart("I started to answer but"), TextPart("Here is the full answer.")],
+            "stop",
+        )
+    ]
+    assert plain.degradations == {"unsupported_content": 1}
+    # Streamed, the block comes whole in content_block_start, with no delta.
+    for seed in range(3):
+        same_fact(plain, fact(request, stream_of(answer, seed)))
+    replayed = fact(req(user(text("q")), {"role": "assistant", "content": answer["content"]}))
+    assert replayed.input_messages[1] == Message("assistant", plain.output_messages[0].parts)
+    assert replayed.degradations == {"unsupported_content": 1}
+
+
+# `ToolUseBlock.caller` (anthropic 2.16.0 tool_use_block.py): who made a call. A toolset
+# member's call (`toolset_name`) is the model's own, under the name the model wrote.
+CODE_CALLER = {"type": "code_execution_20250825", "tool_id": "srvtoolu_1"}
+CALLERS = [None, {"type": "direct"}, CODE_CALLER, {"type": "code_execution_20260120", "tool_id": "srvtoolu_1"}]  # fmt: skip
+
+
+def test_calls_made_by_sandboxed_code_are_counted() -> None:
+    code = {"type": "server_tool_use", "id": "srvtoolu_1", "name": "code_execution", "input": {"code": "get_weather('a')"}}  # fmt: skip
+    by_code = {**tool_use("toolu_1", "get_weather", {"city": "a"}), "caller": CODE_CALLER}
+    direct = {**tool_use("toolu_2", "get_time", {}), "caller": {"type": "direct"}}
+    toolset = {**tool_use("toolu_3", "left_click", {"ref": "e1"}), "toolset_name": "browser"}
+    answer = resp(code, by_code, direct, toolset, stop="tool_use")
+    plain = fact(req(user(text("q"))), answer)
+    assert plain.output_messages[0].parts[1:] == [
+        ToolCallPart("toolu_1", "get_weather", {"city": "a"}),
+        ToolCallPart("toolu_2", "get_time", {}),
+        ToolCallPart("toolu_3", "left_click", {"ref": "e1"}),
+    ]
+    assert plain.degradations == {"unsupported_content": 1}
+    assert plain.raw["response"]["content"][1]["caller"] == CODE_CALLER
+    for seed in range(3):
+        same_fact(plain, fact(req(user(text("q"))), stream_of(answer, seed)))
+
+
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(CALLERS), st.sampled_from([None, "browser", "computer"])),
+        min_size=1,
+        max_size=5,
+    ),
+    st.integers(0, 9),
+)
+def test_each_call_not_made_directly_by_the_model_counts_once(
+    calls: list[tuple[dict[str, Any] | None, str | None]], seed: int
+) -> None:
+    blocks = []
+    for i, (caller, toolset) in enumerate(calls):
+        block = tool_use(f"toolu_{i}", "left_click", {"i": i})
+        if caller is not None:
+            block["caller"] = caller
+        if toolset is not None:
+            block["toolset_name"] = toolset
+        blocks.append(block)
+    answer = resp(*blocks, stop="tool_use")
+    plain = fact(None, answer)
+    counted = sum(1 for c, _ in calls if c is not None and c["type"] != "direct")
+    assert plain.degradations == ({"unsupported_content": counted} if counted else {})
+    assert [p.id for p in plain.output_messages[0].parts] == [b["id"] for b in blocks]
+    same_fact(plain, fact(None, stream_of(answer, seed)))
+    # The history a client sends back counts them again, as every count of its content.
+    history = fact(req(user(text("q")), {"role": "assistant", "content": blocks}))
+    assert history.degradations == plain.degradations

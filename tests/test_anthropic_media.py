@@ -538,3 +538,93 @@ def test_recorded_turns_continue_one_segment() -> None:
     for first, second in (("computer_use_turn1", "computer_use_turn2"), ("web_search", "web_search_replay")):  # fmt: skip
         (segment,) = segment_session("s", [_in_session(first, 1), _in_session(second, 2)])
         assert len(segment.turns) == 2 and segment.split_reason is None
+
+
+# --- MCP tool listings and documents of content blocks in tool results (audit C) -------------
+
+# `BetaMCPToolListingBlock` (beta): the tools the API fetched from an MCP server for this turn.
+LISTING = {
+    "type": "mcp_tool_listing",
+    "mcp_server_name": "github",
+    "tools": [
+        {
+            "name": "create_issue",
+            "description": "Open an issue",
+            "input_schema": {"type": "object", "properties": {"title": {"type": "string"}}},
+        }
+    ],
+}
+
+
+def test_an_mcp_tool_listing_is_a_server_tool_call_and_its_response() -> None:
+    answer = resp(LISTING, MCP_CALL, MCP_RESULT, text("Opened."))
+    request = req(user(text("File a bug.")))
+    plain = fact(request, answer)
+    # As the Responses translator gives an `mcp_list_tools` item: the call is the block less
+    # its tools, the response the tools; the block has no id.
+    call = {"type": "mcp_tool_listing", "mcp_server_name": "github"}
+    assert plain.output_messages[0].parts == [
+        ServerToolCallPart(None, "mcp_list_tools", call),
+        ServerToolCallResponsePart(None, {"type": "mcp_tool_listing", "tools": LISTING["tools"]}),
+        ServerToolCallPart("mcptoolu_01", "echo", MCP_CALL),
+        ServerToolCallResponsePart("mcptoolu_01", MCP_RESULT),
+        TextPart("Opened."),
+    ]
+    assert plain.degradations == {}
+    # Streamed, the block comes whole in content_block_start.
+    for seed in range(3):
+        streamed = fact(request, stream_of(answer, seed))
+        assert msgspec.structs.replace(streamed, raw=None) == msgspec.structs.replace(
+            plain, raw=None
+        )
+    # The client sends the turn back unchanged, the listing included.
+    second = replay(plain, answer, user(text("Thanks.")))
+    assert second.input_messages[1] == Message("assistant", plain.output_messages[0].parts)
+    assert second.degradations == {}
+    # A listing without tools gives its call alone.
+    bare = {"type": "mcp_tool_listing", "mcp_server_name": "github"}
+    assert fact(None, resp(bare)).output_messages[0].parts == [
+        ServerToolCallPart(None, "mcp_list_tools", bare)
+    ]
+
+
+def test_a_document_of_content_blocks_stays_in_its_tool_result() -> None:
+    clause = {
+        "type": "document",
+        "title": "Contract",
+        "source": {"type": "content", "content": [text("Clause 4: payment in 30 days."), image()]},
+    }
+    pdf = b"%PDF-1.4 tiny"
+    pdf_doc = {
+        "type": "document",
+        "source": {
+            "type": "base64",
+            "media_type": "application/pdf",
+            "data": base64.b64encode(pdf).decode(),
+        },
+    }
+    content = [text("Found:"), clause, pdf_doc, image()]
+    result = {"type": "tool_result", "tool_use_id": "toolu_1", "content": content}
+    call = tool_use("toolu_1", "fetch", {})
+    f = fact(req(user(text("q")), {"role": "assistant", "content": [call]}, user(result)))
+    # What the tool returned as text (and the images inside it) is the result, as a search
+    # result's is; only documents and images that are media follow it.
+    assert f.input_messages[2] == Message(
+        "tool",
+        [
+            ToolCallResponsePart("toolu_1", [text("Found:"), clause]),
+            blob(pdf, "application/pdf", "document"),
+            blob(PNG, "image/png", "image"),
+        ],
+    )
+    assert f.degradations == {}
+    only = {"type": "tool_result", "tool_use_id": "toolu_1", "content": [clause]}
+    g = fact(req(user(text("q")), {"role": "assistant", "content": [call]}, user(only)))
+    assert g.input_messages[2] == Message("tool", [ToolCallResponsePart("toolu_1", [clause])])
+    # Outside a tool result, the same document still gives its blocks' own parts.
+    h = fact(req(user(clause)))
+    assert h.input_messages == [
+        Message(
+            "user", [TextPart("Clause 4: payment in 30 days."), blob(PNG, "image/png", "image")]
+        )
+    ]

@@ -165,6 +165,37 @@ def test_thought_parts_and_signatures() -> None:
     assert f.degradations == {"opaque_reasoning": 2}
 
 
+def test_speech_metadata_is_counted_and_its_text_kept() -> None:
+    """``Part.speechMetadata`` (google-genai ``SpeechMetadata{speaker, style}``): how a TTS
+    model was told to voice the text. No part holds it: the text is kept, each part carrying it
+    counts ``unsupported_content``, and it stays on raw. An empty one loses nothing."""
+    r = req(
+        turn(
+            "user",
+            {"text": "Welcome back!", "speechMetadata": {"speaker": "Joe", "style": "excited"}},
+            {"text": "Thanks, Joe.", "speech_metadata": {"speaker": "Jane"}},
+            {"text": "Plain.", "speechMetadata": {}},
+        ),
+        generationConfig={
+            "responseModalities": ["AUDIO"],
+            "speechConfig": {
+                "multiSpeakerVoiceConfig": {
+                    "speakerVoiceConfigs": [
+                        {"speaker": "Joe", "voiceConfig": {"prebuiltVoiceConfig": {"voiceName": "Kore"}}},
+                        {"speaker": "Jane", "voiceConfig": {"prebuiltVoiceConfig": {"voiceName": "Puck"}}},
+                    ]
+                }
+            },
+        },
+    )  # fmt: skip
+    f = fact(r)
+    assert f.input_messages == [
+        Message("user", [TextPart("Welcome back!"), TextPart("Thanks, Joe."), TextPart("Plain.")])
+    ]
+    assert f.degradations == {"unsupported_content": 2}
+    assert f.raw["request"]["contents"][0]["parts"][0]["speechMetadata"]["style"] == "excited"
+
+
 def test_unknown_parts_are_counted_and_turn_kept() -> None:
     r = req(
         turn("user", {"text": "look"}, {"hologram": {"x": 1}}), turn("model", {"futurePart": {}})

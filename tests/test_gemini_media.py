@@ -18,6 +18,7 @@ from lithify.model import (
     BlobPart,
     InferenceCall,
     Message,
+    ReasoningPart,
     ServerToolCallPart,
     ServerToolCallResponsePart,
     TextPart,
@@ -487,3 +488,191 @@ def test_streamed_citations_add_up_and_url_context_is_merged() -> None:
     expected = fact(None, plain)
     assert streamed.output_messages == expected.output_messages
     assert streamed.degradations == expected.degradations == {"text_citation": 2}
+
+
+# --- spoken answers, thought images -----------------------------------------------------------
+
+# What Gemini's TTS and native-audio models return: raw 16-bit PCM at 24 kHz, no container.
+PCM = "audio/L16;codec=pcm;rate=24000"
+SPOKEN = b"\x00\x01\xfe\xff" * 24
+
+
+def spoken(
+    data: bytes, words: str | None = None, mime: str = PCM, **transcription: Any
+) -> dict[str, Any]:
+    part: dict[str, Any] = inline(base64.b64encode(data).decode(), mime)
+    if words is not None:
+        part["audioTranscription"] = {"text": words, **transcription}
+    return part
+
+
+def tts(*parts: Any, finish: str | None = "STOP") -> dict[str, Any]:
+    """A response or stream chunk of a TTS model, as generateContent sends it."""
+    cand: dict[str, Any] = {"content": {"role": "model", "parts": list(parts)}, "index": 0}
+    if finish is not None:
+        cand["finishReason"] = finish
+    return {
+        "candidates": [cand],
+        "usageMetadata": {"promptTokenCount": 9, "candidatesTokenCount": 40},
+        "modelVersion": "gemini-2.5-flash-preview-tts",
+        "responseId": "tts-1",
+    }
+
+
+def chunked(*chunks: list[dict[str, Any]]) -> list[SSEEvent]:
+    """streamGenerateContent's SSE events, one chunk's parts each; the last one finishes."""
+    last = len(chunks) - 1
+    return [
+        SSEEvent(None, orjson.dumps(tts(*c, finish="STOP" if i == last else None)).decode())
+        for i, c in enumerate(chunks)
+    ]
+
+
+def test_audio_transcription_is_text_before_its_blob_also_alone() -> None:
+    """``Part.audioTranscription`` (google-genai ``Transcription``, "the transcription of the
+    audio part"): its words lead the audio, as Chat's ``message.audio.transcript`` does."""
+    f = fact(
+        None,
+        tts(
+            spoken(SPOKEN, "Sure, the meeting is at noon.", finished=True),
+            {"audioTranscription": {"text": " See you there."}},
+            {"audioTranscription": {"finished": True}},
+        ),
+    )
+    assert f.output_messages == [
+        Message(
+            "assistant",
+            [
+                TextPart("Sure, the meeting is at noon."),
+                blob(SPOKEN, PCM, "audio"),
+                TextPart(" See you there."),
+            ],
+            "stop",
+        )
+    ]
+    assert f.degradations == {}
+    snake = {
+        "inline_data": {"mime_type": PCM, "data": base64.b64encode(SPOKEN).decode()},
+        "audio_transcription": {"text": "Sure, the meeting is at noon."},
+    }
+    assert fact(None, tts(snake)).output_messages[0].parts == f.output_messages[0].parts[:2]
+
+
+@given(
+    st.binary(max_size=64),
+    st.text(max_size=24),
+    st.lists(st.integers(0, 64), max_size=6),
+    st.lists(st.integers(0, 24), max_size=6),
+    st.sampled_from([PCM, "audio/pcm;rate=16000", "audio/L16; rate=24000; channels=1"]),
+    st.booleans(),
+)
+def test_any_split_of_streamed_audio_folds_back_to_the_whole(
+    sound: bytes,
+    words: str,
+    cuts: list[int],
+    word_cuts: list[int],
+    mime: str,
+    urlsafe: bool,
+) -> None:
+    """However the bytes and the transcript are cut into chunks (a piece of each per chunk, or
+    none), the stream gives the whole response's fact: one transcript, one blob."""
+    at = sorted({min(c, len(sound)) for c in cuts} | {0, len(sound)})
+    slices = [sound[a:b] for a, b in pairwise(at)] or [b""]
+    wat = sorted({min(c, len(words)) for c in word_cuts} | {0, len(words)})
+    said = [words[a:b] for a, b in pairwise(wat)]
+    encode = base64.urlsafe_b64encode if urlsafe else base64.b64encode
+    chunks: list[list[dict[str, Any]]] = []
+    for i in range(max(len(slices), len(said))):
+        part: dict[str, Any] = {}
+        if i < len(slices):
+            part["inlineData"] = {"mimeType": mime, "data": encode(slices[i]).decode()}
+        if i < len(said):
+            part["audioTranscription"] = {"text": said[i]}
+        chunks.append([part])
+    whole_part: dict[str, Any] = inline(base64.b64encode(sound).decode(), mime)
+    if said:
+        whole_part["audioTranscription"] = {"text": words}
+    whole, streamed = fact(None, tts(whole_part)), fact(None, chunked(*chunks))
+    assert streamed.output_messages == whole.output_messages
+    assert streamed.output_messages[0].parts == [
+        *([TextPart(words)] if words else []),
+        blob(sound, mime, "audio"),
+    ]
+    assert streamed.degradations == whole.degradations == {}
+
+
+def test_streamed_audio_joins_only_slices_of_one_raw_sound() -> None:
+    """Containers (WAV: a header per piece) and another rate are not one sound; a thought
+    image between slices ends the run; a slice that does not decode is read alone, counted."""
+    wav = b"RIFF\x24\x00\x00\x00WAVEfmt "
+    f = fact(
+        None,
+        chunked(
+            [spoken(b"\x01\x02", "One")],
+            [spoken(b"\x03\x04", " two")],
+            [spoken(b"\x05\x06", mime="audio/L16;codec=pcm;rate=16000")],
+            [spoken(wav, mime="audio/wav")],
+            [spoken(wav, mime="audio/wav")],
+            [inline(PNG64) | {"thought": True}],
+            [spoken(b"\x07\x08")],
+            [inline("not base64!", PCM)],
+            [spoken(b"\x09\x0a")],
+        ),
+    )
+    assert f.output_messages[0].parts == [
+        TextPart("One two"),
+        blob(b"\x01\x02\x03\x04", PCM, "audio"),
+        blob(b"\x05\x06", "audio/L16;codec=pcm;rate=16000", "audio"),
+        blob(wav, "audio/wav", "audio"),
+        blob(wav, "audio/wav", "audio"),
+        blob(b"\x07\x08", PCM, "audio"),
+        blob(b"\x09\x0a", PCM, "audio"),
+    ]
+    assert f.degradations == {"malformed_media": 1, "opaque_reasoning": 1}
+
+
+def test_streamed_audio_keeps_its_signature_and_two_signatures_keep_slices_apart() -> None:
+    signed = spoken(b"\x01\x02", "Hi") | {"thoughtSignature": "c2ln"}
+    whole = fact(None, tts(spoken(b"\x01\x02\x03\x04", "Hi there") | {"thoughtSignature": "c2ln"}))
+    streamed = fact(None, chunked([signed], [spoken(b"\x03\x04", " there")]))
+    assert streamed.output_messages == whole.output_messages
+    assert streamed.degradations == whole.degradations == {"opaque_reasoning": 1}
+    apart = fact(None, chunked([signed], [signed]))
+    assert apart.output_messages[0].parts == [TextPart("Hi"), blob(b"\x01\x02", PCM, "audio")] * 2
+    assert apart.degradations == {"opaque_reasoning": 2}
+
+
+DRAFT = base64.b64encode(PNG + b"draft").decode()
+THOUGHT_IMAGE_ANSWER = [
+    {"text": "Sketching a layout first.", "thought": True},
+    inline(DRAFT) | {"thought": True},
+    inline() | {"thoughtSignature": "c2ln"},
+    {"text": "Here is your poster."},
+]
+
+
+def test_thought_images_are_reasoning_left_out_of_the_answer() -> None:
+    """``thought: true`` on ``inlineData`` (a Gemini 3 image model's draft): reasoning that is
+    not text, so no part and ``opaque_reasoning``, as a signature is; the final image stays.
+    Streamed, and replayed by the client in the next request, it reads the same."""
+    request = req(user("Make a poster."))
+    response = resp(*THOUGHT_IMAGE_ANSWER)
+    f = fact(request, response)
+    assert f.output_messages == [
+        Message(
+            "assistant",
+            [
+                ReasoningPart("Sketching a layout first."),
+                blob(PNG, "image/png", "image"),
+                TextPart("Here is your poster."),
+            ],
+            "stop",
+        )
+    ]
+    assert f.degradations == {"opaque_reasoning": 2}
+    streamed = fact(request, stream_of(response, 1))
+    assert streamed.output_messages == f.output_messages
+    assert streamed.degradations == f.degradations
+    second = fact(next_request(f, user("Bigger title.")))
+    assert second.input_messages[1] == Message("assistant", f.output_messages[0].parts)
+    assert second.degradations == {"opaque_reasoning": 2}

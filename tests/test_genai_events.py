@@ -206,6 +206,28 @@ def test_google_genai_default_mode_events() -> None:
     assert f.degradations == {"opaque_reasoning": 1, "synthesized_id": 1}
 
 
+def test_google_genai_spoken_answer_is_its_transcript_then_its_sound() -> None:
+    # A native-audio answer: the words of `audio_transcription` lead the sound, as the Gemini
+    # translator gives them; a part holding only a transcription is its text.
+    sound = b"\x00\x01\xfe\xff" * 8
+    pcm = "audio/L16;codec=pcm;rate=24000"
+    said = _gpart(
+        inline_data={"data": base64.b64encode(sound).decode(), "mime_type": pcm},
+        audio_transcription={"text": "Hello.", "finished": True},
+    )
+    more = {**_gpart(), "audio_transcription": {"text": " Bye."}}
+    records = [
+        ("gen_ai.user.message", _gcontent("user", _gpart(text="Say hello."))),
+        ("gen_ai.choice", {"index": 0, **_gcontent("model", said, more), "finish_reason": "STOP"}),
+    ]
+    f = _events(records, {"gen_ai.system": "gemini"})
+    [out] = f.output_messages
+    assert out.parts[0] == TextPart("Hello.")
+    assert isinstance(out.parts[1], BlobPart) and out.parts[1].mime_type == pcm
+    assert out.parts[2] == TextPart(" Bye.")
+    assert f.degradations == {}
+
+
 def test_google_genai_bare_parts_and_unknown_payload() -> None:
     # `contents` given as a list is logged entry by entry: a Part entry is the bare part, a
     # string the string. A field no Gemini version defined is counted, not dropped silently.

@@ -311,6 +311,45 @@ def test_anthropic_text_documents_give_the_anthropic_translators_parts() -> None
         assert f.degradations == {}
 
 
+def test_a_tool_result_splits_as_the_anthropic_translator_splits_it() -> None:
+    # Images and file documents follow the result; a document of content blocks stays in it.
+    png = {"type": "base64", "media_type": "image/png", "data": b64(b"\x89PNG shot")}
+    content_doc = {
+        "type": "document",
+        "source": {"type": "content", "content": [{"type": "text", "text": "Row 1."}]},
+    }
+    turns = [
+        {"role": "user", "content": [{"type": "text", "text": "Read the sheet."}]},
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "toolu_1", "name": "read", "input": {}}],
+        },
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "toolu_1",
+                    "content": [content_doc, {"type": "image", "source": png}],
+                }
+            ],
+        },
+    ]
+    attrs: dict[str, Any] = {"gen_ai.system": "Anthropic"}
+    for i, turn in enumerate(turns):
+        attrs[f"gen_ai.prompt.{i}.role"] = turn["role"]
+        attrs[f"gen_ai.prompt.{i}.content"] = orjson.dumps(turn["content"]).decode()
+    attrs |= {"gen_ai.completion.0.role": "assistant", "gen_ai.completion.0.content": "Done."}
+    request = {"model": "claude", "max_tokens": 8, "messages": turns}
+    exchange = anthropic.translate(request, None)
+    assert isinstance(exchange, InferenceCall), exchange
+    f = fact(attrs)
+    assert f.input_messages == exchange.input_messages
+    [result, image] = f.input_messages[2].parts
+    assert result == ToolCallResponsePart("toolu_1", [content_doc])
+    assert image == blob(b"\x89PNG shot", "image/png", "image")
+
+
 def test_responses_blocks_the_instrumentation_re_types_are_media() -> None:
     # traceloop's responses wrapper (process_content_block) writes input_image as
     # {"type": "image", "image_url", "detail", "file_id"} and input_file as

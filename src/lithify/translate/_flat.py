@@ -59,7 +59,6 @@ _SERVER_RESULT_BLOCKS = frozenset(
     }
 )
 # Media a tool result may hold (Anthropic: a computer-use screenshot): they follow the result.
-_RESULT_MEDIA = frozenset({"image", "document"})
 _OTHER_BLOCKS = frozenset({"refusal", "audio", "search_result", "container_upload"})
 KNOWN_BLOCKS = (
     _TEXT_BLOCKS
@@ -336,13 +335,13 @@ def _block_piece(ctx: Ctx, block: Any, position: tuple[Any, ...]) -> list[Piece]
         media: list[Part] = []
         if "content" in block:
             result = block["content"]
-            if isinstance(result, list) and any(_result_media(b) for b in result):
+            if isinstance(result, list) and any(anthropic.leaves_tool_result(b) for b in result):
                 # Images and documents leave the result and follow it as media parts, as the
                 # Anthropic translator does, so the span and the exchange give one call.
                 for b in result:
-                    if _result_media(b):
+                    if anthropic.leaves_tool_result(b):
                         media.extend(_media_parts(b, b["type"], ctx.deg))
-                result = [b for b in result if not _result_media(b)]
+                result = [b for b in result if not anthropic.leaves_tool_result(b)]
         elif "response" in block:
             result = block["response"]  # OTel names it response; canonical name is result
         else:
@@ -366,10 +365,6 @@ def _media_parts(block: dict[str, Any], t: str, deg: Degradations) -> list[Part]
         t = "input_file"
     part = media_part(block, t, deg)
     return [part] if part is not None else []
-
-
-def _result_media(block: Any) -> bool:
-    return isinstance(block, dict) and block.get("type") in _RESULT_MEDIA
 
 
 def block_pieces(ctx: Ctx, blocks: list[Any], *position: Any) -> list[Piece]:

@@ -130,18 +130,19 @@ def _tool_result(block: dict[str, Any], ids: _Ids, deg: Degradations) -> Message
     """A ``tool`` message: the result, then the images and documents the tool returned.
 
     The result is what the model saw: a string stays a string, blocks stay blocks, except that
-    image and document blocks leave the list and follow as media parts in their order (a
-    screenshot-only result is ``[]``). `is_error` is not part of the value; it stays on raw.
+    image and document blocks that are media leave the list and follow as media parts in their
+    order (a screenshot-only result is ``[]``). `is_error` is not part of the value; it stays on
+    raw.
     """
     content = block.get("content", "")
     if content is None:
         content = ""
     result = content
     media: list[Part] = []
-    if isinstance(content, list) and any(_is_media(b) for b in content):
-        result = [b for b in content if not _is_media(b)]
+    if isinstance(content, list) and any(leaves_tool_result(b) for b in content):
+        result = [b for b in content if not leaves_tool_result(b)]
         for b in content:
-            if _is_media(b):
+            if leaves_tool_result(b):
                 media.extend(_media(b, deg, 0))
     # The id of a result without one is made of the content as sent, media included.
     part = ToolCallResponsePart(id=ids.result(block.get("tool_use_id"), content), result=result)
@@ -152,8 +153,21 @@ def _one(part: Part | None) -> list[Part]:
     return [part] if part is not None else []
 
 
-def _is_media(block: Any) -> bool:
-    return isinstance(block, dict) and block.get("type") in _MEDIA
+def leaves_tool_result(block: Any) -> bool:
+    """Whether a block of a tool result is media that follows the result as parts of its own
+    (public for telemetry that records Anthropic blocks, to split results the same way).
+
+    A document of content blocks is text (and images) the tool returned, not a file: it stays
+    in the result, as a ``search_result`` does, so the result keeps what the model read.
+    """
+    if not isinstance(block, dict) or block.get("type") not in _MEDIA:
+        return False
+    source = block.get("source")
+    return not (
+        block.get("type") == "document"
+        and isinstance(source, dict)
+        and source.get("type") == "content"
+    )
 
 
 def _media(block: dict[str, Any], deg: Degradations, depth: int) -> list[Part]:
@@ -217,6 +231,13 @@ def _block_parts(block: Any, deg: Degradations, ids: _Ids | None, depth: int = 0
         # content is a failed compaction, which the API treats as a no-op.
         if block.get("encrypted_content") or block.get("signature"):
             deg.add("opaque_reasoning")
+        # Its `tool_changes` (tool_addition / tool_removal entries) say which tools are in
+        # effect from a point of the compacted range on: neither a part nor the call's `tools`
+        # (a removal, and the point, cannot be written there), so each is counted as the same
+        # block standing alone in a message is.
+        changes = block.get("tool_changes")
+        if isinstance(changes, list):
+            deg.add("unsupported_content", len(changes))
         return text_parts(block.get("content"))
     if kind == "thinking":
         if block.get("signature"):
@@ -230,6 +251,12 @@ def _block_parts(block: Any, deg: Degradations, ids: _Ids | None, depth: int = 0
         name = block.get("name")
         name = name if isinstance(name, str) else ""
         args = block.get("input")
+        caller = block.get("caller")
+        if caller is not None and not (isinstance(caller, dict) and caller.get("type") == "direct"):
+            # A call that code in the sandbox made (programmatic tool calling), not the model:
+            # the part has no field for who called it, so the call is counted (a row would
+            # teach the model a call it did not write) and `caller` stays on raw.
+            deg.add("unsupported_content")
         return [tool_call(ids.call(block.get("id"), name, args), name, parse_arguments(args, deg))]
     if kind in _MEDIA:
         return _media(block, deg, depth)
@@ -252,6 +279,23 @@ def _block_parts(block: Any, deg: Degradations, ids: _Ids | None, depth: int = 0
                 id=as_str(block.get("tool_use_id")), server_tool_call_response=block
             )
         ]
+    if kind == "mcp_tool_listing":
+        # The tools the API fetched from an MCP server for this turn (beta): as the Responses
+        # `mcp_list_tools` item is, a call named `mcp_list_tools` (the block less its tools) and
+        # its response (the tools), which together give the block back. It has no id.
+        call = {k: v for k, v in block.items() if k != "tools"}
+        listing: list[Part] = [ServerToolCallPart(None, "mcp_list_tools", call)]
+        if block.get("tools") is not None:
+            response = {"type": kind, "tools": block["tools"]}
+            listing.append(ServerToolCallResponsePart(None, response))
+        return listing
+    if kind == "fallback":
+        # Where one model's output gives way to another's (beta): the parts before it are the
+        # model that declined, the parts after it the fallback model's. It stays one message:
+        # it is one turn, sent back as one assistant message, and two output messages would
+        # read as two choices. Counted, so a turn holding two models' text can be left out.
+        deg.add("unsupported_content")
+        return []
     if kind == "search_result" and depth < _MAX_DEPTH:
         # Search results a client supplies for the model to cite: their text is what it read,
         # as a document of content blocks is; `source` and `title` stay on raw.

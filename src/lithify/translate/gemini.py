@@ -10,6 +10,8 @@ against its reference.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import re
 from collections import deque
 from functools import cache
@@ -39,6 +41,7 @@ from lithify.translate._common import (
     finish_reason,
     parse_arguments,
     synthesized_call_id,
+    text_parts,
     tool_call,
     transport_times,
     url_part,
@@ -100,7 +103,17 @@ _SCHEMA_TYPES = (None, "string", "number", "integer", "boolean", "array", "objec
 _SCHEMA_INTS = frozenset(
     {"maxItems", "minItems", "minLength", "maxLength", "minProperties", "maxProperties"}
 )
-_PART_META = frozenset({"thought", "thoughtSignature", "videoMetadata", "partMetadata"})
+# Keys beside a part's payload: read (or counted) by ``content_parts``, never a payload themselves.
+_PART_META = frozenset(
+    {
+        "thought",
+        "thoughtSignature",
+        "videoMetadata",
+        "partMetadata",
+        "audioTranscription",
+        "speechMetadata",
+    }
+)
 # Protobuf JSON reads bytes in either base64 alphabet; the URL-safe one is turned standard.
 _URLSAFE = str.maketrans("-_", "+/")
 
@@ -228,17 +241,44 @@ def _parts_of(content: Any, deg: Degradations) -> list[Any]:
     return []
 
 
-def content_part(part: Any, deg: Degradations) -> Part | None:
+def content_parts(part: Any, deg: Degradations) -> list[Part]:
     """One Gemini ``Part`` that is not a function call or response (text, thought, inline or
-    file data, code execution, a built-in tool), camelCase or snake_case; counts what it cannot
-    carry (a ``thoughtSignature`` as ``opaque_reasoning``, an unknown payload)."""
+    file data, code execution, a built-in tool), camelCase or snake_case, as canonical parts:
+    an audio part's ``audioTranscription`` is a text part before its blob. Counts what it
+    cannot carry (a ``thoughtSignature`` or a thought image as ``opaque_reasoning``,
+    ``speechMetadata`` or an unknown payload as ``unsupported_content``)."""
     if not isinstance(part, dict):
         if isinstance(part, str):  # the SDK accepts bare strings as text parts
-            return TextPart(part) if part else None
+            return text_parts(part)
         deg.add("malformed_messages")
-        return None
+        return []
     if _g(part, "thoughtSignature"):
         deg.add("opaque_reasoning")
+    speech = _g(part, "speechMetadata")
+    if speech and (
+        not isinstance(speech, dict) or any(v not in (None, "") for v in speech.values())
+    ):
+        # The speaker and style a TTS model was told to voice this text with: a text part has
+        # no field for it, and writing it as text would put words in the prompt it never had.
+        deg.add("unsupported_content")
+    if _g(part, "thought") is True and (
+        isinstance(_g(part, "inlineData"), dict) or isinstance(_g(part, "fileData"), dict)
+    ):
+        # A draft the model made while thinking (Gemini 3 image models' interim images):
+        # reasoning that is not text, so no part, lest a trainer take it for the answer.
+        deg.add("opaque_reasoning")
+        return []
+    # The words of a spoken answer come first, as Chat's `message.audio.transcript` does.
+    transcription = _g(part, "audioTranscription")
+    if transcription is not None and not isinstance(transcription, dict):
+        deg.add("malformed_messages")
+    out = text_parts(_g(transcription, "text"))
+    payload = _payload(part, deg)
+    return [*out, payload] if payload is not None else out
+
+
+def _payload(part: dict[str, Any], deg: Degradations) -> Part | None:
+    """The one payload of a part (its metadata read by ``content_parts``)."""
     text = part.get("text")
     if isinstance(text, str):
         if not text:
@@ -336,9 +376,7 @@ def _turn(role: str, parts: list[Any], deg: Degradations, ids: _Ids) -> list[Mes
             tool: list[Part] = [ToolCallResponsePart(id_, {} if result is None else result)]
             # Media the function returned (multimodal function responses) follow its result.
             for media in _parts_of(response, deg):
-                p = content_part(media, deg)
-                if p is not None:
-                    tool.append(p)
+                tool += content_parts(media, deg)
             out.append(Message("tool", tool))
             continue
         pending = True
@@ -352,9 +390,7 @@ def _turn(role: str, parts: list[Any], deg: Degradations, ids: _Ids) -> list[Mes
             calls += 1
             current.append(tool_call(id_, name, parse_arguments(call.get("args"), deg)))
             continue
-        p = content_part(part, deg)
-        if p is not None:
-            current.append(p)
+        current += content_parts(part, deg)
     if pending or not out:
         out.append(Message(role, current))
     return out
@@ -370,11 +406,8 @@ def _system_messages(system: Any, deg: Degradations) -> list[Message]:
     parts = system if isinstance(system, list) else _parts_of(system, deg)
     out: list[Part] = []
     for p in parts:
-        part = content_part(p, deg)
-        if isinstance(part, TextPart | ReasoningPart):
-            out.append(TextPart(part.content))
-        elif part is not None:
-            out.append(part)
+        for part in content_parts(p, deg):
+            out.append(TextPart(part.content) if isinstance(part, ReasoningPart) else part)
     return [Message("system", out)] if parts else []
 
 
@@ -805,13 +838,111 @@ class _Stream:
             c = self.candidates[index]
             cand: dict[str, Any] = {
                 "index": index,
-                "content": {"role": c["role"] or "model", "parts": c["parts"]},
+                "content": {"role": c["role"] or "model", "parts": _join_audio(c["parts"])},
             }
             for key in ("finishReason", *_BESIDE_CONTENT):
                 if key in c:
                     cand[key] = c[key]
             cands.append(cand)
         return {"candidates": cands, **self.top}
+
+
+# Raw audio, samples and nothing else (no header, no frames): two slices of one sound,
+# concatenated, are the sound. Gemini streams speech as `audio/L16;codec=pcm;rate=24000`.
+# Containers (WAV, MP3, Ogg, …) are not joined: each piece has a header of its own.
+_RAW_AUDIO = frozenset(
+    {"audio/l8", "audio/l16", "audio/l20", "audio/l24", "audio/pcm", "audio/pcma", "audio/pcmu"}
+)
+# What an audio piece may hold besides its bytes and its words.
+_AUDIO_PIECE_KEYS = frozenset({"inlineData", "audioTranscription", "thoughtSignature", "thought"})
+
+
+def _audio_piece(part: Any) -> tuple[str | None, bytes | None] | None:
+    """``(MIME type, bytes)`` of a streamed slice of raw audio, ``(None, None)`` for a part
+    holding only the words of one (``audioTranscription``); None for any other part (a thought,
+    a container format, base64 that does not decode: those are read on their own)."""
+    if not isinstance(part, dict) or _g(part, "thought") is True:
+        return None
+    if any(_camel(k) not in _AUDIO_PIECE_KEYS for k in part if isinstance(k, str)):
+        return None
+    inline = _g(part, "inlineData")
+    if inline is None:
+        return (None, None) if isinstance(_g(part, "audioTranscription"), dict) else None
+    mime = _g(inline, "mimeType")
+    if not isinstance(mime, str):
+        return None
+    mime = "".join(mime.split()).lower()
+    if mime.partition(";")[0] not in _RAW_AUDIO:
+        return None
+    data = _g(inline, "data")
+    if isinstance(data, bytes):
+        return mime, data
+    if not isinstance(data, str):
+        return None
+    text = "".join(data.translate(_URLSAFE).split())
+    try:
+        return mime, base64.b64decode(text + "=" * (-len(text) % 4), validate=True)
+    except (binascii.Error, ValueError):
+        return None
+
+
+def _join_audio(parts: list[Any]) -> list[Any]:
+    """A stream sends spoken answers a slice a chunk, the whole response in one part: adjacent
+    slices of one raw-audio MIME type (and the pieces of their transcript) join into one part,
+    bytes concatenated and transcript text joined, so a stream gives its whole response's
+    fact. As for text, two thought signatures keep the slices apart."""
+    out: list[Any] = []
+    run: list[dict[str, Any]] = []
+    mime: str | None = None
+    chunks: list[bytes] = []
+    signed = False
+
+    def close() -> None:
+        if len(run) == 1:
+            out.append(run[0])
+        elif run:
+            out.append(_joined(run, chunks))
+
+    for part in parts:
+        piece = _audio_piece(part)
+        if piece is None:
+            close()
+            run, mime, chunks, signed = [], None, [], False
+            out.append(part)
+            continue
+        kind, data = piece
+        signature = bool(_g(part, "thoughtSignature"))
+        if run and ((kind and mime and kind != mime) or (signed and signature)):
+            close()
+            run, mime, chunks, signed = [], None, [], False
+        run.append(part)
+        mime, signed = mime or kind, signed or signature
+        if data is not None:
+            chunks.append(data)
+    close()
+    return out
+
+
+def _joined(run: list[dict[str, Any]], chunks: list[bytes]) -> dict[str, Any]:
+    """One part for a run of audio slices: the first MIME type as written, the bytes one after
+    the other, the transcript's text joined (its other fields as the last piece gave them)."""
+    out: dict[str, Any] = {}
+    inline = next((_g(p, "inlineData") for p in run if _has(p, "inlineData")), None)
+    if isinstance(inline, dict):
+        out["inlineData"] = {"mimeType": _g(inline, "mimeType"), "data": b"".join(chunks)}
+    words = [_g(p, "audioTranscription") for p in run]
+    words = [w for w in words if isinstance(w, dict)]
+    if words:
+        said = [_g(w, "text") for w in words]
+        merged: dict[str, Any] = {}
+        for w in words:
+            merged.update(_camel_keys(w))
+        merged["text"] = "".join(t for t in said if isinstance(t, str))
+        out["audioTranscription"] = merged
+    signature = next((_g(p, "thoughtSignature") for p in run if _g(p, "thoughtSignature")), None)
+    if signature:
+        out["thoughtSignature"] = signature
+    return out
 
 
 def _read_stream(events: list[Any], deg: Degradations) -> _Stream:

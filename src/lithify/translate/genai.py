@@ -64,7 +64,7 @@ from lithify.translate._telemetry import (
     stated_modality,
     uri_media,
 )
-from lithify.translate.gemini import content_part as gemini_part
+from lithify.translate.gemini import content_parts as gemini_parts
 from lithify.translate.otlp import LogRecord
 
 SOURCE = "otel-genai"
@@ -120,6 +120,7 @@ _GEMINI_FIELDS = (
     "code_execution_result",
     "tool_call",
     "tool_response",
+    "audio_transcription",
 )
 _GEMINI_KEYS = frozenset({*_GEMINI_FIELDS, *map(_camel, _GEMINI_FIELDS)})
 
@@ -316,8 +317,7 @@ class _Builder:
         call = _gemini_field(p, "function_call")
         response = _gemini_field(p, "function_response")
         if not isinstance(call, dict) and not isinstance(response, dict):
-            part = gemini_part(p, self.deg)
-            return [part] if part is not None else []
+            return gemini_parts(p, self.deg)
         if _gemini_field(p, "thought_signature"):
             self.deg.add("opaque_reasoning")
         if isinstance(call, dict):
@@ -330,9 +330,7 @@ class _Builder:
         out: list[Part] = [ToolCallResponsePart(rid, {} if result is None else result)]
         media = response.get("parts")
         for item in media if isinstance(media, list) else []:
-            part = gemini_part(item, self.deg)
-            if part is not None:
-                out.append(part)
+            out += gemini_parts(item, self.deg)
         return out
 
     def parts(self, items: Any, pos: tuple[Any, ...]) -> list[Part]:
