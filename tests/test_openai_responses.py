@@ -19,10 +19,12 @@ from lithify.model import (
     InferenceCall,
     Message,
     ReasoningPart,
+    ServerToolCallPart,
     Skip,
     TextPart,
     ToolCallPart,
     ToolCallResponsePart,
+    ToolDefinition,
     UriPart,
 )
 from lithify.translate import openai_responses, provider
@@ -294,7 +296,7 @@ def test_other_items() -> None:
             {"type": "message", "role": "assistant", "content": "found"},
             {"type": "additional_tools", "id": "at_1", "role": "assistant", "tools": []},
             {"type": "message", "role": "assistant", "content": "more"},
-            {"type": "program_output", "id": "po_1", "call_id": "p", "result": "1"},
+            {"type": "widget_output", "id": "wo_1", "call_id": "p", "result": "1"},
             {"type": "message", "role": "assistant", "content": "loaded"},
             {"type": "item_reference", "id": "msg_1"},
         ],
@@ -320,6 +322,202 @@ def test_tools() -> None:
     ]
     assert f.tools[0].parameters["required"] == ["location"]
     assert f.degradations == {}
+
+
+# A namespace tool (openai SDK NamespaceTool): function and custom tools grouped under a name
+# the model calls them by; its calls carry that name in `namespace` beside their own `name`.
+NAMESPACES = [
+    {
+        "type": "namespace",
+        "name": "crm",
+        "description": "Customer records",
+        "tools": [
+            {
+                "type": "function",
+                "name": "lookup",
+                "description": "Find a customer",
+                "parameters": {"type": "object", "properties": {"q": {"type": "string"}}},
+                "strict": True,
+            }
+        ],
+    },
+    {
+        "type": "namespace",
+        "name": "billing",
+        "description": "Invoices",
+        "tools": [
+            {"type": "function", "name": "lookup", "parameters": {"type": "object"}},
+            {"type": "custom", "name": "note", "description": "Free text"},
+        ],
+    },
+    {"type": "function", "name": "lookup", "parameters": {"type": "object"}},
+]
+NAMESPACED_CALLS = [
+    {
+        "type": "function_call",
+        "id": "fc_1",
+        "call_id": "call_1",
+        "namespace": "crm",
+        "name": "lookup",
+        "arguments": '{"q": "ACME"}',
+        "status": "completed",
+    },
+    {
+        "type": "function_call",
+        "id": "fc_2",
+        "call_id": "call_2",
+        "namespace": "billing",
+        "name": "lookup",
+        "arguments": "{}",
+        "status": "completed",
+    },
+    {
+        "type": "custom_tool_call",
+        "id": "ctc_1",
+        "call_id": "call_3",
+        "namespace": "billing",
+        "name": "note",
+        "input": "{}",
+    },
+    {
+        "type": "function_call",
+        "id": "fc_3",
+        "call_id": "call_4",
+        "name": "lookup",
+        "arguments": "{}",
+    },
+]
+NAMESPACED_PARTS = [
+    ToolCallPart("call_1", "crm.lookup", {"q": "ACME"}),
+    ToolCallPart("call_2", "billing.lookup", {}),
+    ToolCallPart("call_3", "billing.note", {}),
+    ToolCallPart("call_4", "lookup", {}),
+]
+
+
+def test_namespaced_calls_and_definitions_agree() -> None:
+    """A namespace's tools are definitions named as their calls are, ``namespace.name``, so two
+    namespaces' ``lookup`` stay apart and every call has its definition; the namespaces'
+    descriptions, which a flat tool list cannot hold, are counted."""
+    req = {"model": "gpt-5", "input": "find ACME", "tools": NAMESPACES}
+    f = fact(req, resp(*NAMESPACED_CALLS))
+    assert f.tools == [
+        ToolDefinition(
+            "crm.lookup",
+            "Find a customer",
+            {"type": "object", "properties": {"q": {"type": "string"}}},
+        ),
+        ToolDefinition("billing.lookup", None, {"type": "object"}),
+        ToolDefinition("billing.note", "Free text", {}),
+        ToolDefinition("lookup", None, {"type": "object"}),
+    ]
+    assert f.output_messages == [Message("assistant", NAMESPACED_PARTS, "tool_call")]
+    called = {p.name for p in f.output_messages[0].parts if isinstance(p, ToolCallPart)}
+    assert called == {t.name for t in f.tools}
+    assert f.degradations == {"unsupported_tool": 2}
+    # A response read alone takes the tools it echoes, the same way.
+    assert fact(None, resp(*NAMESPACED_CALLS, tools=NAMESPACES)).tools == f.tools
+    # Replayed in the next request, the calls keep their names.
+    replay = fact({"input": [{"role": "user", "content": "find ACME"}, *NAMESPACED_CALLS]}, None)
+    assert replay.input_messages[1] == Message("assistant", NAMESPACED_PARTS)
+
+
+def test_namespaced_calls_streamed_whole_and_cut() -> None:
+    base = resp(status="in_progress")
+    events: list[dict[str, Any]] = [{"type": "response.created", "response": base}]
+    for n, item in enumerate(NAMESPACED_CALLS):
+        key = "input" if item["type"] == "custom_tool_call" else "arguments"
+        kind = "custom_tool_call_input" if key == "input" else "function_call_arguments"
+        events += [
+            {"type": "response.output_item.added", "output_index": n, "item": {**item, key: ""}},
+            {"type": f"response.{kind}.delta", "output_index": n, "item_id": item["id"], "delta": item[key]},
+            {"type": "response.output_item.done", "output_index": n, "item": item},
+        ]  # fmt: skip
+    whole = fact(
+        None, sse([*events, {"type": "response.completed", "response": resp(*NAMESPACED_CALLS)}])
+    )
+    assert whole.output_messages == [Message("assistant", NAMESPACED_PARTS, "tool_call")]
+    assert whole.degradations == {}
+    # Cut before each call was done: rebuilt from the added item and the argument deltas.
+    cut = [e for e in events if e["type"] != "response.output_item.done"]
+    rebuilt = fact(None, sse(cut))
+    assert rebuilt.output_messages == [Message("assistant", NAMESPACED_PARTS, None)]
+    assert rebuilt.degradations == {"truncated_stream": 1}
+
+
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["crm", "billing", "a.b", None]), st.sampled_from(["f", "g"])),
+        min_size=1,
+        max_size=5,
+    )
+)
+def test_every_namespaced_call_has_its_definition(calls: list[tuple[str | None, str]]) -> None:
+    spaces: dict[str | None, list[dict[str, Any]]] = {}
+    for ns, name in dict.fromkeys(calls):
+        spaces.setdefault(ns, []).append({"type": "function", "name": name})
+    tools = [
+        *spaces.pop(None, []),
+        *({"type": "namespace", "name": ns, "description": "", "tools": t} for ns, t in spaces.items()),
+    ]  # fmt: skip
+    items = [
+        {"type": "function_call", "call_id": f"c{i}", "name": name, "arguments": "{}"}
+        | ({} if ns is None else {"namespace": ns})
+        for i, (ns, name) in enumerate(calls)
+    ]
+    f = fact({"input": "go", "tools": tools}, resp(*items))
+    named = [p.name for p in f.output_messages[0].parts if isinstance(p, ToolCallPart)]
+    assert named == [name if ns is None else f"{ns}.{name}" for ns, name in calls]
+    assert set(named) == {t.name for t in f.tools}
+    assert f.degradations == {}  # empty namespace descriptions lose nothing
+
+
+# A call a program issued (programmatic tool calling): `caller` names the program item.
+PROGRAM = {
+    "type": "program",
+    "id": "pg_1",
+    "call_id": "call_p",
+    "code": "const r = await tools.lookup({q: 'ACME'}); return r.total;",
+    "fingerprint": "fp_opaque",
+}
+BY_PROGRAM = {"type": "program", "caller_id": "call_p"}
+
+
+def test_calls_a_program_issued_are_counted() -> None:
+    """The model wrote the program, not the calls it makes: each call (and its result, which goes
+    back to the program) counts ``unsupported_content``; a direct call counts nothing."""
+    issued = {**call("c1", "lookup", '{"q": "ACME"}'), "caller": BY_PROGRAM}
+    direct = {**call("c2", "lookup", "{}"), "caller": {"type": "direct"}}
+    first = fact({"input": "how much?"}, resp(PROGRAM, issued, direct))
+    assert first.output_messages == [
+        Message(
+            "assistant",
+            [
+                ServerToolCallPart("call_p", "program", PROGRAM),
+                ToolCallPart("c1", "lookup", {"q": "ACME"}),
+                ToolCallPart("c2", "lookup", {}),
+            ],
+            "tool_call",
+        )
+    ]
+    assert first.degradations == {"unsupported_content": 1}
+    replay = {
+        "input": [
+            {"role": "user", "content": "how much?"},
+            PROGRAM,
+            issued,
+            direct,
+            {"type": "function_call_output", "call_id": "c1", "output": "42", "caller": BY_PROGRAM},
+            {"type": "function_call_output", "call_id": "c2", "output": "7"},
+        ]
+    }
+    second = fact(replay, None)
+    assert second.input_messages[1] == Message("assistant", first.output_messages[0].parts)
+    assert second.input_messages[2:] == [
+        Message("tool", [ToolCallResponsePart("c1", "42")]),
+        Message("tool", [ToolCallResponsePart("c2", "7")]),
+    ]
+    assert second.degradations == {"unsupported_content": 2}
 
 
 def test_request_parameters_and_session() -> None:
@@ -616,7 +814,7 @@ KEYS = [
     "part", "refusal", "input", "created_at",
     "image_url", "file_id", "file_data", "file_url", "filename", "input_audio", "data", "format",
     "action", "actions", "operation", "outputs", "result", "results", "output_format", "url",
-    "approval_request_id", "code", "tools",
+    "approval_request_id", "code", "tools", "namespace", "caller", "caller_id",
 ]  # fmt: skip
 TYPES = [
     "message", "reasoning", "function_call", "function_call_output", "custom_tool_call",
@@ -631,6 +829,8 @@ TYPES = [
     "mcp_call", "mcp_list_tools", "mcp_approval_request", "mcp_approval_response", "image", "logs",
     "response.code_interpreter_call_code.delta", "response.mcp_call_arguments.done",
     "data:image/png;base64,iVBORw0KGgo=", "https://x/y.png",
+    "program", "program_output", "namespace", "direct", "response.audio.delta",
+    "response.audio.transcript.delta",
 ]  # fmt: skip
 
 scalars = (

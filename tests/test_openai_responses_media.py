@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import itertools
 from typing import Any
 
 import msgspec
@@ -626,6 +627,136 @@ def test_cut_stream_rebuilds_code_and_mcp_arguments_from_deltas() -> None:
     assert f.output_messages[0].finish_reason is None
 
 
+# Programmatic tool calling (openai SDK response_output_item.Program / ProgramOutput): the
+# JavaScript the model wrote, and what it returned, linked by call_id.
+PROGRAM = {
+    "type": "program",
+    "id": "pg_1",
+    "call_id": "call_p",
+    "code": "const r = await tools.lookup({q: 'ACME'}); return r.total;",
+    "fingerprint": "fp_opaque",
+}
+PROGRAM_OUTPUT = {
+    "type": "program_output",
+    "id": "po_1",
+    "call_id": "call_p",
+    "result": "42",
+    "status": "completed",
+}
+
+
+def test_program_and_its_output_are_a_server_tool() -> None:
+    """The program is a server_tool_call named ``program``, its output the response with the
+    same id; both whole, in the assistant turn, in the answer and in its replay, whole or
+    streamed (the items come whole in response.output_item.done: no delta event carries them)."""
+    body = resp(PROGRAM, PROGRAM_OUTPUT, text_item("ACME owes 42."))
+    parts = [
+        ServerToolCallPart("call_p", "program", PROGRAM),
+        ServerToolCallResponsePart("call_p", PROGRAM_OUTPUT),
+        TextPart("ACME owes 42."),
+    ]
+    plain = fact(None, body)
+    assert plain.output_messages == [Message("assistant", parts, "stop")]
+    assert plain.degradations == {}
+    streamed = fact(None, stream_of(body))
+    assert streamed.output_messages == plain.output_messages
+    assert streamed.degradations == {}
+    cut = fact(None, stream_of(body, final=False))
+    assert cut.output_messages == [Message("assistant", parts, None)]
+    assert cut.degradations == {"truncated_stream": 1}
+    replay = fact({"input": [{"role": "user", "content": "how much?"}, *body["output"]]})
+    assert replay.input_messages[1:] == [Message("assistant", parts)]
+    assert replay.degradations == {}
+
+
+# --- streamed audio ----------------------------------------------------------------------------
+
+PCM = bytes(range(256)) * 3
+
+
+def spoken_stream(
+    transcript: list[str], audio: list[str], *output: dict[str, Any], final: bool = True
+) -> list[SSEEvent]:
+    """A response streamed with audio (openai SDK ResponseAudioDeltaEvent,
+    ResponseAudioTranscriptDeltaEvent, their done events): the events name no item, and the
+    response object has no place for audio, so they are all there is of it."""
+    body = resp(*output)
+    events: list[dict[str, Any]] = [
+        {"type": "response.created", "sequence_number": 0, "response": {**body, "status": "in_progress", "output": []}}
+    ]  # fmt: skip
+    for n, item in enumerate(output):
+        events.append({"type": "response.output_item.added", "output_index": n, "item": item})
+    for i in range(max(len(transcript), len(audio))):
+        if i < len(transcript):
+            events.append({"type": "response.audio.transcript.delta", "delta": transcript[i]})
+        if i < len(audio):
+            events.append({"type": "response.audio.delta", "delta": audio[i]})
+    events += [{"type": "response.audio.done"}, {"type": "response.audio.transcript.done"}]
+    for n, item in enumerate(output):
+        events.append({"type": "response.output_item.done", "output_index": n, "item": item})
+    if final:
+        events.append({"type": "response.completed", "response": body})
+    return sse(*[{**e, "sequence_number": n} for n, e in enumerate(events)])
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def test_streamed_audio_is_its_transcript_then_its_bytes() -> None:
+    """As Chat's spoken answer: the transcript as text, then the audio as a blob (MIME type
+    null: nothing in a Responses exchange names the format), after the turn's items."""
+    message = {"type": "message", "id": "msg_1", "role": "assistant", "status": "completed", "content": []}  # fmt: skip
+    events = spoken_stream(["Hello ", "world"], [b64(PCM[:100]), b64(PCM[100:])], message)
+    f = fact(None, events)
+    spoken = [TextPart("Hello world"), blob(PCM, None, "audio")]
+    assert f.output_messages == [Message("assistant", spoken, "stop")]
+    assert f.degradations == {}
+    # raw holds the stream's SSE text, and translates again to the same fact.
+    again = openai_responses.translate(None, list(iter_events(f.raw["response"])))
+    assert again == f
+    # With text and a call in the turn, the audio follows them: no event says where it was.
+    items = [text_item("Hi."), {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"}]  # fmt: skip
+    g = fact(None, spoken_stream(["Hello ", "world"], [b64(PCM)], *items))
+    assert g.output_messages[0].parts == [TextPart("Hi."), ToolCallPart("c1", "f", {}), *spoken]
+    # A stream cut before its final event keeps what it said.
+    cut = fact(None, spoken_stream(["Hello ", "world"], [b64(PCM)], message, final=False))
+    assert cut.output_messages == [Message("assistant", spoken, None)]
+    assert cut.degradations == {"truncated_stream": 1}
+
+
+def test_streamed_audio_that_does_not_decode_is_counted() -> None:
+    f = fact(None, spoken_stream(["Hi"], ["@@@", "!!"]))
+    assert f.output_messages == [Message("assistant", [TextPart("Hi")], "stop")]
+    assert f.degradations == {"malformed_media": 1}
+    bare = fact(None, spoken_stream([], [b64(PCM)]))
+    assert bare.output_messages == [Message("assistant", [blob(PCM, None, "audio")], "stop")]
+
+
+@given(
+    st.binary(min_size=1, max_size=64),
+    st.lists(st.integers(0, 64), max_size=4),
+    st.text(min_size=1, max_size=12),
+    st.integers(1, 5),
+    st.booleans(),
+)
+def test_streamed_audio_pieces_join_however_they_are_cut(
+    data: bytes, cuts: list[int], transcript: str, step: int, sliced: bool
+) -> None:
+    """Pieces each base64 of their own (as OpenAI pads them) or slices of one base64 text give
+    the same bytes; transcript pieces join as they came."""
+    if sliced:
+        text = b64(data)
+        audio = [text[i : i + step] for i in range(0, len(text), step)]
+    else:
+        bounds = sorted({0, len(data), *(c for c in cuts if c < len(data))})
+        audio = [b64(data[a:b]) for a, b in itertools.pairwise(bounds)]
+    words = [transcript[i : i + step] for i in range(0, len(transcript), step)]
+    f = fact(None, spoken_stream(words, audio))
+    assert f.output_messages[0].parts == [TextPart(transcript), blob(data, None, "audio")]
+    assert f.degradations == {}
+
+
 # --- call N's output is its replay in call N+1 -------------------------------------------------
 
 
@@ -657,6 +788,8 @@ turn_items = st.one_of(
     st.builds(lambda i: {"type": "tool_search_call", "id": i, "execution": "server", "arguments": {}}, ids),
     st.builds(lambda i: {"type": "tool_search_output", "call_id": i, "execution": "server", "tools": []}, ids),
     st.builds(lambda i: {"type": "tool_search_call", "call_id": i, "execution": "client", "arguments": {}}, ids),
+    st.builds(lambda i: {**PROGRAM, "call_id": i}, ids),
+    st.builds(lambda i: {**PROGRAM_OUTPUT, "call_id": i}, ids),
 )  # fmt: skip
 
 

@@ -8,8 +8,6 @@ against its reference.
 
 from __future__ import annotations
 
-import base64
-import binascii
 from typing import Any
 
 from lithify.model import (
@@ -48,6 +46,7 @@ from lithify.translate.openai_common import (
     inline_part,
     is_thinking_chunk,
     media_url_part,
+    streamed_audio_part,
     thinking_text,
     tool_output,
 )
@@ -264,24 +263,7 @@ def _audio_blob(data: Any, ctx: _Context) -> Part | None:
     if isinstance(data, str):
         return inline_part(data, ctx.deg, modality="audio", mime=ctx.audio_type)
     pieces = [d for d in data if isinstance(d, str)] if isinstance(data, list) else []
-    raw = _decode_pieces(pieces)
-    if raw is None:
-        ctx.deg.add("malformed_media")
-        return None
-    return blob_part(raw, ctx.audio_type, ctx.deg, "audio") if raw else None
-
-
-def _decode_pieces(pieces: list[str]) -> bytes | None:
-    """Streamed audio's bytes: each piece is base64 of its own (padded), as OpenAI sends them;
-    failing that, the pieces are slices of one base64 text. None when neither decodes."""
-    try:
-        return b"".join(base64.b64decode("".join(p.split()), validate=True) for p in pieces)
-    except (binascii.Error, ValueError):
-        pass
-    try:
-        return base64.b64decode("".join("".join(pieces).split()), validate=True)
-    except (binascii.Error, ValueError):
-        return None
+    return streamed_audio_part(pieces, ctx.audio_type, ctx.deg)
 
 
 def _generated_images(images: Any, deg: Degradations) -> list[Part]:

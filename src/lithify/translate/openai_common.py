@@ -11,6 +11,8 @@ media inside a tool's result.
 
 from __future__ import annotations
 
+import base64
+import binascii
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -187,6 +189,30 @@ def audio_mime(fmt: Any) -> str | None:
     ``pcm16`` → ``audio/pcm16``), ``mp3`` → ``audio/mpeg``; None without a format."""
     name = fmt.strip().lower() if isinstance(fmt, str) else ""
     return (_AUDIO_TYPES.get(name) or f"audio/{name}") if name else None
+
+
+def streamed_audio_part(pieces: list[str], mime: str | None, deg: Degradations) -> BlobPart | None:
+    """A spoken answer streamed in base64 pieces (Chat's ``delta.audio.data``, Responses'
+    ``response.audio.delta``) as one audio blob; none when the pieces hold no bytes. Pieces that
+    do not decode give no part and count ``malformed_media``."""
+    raw = _decode_pieces(pieces)
+    if raw is None:
+        deg.add("malformed_media")
+        return None
+    return blob_part(raw, mime, deg, "audio") if raw else None
+
+
+def _decode_pieces(pieces: list[str]) -> bytes | None:
+    """Streamed audio's bytes: each piece is base64 of its own (padded), as OpenAI sends them;
+    failing that, the pieces are slices of one base64 text. None when neither decodes."""
+    try:
+        return b"".join(base64.b64decode("".join(p.split()), validate=True) for p in pieces)
+    except (binascii.Error, ValueError):
+        pass
+    try:
+        return base64.b64decode("".join("".join(pieces).split()), validate=True)
+    except (binascii.Error, ValueError):
+        return None
 
 
 def filename_mime(name: Any) -> str | None:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from msgspec.structs import replace
+
 from lithify.core.imagetype import image_type_of_base64
 from lithify.model import (
     InferenceCall,
@@ -19,6 +21,7 @@ from lithify.model import (
     Skip,
     ToolCallPart,
     ToolCallResponsePart,
+    ToolDefinition,
 )
 from lithify.translate._common import (
     Degradations,
@@ -43,6 +46,7 @@ from lithify.translate.openai_common import (
     file_input_part,
     inline_part,
     media_url_part,
+    streamed_audio_part,
     tool_output,
 )
 from lithify.translate.sse import SSEEvent, lost
@@ -82,6 +86,15 @@ _SERVER_CALLS: dict[str, tuple[str | None, tuple[str, ...]]] = {
     "mcp_call": (None, ("output", "error")),
     "mcp_list_tools": ("mcp_list_tools", ("tools", "error")),
     "mcp_approval_request": (None, ()),
+}
+# Tools the provider runs whose call and result are items of their own, linked by call_id (tool
+# search, a program the model wrote for programmatic tool calling): the call's name, or None for
+# the result.
+_SERVER_PAIRS: dict[str, str | None] = {
+    "tool_search_call": "tool_search",
+    "tool_search_output": None,
+    "program": "program",
+    "program_output": None,
 }
 _TEXT_PARTS = frozenset({"input_text", "output_text", "text"})
 # Request fields that point at content stored on the provider's side instead of carrying it.
@@ -184,13 +197,15 @@ class _Walker:
         elif kind == "reasoning":
             self.add_assistant(_reasoning(item, self.deg))
         elif kind in _CALL_ITEMS:
+            self._programmatic(item)
             self.add_assistant([self._call(item, *_CLIENT_CALLS[kind])])
         elif kind in _RESULT_ITEMS:
+            self._programmatic(item)
             self.add(Message("tool", self._result(item, kind)))
         elif kind in _SERVER_CALLS:
             self.add_assistant(_server_tool(item, kind, self.deg))
-        elif kind in ("tool_search_call", "tool_search_output"):
-            self._tool_search(item, kind)
+        elif kind in _SERVER_PAIRS:
+            self._server_pair(item, kind)
         elif kind == "mcp_approval_response":
             # The user's decision on an MCP call the model asked to make: a turn of the user's.
             approval = as_str(item.get("approval_request_id"))
@@ -205,8 +220,8 @@ class _Walker:
                 self.deg.add("opaque_reasoning")
         else:
             self.deg.add("unsupported_content")
-            # Calls the model made (tool search, programs, …) sit inside its turn; their
-            # outputs and anything else come from the other side and end the turn.
+            # Calls the model made sit inside its turn; their outputs and anything else come
+            # from the other side and end the turn.
             if not self.output and not (
                 isinstance(kind, str) and kind.endswith(("_call", "_request", "_tools"))
             ):
@@ -217,6 +232,11 @@ class _Walker:
         ``key`` is the field holding its arguments."""
         kind = field(item)
         name = tool or (item.get("name") if isinstance(item.get("name"), str) else "")
+        namespace = as_str(item.get("namespace"))
+        if tool is None and namespace is not None:
+            # A function of a namespace tool: named as the model addresses it and as its
+            # definition is (_tool_definitions), so crm.lookup and billing.lookup stay apart.
+            name = f"{namespace}.{name}"
         args = item.get(key)
         # The computer tool may batch its actions in a list instead of one action.
         if kind == "computer_call" and args is None and isinstance(item.get("actions"), list):
@@ -229,10 +249,18 @@ class _Walker:
         self.pending.append((as_str(item.get("id")) or "", call_id))
         return tool_call(call_id, name, parse_arguments(args, self.deg))
 
-    def _tool_search(self, item: dict[str, Any], kind: str) -> None:
-        """Tool search loads deferred tool definitions: run by the provider (the default) it is a
-        server tool; run by the client, a tool call whose result is the tools it loaded."""
-        if item.get("execution") == "client":
+    def _programmatic(self, item: dict[str, Any]) -> None:
+        """A call a program issued (``caller: {type: "program"}``), or its result, which went
+        back to that program: the part cannot say the model did not make it, so it is counted."""
+        caller = item.get("caller")
+        if isinstance(caller, dict) and caller.get("type") not in (None, "direct"):
+            self.deg.add("unsupported_content")
+
+    def _server_pair(self, item: dict[str, Any], kind: str) -> None:
+        """A provider-run tool whose call and result are items of their own, each kept whole and
+        linked by its call_id: tool search (run by the client instead, a tool call whose result
+        is the tools it loaded) and a program the model wrote and its output."""
+        if kind.startswith("tool_search_") and item.get("execution") == "client":
             if kind == "tool_search_call":
                 self.add_assistant([self._call(item, "tool_search", "arguments")])
             else:
@@ -241,8 +269,9 @@ class _Walker:
             return
         # The output names its call by call_id; a call without one is known by its item id.
         ref = as_str(item.get("call_id")) or as_str(item.get("id"))
-        if kind == "tool_search_call":
-            self.add_assistant([ServerToolCallPart(ref, "tool_search", dict(item))])
+        name = _SERVER_PAIRS[kind]
+        if name is not None:
+            self.add_assistant([ServerToolCallPart(ref, name, dict(item))])
         else:
             self.add_assistant([ServerToolCallResponsePart(ref, dict(item))])
 
@@ -491,6 +520,10 @@ class _Stream:
         self.error: Any = None
         self.items: dict[Any, dict[str, Any]] = {}
         self.by_id: dict[str, Any] = {}
+        # A spoken answer's transcript and base64 pieces (response.audio.*): no response object
+        # has a place for audio, so these events are all there is of it.
+        self.transcript: list[str] = []
+        self.audio: list[str] = []
         self.lost = 0  # events that could not be read, mid-stream (sse.lost)
         for i, e in enumerate(events):
             data = e.json()
@@ -532,7 +565,10 @@ class _Stream:
 
     def _delta(self, kind: str, data: dict[str, Any]) -> None:
         text = data.get("delta") if kind.endswith(".delta") else None
-        if kind == "response.output_text.annotation.added":
+        if kind in ("response.audio.delta", "response.audio.transcript.delta"):
+            if isinstance(text, str):
+                (self.audio if kind == "response.audio.delta" else self.transcript).append(text)
+        elif kind == "response.output_text.annotation.added":
             part = self._part(data, "content", "output_text")
             notes = part.get("annotations")
             part["annotations"] = [
@@ -603,7 +639,7 @@ class _Stream:
             if not body.get("output") and self.items:
                 body = {**body, "output": self.output()}
             return body
-        if self.snapshot is None and not self.items and self.error is None:
+        if self.snapshot is None and not self.items and self.error is None and not self.spoken:
             return None
         body = {**(self.snapshot or {}), "output": self.output()}
         body["status"] = "failed" if self.error is not None else None
@@ -611,7 +647,18 @@ class _Stream:
 
     @property
     def started(self) -> bool:
-        return self.snapshot is not None or bool(self.items)
+        return self.snapshot is not None or bool(self.items) or self.spoken
+
+    @property
+    def spoken(self) -> bool:
+        return any(self.transcript) or any(self.audio)
+
+    def spoken_parts(self, deg: Degradations) -> list[Part]:
+        """The spoken answer as Chat's ``message.audio`` gives it: the transcript as text, then
+        the bytes as an audio blob (MIME type unknown: a Responses request names no format)."""
+        parts: list[Part] = text_parts("".join(self.transcript))
+        blob = streamed_audio_part(self.audio, None, deg) if any(self.audio) else None
+        return parts if blob is None else [*parts, blob]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -619,14 +666,34 @@ class _Stream:
 # ---------------------------------------------------------------------------------------------
 
 
-def _tools(req: dict[str, Any] | None, body: dict[str, Any] | None, deg: Degradations) -> list[Any]:
+def _tools(
+    req: dict[str, Any] | None, body: dict[str, Any] | None, deg: Degradations
+) -> list[ToolDefinition]:
     # The response echoes the tools it was offered; the request's own list wins when present.
     defs = req.get("tools") if req is not None and "tools" in req else None
     if defs is None and body is not None:
         defs = body.get("tools")
     if not isinstance(defs, list):
         return []
-    return [t for t in (tool_definition(d, deg) for d in defs) if t is not None]
+    return [t for d in defs for t in _tool_definitions(d, deg)]
+
+
+def _tool_definitions(d: Any, deg: Degradations) -> list[ToolDefinition]:
+    """One entry of ``tools``. A namespace's function and custom tools are definitions of their
+    own, named as their calls are (``crm.lookup``, _Walker._call); the namespace's description
+    has no place in a flat list of tools and counts ``unsupported_tool`` (it stays on raw)."""
+    if (
+        isinstance(d, dict)
+        and d.get("type") == "namespace"
+        and as_str(d.get("name")) is not None
+        and isinstance(d.get("tools"), list)
+    ):
+        if as_str(d.get("description")) is not None:
+            deg.add("unsupported_tool")
+        members = (tool_definition(m, deg) for m in d["tools"])
+        return [replace(t, name=f"{d['name']}.{t.name}") for t in members if t is not None]
+    t = tool_definition(d, deg)
+    return [] if t is None else [t]
 
 
 def translate(
@@ -640,6 +707,7 @@ def translate(
     ex = Exchange.of(request, response)
     req, body, events = ex.req, ex.body, ex.events
     deg = Degradations()
+    spoken: list[Part] = []
     if events is not None:
         stream = _Stream(events)
         if stream.error is not None and not stream.started and stream.final is None:
@@ -650,6 +718,7 @@ def translate(
         deg.add("malformed_messages", stream.lost)
         if stream.final is None and stream.error is None:
             deg.add("truncated_stream")
+        spoken = stream.spoken_parts(deg)
     if req is None and body is None:
         return Skip("empty", "neither a request nor a response", NAME)
     # A body that is not a response object (no output list) says nothing about the answer.
@@ -673,6 +742,12 @@ def translate(
     if body is not None:
         reason = status_finish(body)
         produced = _items(body.get("output"), deg, [], output=True)
+        if spoken:
+            # After the turn's items: the audio events name no item to place it by.
+            if produced and produced[-1].role == "assistant":
+                produced[-1] = Message("assistant", [*produced[-1].parts, *spoken])
+            else:
+                produced.append(Message("assistant", spoken))
         if not produced and (reason is not None or events is None):
             produced = [Message("assistant", [])]
         outputs = [Message(m.role, m.parts, reason) for m in produced]
