@@ -25,10 +25,11 @@ from lithify.model import (
     TextPart,
     ToolCallPart,
     ToolCallResponsePart,
+    ToolDefinition,
     UriPart,
 )
 from lithify.translate import openai_chat, provider
-from lithify.translate._common import Degradations, blob_part
+from lithify.translate._common import FREEFORM_PARAMETERS, Degradations, blob_part
 from lithify.translate.sse import SSEEvent, iter_events
 from tests.conftest import CORPUS
 from tests.helpers import assert_valid_messages
@@ -971,3 +972,312 @@ def test_streamed_reasoning_details_with_their_own_ids_stay_apart() -> None:
 def test_odd_vendor_fields_in_chunks_never_raise(deltas: list[dict[str, Any]]) -> None:
     evs = events(*(chunk(d) for d in deltas), chunk({}, "stop"), "[DONE]")
     _check(openai_chat.translate(None, evs))
+
+
+# --- parallel calls streamed at one index (Ollama, LiteLLM's bridges) ---------------------------
+
+
+def _read(call_id: str, path: str) -> dict[str, Any]:
+    fn = {"name": "read", "arguments": orjson.dumps({"path": path}).decode()}
+    return {"id": call_id, "type": "function", "function": fn}
+
+
+def test_parallel_calls_streamed_at_one_index_stay_apart() -> None:
+    # Ollama's OpenAI endpoint streams every call of a batch at index 0, each with its own id,
+    # one call per chunk or all in one chunk's list; the whole answer gives both calls.
+    calls = [_read("call_a", "a.rs"), _read("call_b", "b.rs")]
+    msg = {"role": "assistant", "content": "", "tool_calls": calls}
+    plain = fact(None, body({"message": msg, "finish_reason": "tool_calls"}))
+    assert plain.output_messages[0].parts == [
+        ToolCallPart("call_a", "read", {"path": "a.rs"}),
+        ToolCallPart("call_b", "read", {"path": "b.rs"}),
+    ]
+    assert plain.degradations == {}
+    frags = [{"index": 0, **c} for c in calls]
+    head = chunk({"role": "assistant", "content": ""})
+    end = (chunk({}, "tool_calls"), "[DONE]")
+    apart = events(head, *(chunk({"tool_calls": [f]}) for f in frags), *end)
+    together = events(head, chunk({"tool_calls": frags}), *end)
+    same_fact(plain, fact(None, apart))
+    same_fact(plain, fact(None, together))
+    # Fragments without an id join the call started last at their index; a fragment naming an
+    # earlier call's id continues that call.
+    first, second = ({**f, "function": {"name": "read", "arguments": ""}} for f in frags)
+    pieces = events(
+        head,
+        chunk({"tool_calls": [first]}),
+        chunk({"tool_calls": [{"index": 0, "function": {"arguments": '{"path":'}}]}),
+        chunk({"tool_calls": [second]}),
+        chunk({"tool_calls": [{"index": 0, "function": {"arguments": '{"path":"b.rs"}'}}]}),
+        chunk({"tool_calls": [{"index": 0, "id": "call_a", "function": {"arguments": '"a.rs"}'}}]}),
+        *end,
+    )  # fmt: skip
+    same_fact(plain, fact(None, pieces))
+
+
+_call_ids = st.lists(st.text("abcdef0123", min_size=1, max_size=6), min_size=1, max_size=4, unique=True)  # fmt: skip
+
+
+@given(
+    _call_ids.flatmap(
+        lambda ids: st.tuples(
+            st.just(ids),
+            st.lists(
+                st.dictionaries(st.sampled_from("xyz"), st.integers(0, 9), max_size=2),
+                min_size=len(ids),
+                max_size=len(ids),
+            ),
+            st.lists(st.integers(0, 12), min_size=len(ids), max_size=len(ids)),
+        )
+    ),
+    st.booleans(),
+    st.booleans(),
+)
+def test_calls_streamed_at_reused_or_own_indexes_fold_as_whole(
+    batch: tuple[list[str], list[dict[str, int]], list[int]], reuse: bool, repeat_id: bool
+) -> None:
+    """Any batch of calls with ids, streamed at one index or at an index each, its arguments in
+    two pieces (later fragments repeating the id or not), gives the calls its whole answer
+    gives."""
+    ids, args, cuts = batch
+    calls = [
+        {
+            "id": i,
+            "type": "function",
+            "function": {"name": f"f{n}", "arguments": orjson.dumps(a).decode()},
+        }
+        for n, (i, a) in enumerate(zip(ids, args, strict=True))
+    ]
+    msg = {"role": "assistant", "content": None, "tool_calls": calls}
+    plain = fact(None, body({"message": msg, "finish_reason": "tool_calls"}))
+    assert plain.degradations == {}
+    deltas = [chunk({"role": "assistant", "content": None})]
+    for n, (call, cut) in enumerate(zip(calls, cuts, strict=True)):
+        text, idx = call["function"]["arguments"], 0 if reuse else n
+        first = {"index": idx, "id": call["id"], "type": "function", "function": {"name": call["function"]["name"], "arguments": text[:cut]}}  # fmt: skip
+        rest = {"index": idx, "function": {"arguments": text[cut:]}}
+        deltas += [chunk({"tool_calls": [first]}), chunk({"tool_calls": [{**rest, **({"id": call["id"]} if repeat_id else {})}]})]  # fmt: skip
+    same_fact(plain, fact(None, events(*deltas, chunk({}, "tool_calls"), "[DONE]")))
+
+
+# --- reasoning details (OpenRouter) ----------------------------------------------------------
+
+
+# OpenRouter's interleaved thinking (Anthropic models): a reasoning.text detail per thinking
+# block, signed; `reasoning` is their text joined. Clients replay the details alone.
+INTERLEAVED = [
+    {
+        "type": "reasoning.text",
+        "text": "First I check the file.",
+        "format": "anthropic-claude-v1",
+        "index": 0,
+    },
+    {
+        "type": "reasoning.text",
+        "text": "Then I compare versions.",
+        "signature": "EqQBCkgI",
+        "format": "anthropic-claude-v1",
+        "index": 1,
+    },
+]
+INTERLEAVED_PARTS = [
+    ReasoningPart("First I check the file."),
+    ReasoningPart("Then I compare versions."),
+    TextPart("Done."),
+]
+
+
+def test_every_reasoning_detail_is_kept_and_the_replay_reads_as_the_answer() -> None:
+    answer = {"role": "assistant", "content": "Done.", "reasoning": "First I check the file.Then I compare versions.", "reasoning_details": INTERLEAVED}  # fmt: skip
+    plain = fact(None, body({"message": answer}))
+    assert plain.output_messages[0].parts == INTERLEAVED_PARTS
+    assert plain.degradations == {"opaque_reasoning": 1}
+    replayed = {"role": "assistant", "content": "Done.", "reasoning_details": INTERLEAVED}
+    req = {"messages": [{"role": "user", "content": "go"}, replayed, {"role": "user", "content": "and?"}]}  # fmt: skip
+    replay = fact(req, None)
+    assert replay.input_messages[1] == Message("assistant", INTERLEAVED_PARTS)
+    assert replay.degradations == {"opaque_reasoning": 1}
+    # Streamed: each detail in fragments at its index, the reasoning string beside them.
+    frag = [{k: v for k, v in d.items() if k not in ("text", "signature")} for d in INTERLEAVED]
+    streamed = fact(
+        None,
+        events(
+            chunk(
+                {
+                    "role": "assistant",
+                    "reasoning": "First I check",
+                    "reasoning_details": [{**frag[0], "text": "First I check"}],
+                }
+            ),
+            chunk(
+                {
+                    "reasoning": " the file.",
+                    "reasoning_details": [{**frag[0], "text": " the file."}],
+                }
+            ),
+            chunk(
+                {
+                    "reasoning": "Then I compare versions.",
+                    "reasoning_details": [{**frag[1], "text": "Then I compare versions."}],
+                }
+            ),
+            chunk({"reasoning_details": [{**frag[1], "text": "", "signature": "EqQBCkgI"}]}),
+            chunk({"content": "Done."}, "stop"),
+            "[DONE]",
+        ),
+    )
+    same_fact(plain, streamed)
+
+
+def test_reasoning_summaries_alone_are_all_kept() -> None:
+    # OpenAI models through OpenRouter: summary details, then the encrypted reasoning.
+    details = [
+        {
+            "type": "reasoning.summary",
+            "summary": "**Plan**\n\nAsk first.",
+            "format": "openai-responses-v1",
+            "index": 0,
+        },
+        {
+            "type": "reasoning.summary",
+            "summary": "**Check**\n\nThen answer.",
+            "format": "openai-responses-v1",
+            "index": 1,
+        },
+        {
+            "type": "reasoning.encrypted",
+            "data": "gAAAAB",
+            "id": "rs_1",
+            "format": "openai-responses-v1",
+            "index": 2,
+        },
+    ]
+    f = fact(None, body({"message": {"role": "assistant", "content": "?", "reasoning_details": details}}))  # fmt: skip
+    assert f.output_messages[0].parts == [
+        ReasoningPart("**Plan**\n\nAsk first."),
+        ReasoningPart("**Check**\n\nThen answer."),
+        TextPart("?"),
+    ]
+    assert f.degradations == {"opaque_reasoning": 1}
+    # The string joined with line breaks repeats the details: no part of its own.
+    joined = {"reasoning": "**Plan**\n\nAsk first.\n\n**Check**\n\nThen answer.", "reasoning_details": details}  # fmt: skip
+    repeats = fact(None, body({"message": {"role": "assistant", "content": "?", **joined}}))
+    assert repeats.output_messages == f.output_messages
+    assert repeats.degradations == {"opaque_reasoning": 1}
+    # A string the details do not repeat is reasoning of its own, kept before them.
+    other = {"role": "assistant", "content": "?", "reasoning": "Hmm.", "reasoning_details": details}
+    assert fact(None, body({"message": other})).output_messages[0].parts == [ReasoningPart("Hmm."), *f.output_messages[0].parts]  # fmt: skip
+
+
+# --- custom (free-form) tools ----------------------------------------------------------------
+
+
+SQL_TOOL = {
+    "type": "custom",
+    "custom": {
+        "name": "sql",
+        "description": "Run one SQL query",
+        "format": {
+            "type": "grammar",
+            "grammar": {"syntax": "lark", "definition": 'start: "SELECT " /[^;]+/'},
+        },
+    },
+}
+PATCH = "*** Begin Patch\n*** Update File: a.py\n-x=1\n+x=2\n*** End Patch"
+
+
+def test_custom_tool_calls_keep_their_text_input() -> None:
+    # Custom.input is free text (here in the tool's grammar); text that reads as JSON stays text.
+    calls = [
+        {"id": "call_1", "type": "custom", "custom": {"name": "apply_patch", "input": PATCH}},
+        {"id": "call_2", "type": "custom", "custom": {"name": "note", "input": '{"a": 1}'}},
+    ]
+    parts = [
+        ToolCallPart("call_1", "apply_patch", {"input": PATCH}),
+        ToolCallPart("call_2", "note", {"input": '{"a": 1}'}),
+    ]
+    msg = {"role": "assistant", "content": None, "tool_calls": calls}
+    plain = fact(None, body({"message": msg, "finish_reason": "tool_calls"}))
+    assert plain.output_messages == [Message("assistant", parts, "tool_call")]
+    assert plain.degradations == {}
+    # Streamed as OpenAI does: the call's head, then pieces of its input.
+    deltas = [chunk({"role": "assistant", "content": None})]
+    for n, c in enumerate(calls):
+        text = c["custom"]["input"]
+        head = {"index": n, "id": c["id"], "type": "custom", "custom": {"name": c["custom"]["name"], "input": ""}}  # fmt: skip
+        deltas += [chunk({"tool_calls": [head]})]
+        deltas += [chunk({"tool_calls": [{"index": n, "custom": {"input": text[i : i + 7]}}]}) for i in range(0, len(text), 7)]  # fmt: skip
+    same_fact(plain, fact(None, events(*deltas, chunk({}, "tool_calls"), "[DONE]")))
+    # Replayed in the next request, with the tool's result.
+    req = {
+        "messages": [
+            {"role": "user", "content": "fix a.py"},
+            msg,
+            {"role": "tool", "tool_call_id": "call_1", "content": "Done!"},
+            {"role": "tool", "tool_call_id": "call_2", "content": "ok"},
+        ]
+    }
+    replay = fact(req, None)
+    assert replay.input_messages[1] == Message("assistant", parts)
+    assert replay.degradations == {}
+
+
+def test_custom_tool_definitions_are_read() -> None:
+    # The grammar has no JSON Schema form: the definition is kept, the grammar counted (raw).
+    plain = {"type": "custom", "custom": {"name": "note", "format": {"type": "text"}}}
+    bare = {"type": "custom", "custom": {"name": "shell", "description": "One command"}}
+    req = {"messages": [{"role": "user", "content": "How many users?"}], "tools": [SQL_TOOL, plain, bare]}  # fmt: skip
+    f = fact(req, None)
+    assert f.tools == [
+        ToolDefinition("sql", "Run one SQL query", FREEFORM_PARAMETERS),
+        ToolDefinition("note", None, FREEFORM_PARAMETERS),
+        ToolDefinition("shell", "One command", FREEFORM_PARAMETERS),
+    ]
+    assert FREEFORM_PARAMETERS == {"type": "object", "properties": {"input": {"type": "string"}}, "required": ["input"]}  # fmt: skip
+    assert f.degradations == {"unsupported_tool": 1}
+
+
+# --- participant names -----------------------------------------------------------------------
+
+
+def test_message_names_are_counted() -> None:
+    # OpenAI's few-shot examples are system messages named example_user / example_assistant;
+    # AutoGen names every agent's message. The messages are kept, each name counted.
+    req = {
+        "model": "gpt-4o",
+        "messages": [
+            {"role": "system", "content": "Translate corporate jargon into plain English."},
+            {
+                "role": "system",
+                "name": "example_user",
+                "content": "New synergies will help drive top-line growth.",
+            },
+            {
+                "role": "system",
+                "name": "example_assistant",
+                "content": "Things working well together will increase revenue.",
+            },
+            {"role": "developer", "name": "ops", "content": "Be brief."},
+            {"role": "user", "name": "alice", "content": "Let's circle back."},
+            {
+                "role": "assistant",
+                "name": "planner",
+                "content": None,
+                "tool_calls": [_read("call_a", "a.rs")],
+            },
+            {"role": "tool", "tool_call_id": "call_a", "name": "read", "content": "fn main() {}"},
+            {"role": "user", "name": "", "content": "Thanks."},  # an empty name is no name
+        ],
+    }
+    f = fact(req, None)
+    assert [m.parts for m in f.input_messages] == [
+        [TextPart("Translate corporate jargon into plain English.")],
+        [TextPart("New synergies will help drive top-line growth.")],
+        [TextPart("Things working well together will increase revenue.")],
+        [TextPart("Be brief.")],
+        [TextPart("Let's circle back.")],
+        [ToolCallPart("call_a", "read", {"path": "a.rs"})],
+        [ToolCallResponsePart("call_a", "fn main() {}")],
+        [TextPart("Thanks.")],
+    ]
+    assert f.degradations == {"participant_name": 5}

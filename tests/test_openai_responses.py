@@ -28,6 +28,7 @@ from lithify.model import (
     UriPart,
 )
 from lithify.translate import openai_responses, provider
+from lithify.translate._common import FREEFORM_PARAMETERS
 from lithify.translate.sse import SSEEvent, iter_events
 from tests.conftest import CORPUS
 from tests.helpers import assert_valid_messages
@@ -390,7 +391,7 @@ NAMESPACED_CALLS = [
 NAMESPACED_PARTS = [
     ToolCallPart("call_1", "crm.lookup", {"q": "ACME"}),
     ToolCallPart("call_2", "billing.lookup", {}),
-    ToolCallPart("call_3", "billing.note", {}),
+    ToolCallPart("call_3", "billing.note", {"input": "{}"}),  # free-form text, never parsed
     ToolCallPart("call_4", "lookup", {}),
 ]
 
@@ -408,7 +409,7 @@ def test_namespaced_calls_and_definitions_agree() -> None:
             {"type": "object", "properties": {"q": {"type": "string"}}},
         ),
         ToolDefinition("billing.lookup", None, {"type": "object"}),
-        ToolDefinition("billing.note", "Free text", {}),
+        ToolDefinition("billing.note", "Free text", FREEFORM_PARAMETERS),
         ToolDefinition("lookup", None, {"type": "object"}),
     ]
     assert f.output_messages == [Message("assistant", NAMESPACED_PARTS, "tool_call")]
@@ -967,3 +968,81 @@ def test_duration_from_completed_at_unless_the_transport_measured_one() -> None:
     assert fact(None, body, meta={"duration_ms": 812.5}).duration_ms == 812.5
     assert fact(None, resp(message("ok"), completed_at=None)).duration_ms is None
     assert fact(None, resp(message("ok"), completed_at=1600000000)).duration_ms is None
+
+
+# A custom (free-form) tool (openai SDK CustomToolParam, ResponseCustomToolCall): its input is
+# text, often in the tool's grammar, never JSON arguments.
+PATCH = "*** Begin Patch\n*** Update File: a.py\n-x=1\n+x=2\n*** End Patch"
+CUSTOM_TOOLS = [
+    {
+        "type": "custom",
+        "name": "apply_patch",
+        "description": "Edit files",
+        "format": {
+            "type": "grammar",
+            "syntax": "lark",
+            "definition": 'start: "*** Begin Patch" /.+/s',
+        },
+    },
+    {"type": "custom", "name": "note", "format": {"type": "text"}},
+]
+CUSTOM_CALLS = [
+    {
+        "type": "custom_tool_call",
+        "id": "ctc_1",
+        "call_id": "call_1",
+        "name": "apply_patch",
+        "input": PATCH,
+        "status": "completed",
+    },
+    {
+        "type": "custom_tool_call",
+        "id": "ctc_2",
+        "call_id": "call_2",
+        "name": "note",
+        "input": '{"a": 1}',
+        "status": "completed",
+    },
+]
+CUSTOM_PARTS = [
+    ToolCallPart("call_1", "apply_patch", {"input": PATCH}),
+    ToolCallPart("call_2", "note", {"input": '{"a": 1}'}),  # text that reads as JSON stays text
+]
+
+
+def test_custom_tool_calls_keep_their_text_input() -> None:
+    req = {"model": "gpt-5", "input": "fix a.py", "tools": CUSTOM_TOOLS}
+    f = fact(req, resp(*CUSTOM_CALLS))
+    assert f.output_messages == [Message("assistant", CUSTOM_PARTS, "tool_call")]
+    assert f.tools == [
+        ToolDefinition("apply_patch", "Edit files", FREEFORM_PARAMETERS),
+        ToolDefinition("note", None, FREEFORM_PARAMETERS),
+    ]
+    # The grammar has no JSON Schema form: counted, it stays on raw; a text format is no loss.
+    assert f.degradations == {"unsupported_tool": 1}
+    # Streamed: the input in pieces, whole or cut before the items were done.
+    events: list[dict[str, Any]] = [{"type": "response.created", "response": resp(status="in_progress")}]  # fmt: skip
+    for n, item in enumerate(CUSTOM_CALLS):
+        events.append({"type": "response.output_item.added", "output_index": n, "item": {**item, "input": "", "status": "in_progress"}})  # fmt: skip
+        text = item["input"]
+        events += [
+            {
+                "type": "response.custom_tool_call_input.delta",
+                "output_index": n,
+                "item_id": item["id"],
+                "delta": text[i : i + 9],
+            }
+            for i in range(0, len(text), 9)
+        ]
+        events.append({"type": "response.output_item.done", "output_index": n, "item": item})
+    final = {"type": "response.completed", "response": resp(*CUSTOM_CALLS)}
+    streamed = fact(req, sse([*events, final]))
+    assert msgspec.structs.replace(streamed, raw=None) == msgspec.structs.replace(f, raw=None)
+    cut = fact(None, sse([e for e in events if e["type"] != "response.output_item.done"]))
+    assert cut.output_messages == [Message("assistant", CUSTOM_PARTS, None)]
+    assert cut.degradations == {"truncated_stream": 1}
+    # Replayed in the next request, with the results.
+    outputs = [{"type": "custom_tool_call_output", "call_id": c["call_id"], "output": "ok"} for c in CUSTOM_CALLS]  # fmt: skip
+    replay = fact({"input": [{"role": "user", "content": "fix a.py"}, *CUSTOM_CALLS, *outputs]}, None)  # fmt: skip
+    assert replay.input_messages[1] == Message("assistant", CUSTOM_PARTS)
+    assert replay.degradations == {}

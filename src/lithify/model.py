@@ -208,6 +208,7 @@ DEGRADATION_REASONS: dict[str, str] = {
     "orphan_tool_response": "a tool result whose call id could not be recovered",
     "truncated_stream": "a streamed response that ended before its final event",
     "text_citation": "a citation or annotation on text (URL and document citations); the text is kept whole, the citation on raw",
+    "participant_name": "a message's `name` (who spoke, in a multi-party chat): the message is kept, the name stays on raw",
     "redacted_authorization": "an Authorization header value was replaced",
     "redacted_bearer_token": "a bearer token inside a string was replaced",
     "redacted_provider_key": "a provider API key (sk-…, sk-ant-…, AIza…) was replaced",

@@ -273,13 +273,26 @@ def builtin_tool(obj: dict[str, Any], name: str | None = None) -> ToolDefinition
     return ToolDefinition(name=name, description=None, parameters={}, builtin=obj)
 
 
+# The parameters of an OpenAI custom (free-form) tool: its calls carry their text as
+# ``{"input": text}`` (openai_common.freeform_arguments), so the definition says so.
+FREEFORM_PARAMETERS: dict[str, Any] = {
+    "type": "object",
+    "properties": {"input": {"type": "string"}},
+    "required": ["input"],
+}
+_SCHEMA_KEYS = ("parameters", "input_schema", "parameters_json_schema", "parametersJsonSchema")
+
+
 def tool_definition(obj: Any, deg: Degradations) -> ToolDefinition | None:
     """One tool definition from the common shapes (OpenAI nested/flat, OTel, Anthropic, Gemini);
-    a built-in tool (any other ``type``) is kept whole as ``builtin``."""
+    a built-in tool (any other ``type``) is kept whole as ``builtin``. An OpenAI custom tool
+    (Chat nests it under ``custom``) takes ``FREEFORM_PARAMETERS``; its grammar ``format`` has no
+    JSON Schema form and counts ``unsupported_tool`` (it stays on raw)."""
     if not isinstance(obj, dict):
         deg.add("unsupported_tool")
         return None
-    fn = obj.get("function") if isinstance(obj.get("function"), dict) else obj
+    nested = obj.get("function") if obj.get("type") != "custom" else obj.get("custom")
+    fn = nested if isinstance(nested, dict) else obj
     kind = obj.get("type")
     name = fn.get("name")
     if kind not in (None, "function", "custom") and fn is obj:
@@ -291,10 +304,15 @@ def tool_definition(obj: Any, deg: Degradations) -> ToolDefinition | None:
         deg.add("unsupported_tool")
         return None
     params: Any = None
-    for key in ("parameters", "input_schema", "parameters_json_schema", "parametersJsonSchema"):
+    for key in _SCHEMA_KEYS:
         if key in fn and fn[key] is not None:
             params = fn[key]
             break
+    # Anthropic's custom tools carry input_schema; OpenAI's carry free text and no schema.
+    if kind == "custom" and params is None:
+        params = FREEFORM_PARAMETERS
+        if fn.get("format") not in (None, {"type": "text"}):
+            deg.add("unsupported_tool")
     if isinstance(params, str):
         try:
             params = json_value(params, deg)

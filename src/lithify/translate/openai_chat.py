@@ -8,6 +8,7 @@ against its reference.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from lithify.model import (
@@ -43,6 +44,7 @@ from lithify.translate.openai_common import (
     content_parts,
     field,
     file_input_part,
+    freeform_arguments,
     inline_part,
     is_thinking_chunk,
     media_url_part,
@@ -297,23 +299,28 @@ def _server_side(msg: dict[str, Any], deg: Degradations) -> None:
 
 
 def _reasoning_parts(msg: dict[str, Any], deg: Degradations) -> list[Part]:
+    """One part per readable ``reasoning_details`` entry, in order, and per reasoning string
+    (``reasoning_content``, ``reasoning``; one when equal) the details do not repeat.
+    OpenRouter's ``reasoning`` is its details' text joined, and a client replays the details
+    alone, so the answer and its replay give the same parts."""
+    details: list[str] = []
+    entries = msg.get("reasoning_details")
+    for d in entries if isinstance(entries, list) else []:
+        if not isinstance(d, dict):
+            continue
+        if d.get("type") == "reasoning.encrypted" or d.get("signature"):
+            deg.add("opaque_reasoning")
+        text = d.get("text") if d.get("type") == "reasoning.text" else d.get("summary")
+        if isinstance(text, str) and text:
+            details.append(text)
+    # Compared without whitespace: a server may join the details with line breaks.
+    repeated = "".join("".join(details).split()) if details else None
     texts: list[str] = []
     for key in ("reasoning_content", "reasoning"):
         v = msg.get(key)
-        if isinstance(v, str) and v and v not in texts:
+        if isinstance(v, str) and v and v not in texts and "".join(v.split()) != repeated:
             texts.append(v)
-    details = msg.get("reasoning_details")
-    if isinstance(details, list):
-        for d in details:
-            if not isinstance(d, dict):
-                continue
-            if d.get("type") == "reasoning.encrypted" or d.get("signature"):
-                deg.add("opaque_reasoning")
-            # The detail list repeats the reasoning string; it adds text only when that is absent.
-            text = d.get("text") if d.get("type") == "reasoning.text" else d.get("summary")
-            if not texts and isinstance(text, str) and text:
-                texts.append(text)
-    return [ReasoningPart(t) for t in texts]
+    return [ReasoningPart(t) for t in [*texts, *details]]
 
 
 def _call_part(tc: Any, ordinal: int, ctx: _Context) -> Part | None:
@@ -323,23 +330,31 @@ def _call_part(tc: Any, ordinal: int, ctx: _Context) -> Part | None:
         return None
     fn = tc.get("function")
     custom = tc.get("custom")
+    call_id = as_str(tc.get("id"))
     if tc.get("type") == "custom" and isinstance(custom, dict):
-        name, args = custom.get("name"), custom.get("input")
-    elif isinstance(fn, dict):
-        name, args = fn.get("name"), fn.get("arguments")
-    else:
-        ctx.deg.add("unsupported_content")
-        return None
-    return _make_call(as_str(tc.get("id")), name, args, ordinal, ctx)
+        name, text = custom.get("name"), custom.get("input")
+        return _make_call(call_id, name, text, ordinal, ctx, freeform_arguments)
+    if isinstance(fn, dict):
+        return _make_call(call_id, fn.get("name"), fn.get("arguments"), ordinal, ctx)
+    ctx.deg.add("unsupported_content")
+    return None
 
 
-def _make_call(call_id: str | None, name: Any, args: Any, ordinal: int, ctx: _Context) -> Part:
+def _make_call(
+    call_id: str | None,
+    name: Any,
+    args: Any,
+    ordinal: int,
+    ctx: _Context,
+    read: Callable[[Any, Degradations], dict[str, Any]] = parse_arguments,
+) -> Part:
+    """A tool call; ``read`` makes its arguments object (a custom tool's: freeform_arguments)."""
     name = name if isinstance(name, str) else ""
     if call_id is None:
         call_id = synthesized_call_id(NAME, name, args, ordinal)
         ctx.deg.add("synthesized_id")
     ctx.pending.append((name, call_id))
-    return tool_call(call_id, name, parse_arguments(args, ctx.deg))
+    return tool_call(call_id, name, read(args, ctx.deg))
 
 
 def _has_audio(audio: Any) -> bool:
@@ -389,6 +404,10 @@ def _input_message(msg: Any, ctx: _Context) -> Message | None:
         # Images (or other media) in the result follow it as parts of their own.
         result, media = tool_output(msg.get("content"), ctx.deg, _media_part)
         return Message("tool", [ToolCallResponsePart(id=the_id, result=result), *media])
+    if as_str(msg.get("name")) is not None:
+        # Who spoke (AutoGen's agents, OpenAI's few-shot example_user): a Message has no place
+        # for it, so the message is kept and the name counted; it stays on raw.
+        ctx.deg.add("participant_name")
     if role == "assistant":
         return Message(role, _assistant_parts(msg, ctx))
     return Message(role, content_parts(msg.get("content"), ctx.deg, _content_part))
@@ -444,7 +463,9 @@ class _StreamChoice:
         self.text: dict[str, list[str]] = {}
         # Content sent as a list of chunks (Mistral's thinking and text chunks), in order.
         self.chunks: list[dict[str, Any]] | None = None
-        self.calls: dict[int, dict[str, Any]] = {}
+        # Tool calls by (index, order started); the call each index's fragments now join.
+        self.calls: dict[tuple[int, int], dict[str, Any]] = {}
+        self._call_at: dict[int, tuple[int, int]] = {}
         self.function_call: dict[str, list[str]] | None = None
         # A spoken answer: id, transcript and base64 pieces as they came, the last expiry.
         self.audio: dict[str, Any] | None = None
@@ -554,20 +575,27 @@ class _StreamChoice:
                 self.chunks.append(dict(chunk))
 
     def _call_fragment(self, frag: dict[str, Any]) -> None:
+        """A fragment joins the call at its ``index``, unless it names an id other than that
+        call's: Ollama (and LiteLLM's bridges) send index 0 for every call of a batch, each
+        with its own id. Such a fragment continues the call with its id, else starts one."""
         idx = frag.get("index")
         fid = as_str(frag.get("id"))
-        if not isinstance(idx, int) or isinstance(idx, bool):
+        known = {c["id"]: key for key, c in self.calls.items() if c["id"] is not None}
+        if isinstance(idx, int) and not isinstance(idx, bool):
+            key = self._call_at.get(idx)
+            if key is not None and fid is not None and self.calls[key]["id"] not in (None, fid):
+                key = known.get(fid)
+        elif fid is not None:
             # Without an index, a new id starts a new call; anything else continues the last one.
-            known = {c["id"]: i for i, c in self.calls.items() if c["id"] is not None}
-            if fid is not None and fid in known:
-                idx = known[fid]
-            elif fid is not None or not self.calls:
-                idx = max(self.calls, default=-1) + 1
-            else:
-                idx = max(self.calls)
-        call = self.calls.setdefault(
-            idx, {"id": None, "type": None, "name": None, "args": [], "extra": None}
-        )
+            idx, key = max(self.calls, default=(-1, 0))[0] + 1, known.get(fid)
+        else:
+            idx, key = 0, max(self.calls, default=None)
+        if key is None:
+            # Keys sort as the calls were sent: by index, then by which came first.
+            key = (idx, len(self.calls))
+            self.calls[key] = {"id": None, "type": None, "name": None, "args": [], "extra": None}
+        self._call_at[key[0]] = key
+        call = self.calls[key]
         call["id"] = call["id"] or fid
         if frag.get("extra_content") is not None:
             call["extra"] = frag["extra_content"]

@@ -296,6 +296,18 @@ def tool_output(
     return (rest if found else content), parts
 
 
+def freeform_arguments(value: Any, deg: Degradations) -> dict[str, Any]:
+    """A custom (free-form) tool call's ``input`` as its arguments, ``{"input": text}``: the
+    input is text (often in the tool's grammar), never parsed, even when it reads as JSON, so
+    the call matches its definition's parameters (_common.FREEFORM_PARAMETERS). None is the
+    empty input, as a stream that sent no input gives; input that is not text counts
+    ``malformed_arguments``."""
+    if value is None or isinstance(value, str):
+        return {"input": value or ""}
+    deg.add("malformed_arguments")
+    return {}
+
+
 @dataclass(slots=True)
 class Exchange:
     """One request and response as a translator starts from them."""

@@ -44,6 +44,7 @@ from lithify.translate.openai_common import (
     content_parts,
     field,
     file_input_part,
+    freeform_arguments,
     inline_part,
     media_url_part,
     streamed_audio_part,
@@ -247,7 +248,8 @@ class _Walker:
             call_id = synthesized_call_id(NAME, name, args, ordinal)
             self.deg.add("synthesized_id")
         self.pending.append((as_str(item.get("id")) or "", call_id))
-        return tool_call(call_id, name, parse_arguments(args, self.deg))
+        read = freeform_arguments if kind == "custom_tool_call" else parse_arguments
+        return tool_call(call_id, name, read(args, self.deg))
 
     def _programmatic(self, item: dict[str, Any]) -> None:
         """A call a program issued (``caller: {type: "program"}``), or its result, which went
