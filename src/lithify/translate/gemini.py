@@ -134,6 +134,17 @@ def _g(doc: Any, key: str) -> Any:
     return doc.get(_snake(key)) if value is None else value
 
 
+def part_field(doc: Any, key: str) -> Any:
+    """A Gemini field by its camelCase ``key``, written either way (for telemetry that records
+    Gemini parts); None when absent."""
+    return _g(doc, key)
+
+
+def snake_name(key: str) -> str:
+    """The snake_case spelling of a camelCase Gemini field name, as the SDKs dump it."""
+    return _snake(key)
+
+
 def _has(doc: Any, key: str) -> bool:
     return isinstance(doc, dict) and (key in doc or _snake(key) in doc)
 

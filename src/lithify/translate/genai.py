@@ -65,6 +65,7 @@ from lithify.translate._telemetry import (
     uri_media,
 )
 from lithify.translate.gemini import content_parts as gemini_parts
+from lithify.translate.gemini import part_field, snake_name
 from lithify.translate.otlp import LogRecord
 
 SOURCE = "otel-genai"
@@ -102,27 +103,22 @@ _SERVER_TYPES = frozenset({"server_tool_call", "server_tool_call_response"})
 _MEDIA = (BlobPart, FilePart, UriPart)
 
 
-def _camel(name: str) -> str:
-    head, *rest = name.split("_")
-    return head + "".join(w.title() for w in rest)
-
-
 # What marks a part without ``type`` as a Gemini ``Part`` (snake_case as the SDKs dump it, or
 # camelCase as the REST API writes it); a bare ``{text}`` reads the same either way.
 _GEMINI_FIELDS = (
     "thought",
-    "thought_signature",
-    "inline_data",
-    "file_data",
-    "function_call",
-    "function_response",
-    "executable_code",
-    "code_execution_result",
-    "tool_call",
-    "tool_response",
-    "audio_transcription",
+    "thoughtSignature",
+    "inlineData",
+    "fileData",
+    "functionCall",
+    "functionResponse",
+    "executableCode",
+    "codeExecutionResult",
+    "toolCall",
+    "toolResponse",
+    "audioTranscription",
 )
-_GEMINI_KEYS = frozenset({*_GEMINI_FIELDS, *map(_camel, _GEMINI_FIELDS)})
+_GEMINI_KEYS = frozenset({*_GEMINI_FIELDS, *map(snake_name, _GEMINI_FIELDS)})
 
 _BAD = object()  # an attribute that could not be decoded (already counted)
 
@@ -314,11 +310,11 @@ class _Builder:
         """A Gemini ``Part`` (google-genai and Vertex AI events write their SDK's parts)."""
         # The google-genai SDK dumps every field of a part, most of them null.
         p = {k: v for k, v in p.items() if v is not None}
-        call = _gemini_field(p, "function_call")
-        response = _gemini_field(p, "function_response")
+        call = part_field(p, "functionCall")
+        response = part_field(p, "functionResponse")
         if not isinstance(call, dict) and not isinstance(response, dict):
             return gemini_parts(p, self.deg)
-        if _gemini_field(p, "thought_signature"):
+        if part_field(p, "thoughtSignature"):
             self.deg.add("opaque_reasoning")
         if isinstance(call, dict):
             name = _name(call.get("name"))
@@ -516,12 +512,6 @@ def _is_gemini(p: Any) -> bool:
     )
 
 
-def _gemini_field(p: dict[str, Any], name: str) -> Any:
-    """A Gemini part's field under its snake_case name or its camelCase one."""
-    value = p.get(name)
-    return p.get(_camel(name)) if value is None else value
-
-
 def _claim_calls(content: Any, calls: list[tuple[int, Any]]) -> tuple[Any, list[tuple[int, Any]]]:
     """Vertex AI repeats a choice's ``function_call`` parts as ``tool_calls`` beside the message,
     with ids it made up: each such call gives its id to the first unclaimed part of its name and
@@ -535,7 +525,7 @@ def _claim_calls(content: Any, calls: list[tuple[int, Any]]) -> tuple[Any, list[
         fn = call.get("function") if isinstance(call, dict) else None
         name = fn.get("name") if isinstance(fn, dict) else None
         for j in free:
-            fc = _gemini_field(content[j], "function_call")
+            fc = part_field(content[j], "functionCall")
             if isinstance(fc, dict) and name is not None and fc.get("name") == name:
                 free.remove(j)
                 if not _id(fc.get("id")) and _id(call.get("id")):
