@@ -281,6 +281,35 @@ def test_tools_custom_kept_server_tools_counted() -> None:
     assert f.degradations == {}
 
 
+ANSWER_SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("extra", "counted"),
+    [
+        ({"output_config": {"format": {"type": "json_schema", "schema": ANSWER_SCHEMA}}}, True),
+        ({"output_format": {"type": "json_schema", "schema": ANSWER_SCHEMA}}, True),  # the beta
+        (
+            {
+                "output_config": {
+                    "effort": "high",
+                    "format": {"type": "json_schema", "schema": ANSWER_SCHEMA},
+                }
+            },
+            True,
+        ),
+        ({"output_config": {"effort": "high"}}, False),
+        ({"output_config": {"format": None}}, False),
+        ({}, False),
+    ],
+)
+def test_a_structured_output_schema_is_counted_once(extra: dict[str, Any], counted: bool) -> None:
+    # The schema shaped the answer but is in no message: a row would teach its shape unprompted.
+    f = fact(req(user(text("Where is the Louvre?")), **extra), resp(text('{"city":"Paris"}')))
+    assert f.degradations == ({"output_schema": 1} if counted else {})
+    assert {k: f.raw["request"][k] for k in extra} == extra
+
+
 # --- session, provider, model, identity -----------------------------------------------------
 
 SID = "57a121ec-f78c-48c3-a745-e3036a3ecc33"

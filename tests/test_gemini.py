@@ -464,6 +464,57 @@ def test_json_schema_parameters_kept_as_is() -> None:
     assert f.tools[0].parameters == schema
 
 
+ANSWER_SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}  # fmt: skip
+JSON_MODE = {"responseMimeType": "application/json"}
+
+
+@pytest.mark.parametrize(
+    ("extra", "counted"),
+    [
+        ({"generationConfig": {**JSON_MODE, "responseSchema": {"type": "OBJECT"}}}, True),
+        ({"generationConfig": {**JSON_MODE, "responseJsonSchema": ANSWER_SCHEMA}}, True),
+        (
+            {
+                "generation_config": {
+                    "response_mime_type": "application/json",
+                    "response_schema": {"type": 6},
+                }
+            },
+            True,
+        ),
+        # The SDK's config, dumped with every unset field null.
+        (
+            {
+                "config": {
+                    "response_mime_type": "application/json",
+                    "response_schema": None,
+                    "response_json_schema": ANSWER_SCHEMA,
+                }
+            },
+            True,
+        ),
+        (
+            {
+                "config": {
+                    "responseMimeType": "text/x.enum",
+                    "responseSchema": {"type": "STRING", "enum": ["a", "b"]},
+                }
+            },
+            True,
+        ),
+        ({"generationConfig": JSON_MODE}, False),
+        ({"config": {"response_mime_type": "application/json", "response_schema": None}}, False),
+        ({"generationConfig": {"temperature": 0.2}}, False),
+    ],
+)
+def test_a_response_schema_is_counted_once(extra: dict[str, Any], counted: bool) -> None:
+    # The schema shaped the answer but is in no message: a row would teach its shape unprompted.
+    # responseMimeType alone is JSON mode: the prompt asks for JSON itself.
+    f = fact(req(user("Where is the Louvre?"), **extra), resp({"text": '{"city":"Paris"}'}))
+    assert f.degradations == ({"output_schema": 1} if counted else {})
+    assert {k: f.raw["request"][k] for k in extra} == extra
+
+
 def test_model_provider_and_session() -> None:
     vertex = "https://us-central1-aiplatform.googleapis.com/v1/projects/p/locations/l/publishers/google/models/gemini-2.5-flash:streamGenerateContent?alt=sse"
     f = fact(req(user("q")), url=vertex, session_id="s1")

@@ -605,3 +605,71 @@ def test_system_instruction_text_that_is_not_json_stays_text() -> None:
         Message("system", [TextPart("{name} is the user's name."), TextPart("Be brief.")])
     ]
     assert f.degradations == {}
+
+
+def test_vertexai_results_repeated_in_the_user_event_are_kept_once() -> None:
+    # A Gemini turn holding function results and more (here text) gives a tool event per result
+    # and a user event with every part, the results again (opentelemetry-python-contrib#3280).
+    call = {"function_call": {"name": "get_weather", "args": {"city": "Paris"}}}
+    records = [
+        ("gen_ai.user.message", {"role": "user", "content": [{"text": "Weather in Paris?"}]}),
+        ("gen_ai.assistant.message", {"role": "model", "content": [call]}),
+        ("gen_ai.tool.message", {"role": "user", "id": "get_weather_0", "content": {"temp_c": 21}}),
+        (
+            "gen_ai.user.message",
+            {
+                "role": "user",
+                "content": [
+                    {"function_response": {"name": "get_weather", "response": {"temp_c": 21}}},
+                    {"text": "And in Rome?"},
+                ],
+            },
+        ),
+        (
+            "gen_ai.choice",
+            {
+                "finish_reason": "stop",
+                "index": 0,
+                "message": {"role": "model", "content": [{"text": "Checking."}]},
+            },
+        ),
+    ]
+    f = _events(records, {"gen_ai.system": "vertex_ai"})
+    call_id = f.input_messages[1].parts[0].id  # type: ignore[union-attr]
+    assert f.input_messages == [
+        Message("user", [TextPart("Weather in Paris?")]),
+        Message("assistant", [ToolCallPart(call_id, "get_weather", {"city": "Paris"})]),
+        Message("tool", [ToolCallResponsePart(call_id, {"temp_c": 21})]),
+        Message("user", [TextPart("And in Rome?")]),
+    ]
+    assert "orphan_tool_response" not in f.degradations
+
+
+def test_a_user_event_result_without_its_tool_event_is_kept() -> None:
+    # Only a result the tool events just gave is a repeat: one they did not give is the user's.
+    call = {"function_call": {"name": "get_weather", "args": {"city": "Paris"}}}
+    records = [
+        ("gen_ai.assistant.message", {"role": "model", "content": [call]}),
+        ("gen_ai.tool.message", {"role": "user", "id": "get_weather_0", "content": {"temp_c": 21}}),
+        (
+            "gen_ai.user.message",
+            {
+                "role": "user",
+                "content": [
+                    {"function_response": {"name": "get_weather", "response": {"temp_c": 22}}},
+                    {"text": "Again?"},
+                ],
+            },
+        ),
+        (
+            "gen_ai.choice",
+            {
+                "finish_reason": "stop",
+                "index": 0,
+                "message": {"role": "model", "content": [{"text": "ok"}]},
+            },
+        ),
+    ]
+    f = _events(records, {"gen_ai.system": "vertex_ai"})
+    results = [p for m in f.input_messages for p in m.parts if isinstance(p, ToolCallResponsePart)]
+    assert [r.result for r in results] == [{"temp_c": 21}, {"temp_c": 22}]

@@ -785,6 +785,19 @@ def test_text_before_the_first_content_chunk_keeps_its_place() -> None:
     assert streamed.output_messages[0].parts == [TextPart("x"), ReasoningPart("t"), TextPart("y")]
 
 
+def test_bare_strings_in_a_streamed_list_of_chunks_are_text() -> None:
+    streamed = fact(
+        None,
+        events(
+            chunk({"content": [{"type": "thinking", "thinking": [{"type": "text", "text": "t"}]}]}),
+            chunk({"content": ["x", {"type": "text", "text": "y"}]}),
+            chunk({"content": ["z"]}, "stop"),
+            "[DONE]",
+        ),
+    )
+    assert streamed.output_messages[0].parts == [ReasoningPart("t"), TextPart("xyz")]
+
+
 def test_a_mistral_request_is_chat_not_anthropic() -> None:
     request = {
         "model": "magistral-small-2509",
@@ -1281,3 +1294,60 @@ def test_message_names_are_counted() -> None:
         [TextPart("Thanks.")],
     ]
     assert f.degradations == {"participant_name": 5}
+
+
+# --- output schemas --------------------------------------------------------------------------
+
+ANSWER_SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("extra", "counted"),
+    [
+        ({"guided_json": ANSWER_SCHEMA}, True),
+        ({"guided_regex": "[A-Z][a-z]+"}, True),
+        ({"guided_choice": ["Paris", "Rome"]}, True),
+        ({"guided_grammar": 'root ::= "Paris"'}, True),
+        ({"structured_outputs": {"json": ANSWER_SCHEMA}}, True),
+        ({"structured_outputs": {"choice": ["Paris", "Rome"]}}, True),
+        ({"structured_outputs": {"json_object": True}}, False),
+        ({"guided_json": None, "structured_outputs": None}, False),
+    ],
+)
+def test_vllm_constrained_decoding_is_counted_as_a_schema(
+    extra: dict[str, Any], counted: bool
+) -> None:
+    # vLLM takes these as extra body fields: the answer's form is in no message either.
+    req = {"model": "qwen", "messages": [{"role": "user", "content": "Where is the Louvre?"}]}
+    f = fact({**req, **extra}, body({"message": {"role": "assistant", "content": "Paris"}}))
+    assert f.degradations == ({"output_schema": 1} if counted else {})
+
+
+@pytest.mark.parametrize(
+    ("response_format", "counted"),
+    [
+        (
+            {
+                "type": "json_schema",
+                "json_schema": {"name": "place", "strict": True, "schema": ANSWER_SCHEMA},
+            },
+            True,
+        ),
+        # Fireworks and Together take the schema beside JSON mode.
+        ({"type": "json_object", "schema": ANSWER_SCHEMA}, True),
+        ({"type": "json_object"}, False),
+        ({"type": "text"}, False),
+        (None, False),
+    ],
+)
+def test_a_schema_in_response_format_is_counted_once(
+    response_format: dict[str, Any] | None, counted: bool
+) -> None:
+    # The schema shaped the answer but is in no message: a row would teach its shape unprompted.
+    # JSON mode alone has the prompt ask for JSON, so the row shows what shaped the answer.
+    req = {"model": "gpt-4o", "messages": [{"role": "user", "content": "Where is the Louvre?"}]}
+    if response_format is not None:
+        req["response_format"] = response_format
+    f = fact(req, body({"message": {"role": "assistant", "content": '{"city":"Paris"}'}}))
+    assert f.degradations == ({"output_schema": 1} if counted else {})
+    assert f.raw["request"].get("response_format") == response_format

@@ -1046,3 +1046,40 @@ def test_custom_tool_calls_keep_their_text_input() -> None:
     replay = fact({"input": [{"role": "user", "content": "fix a.py"}, *CUSTOM_CALLS, *outputs]}, None)  # fmt: skip
     assert replay.input_messages[1] == Message("assistant", CUSTOM_PARTS)
     assert replay.degradations == {}
+
+
+# --- output schemas --------------------------------------------------------------------------
+
+ANSWER_SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}  # fmt: skip
+SCHEMA_FORMAT = {"type": "json_schema", "name": "place", "strict": True, "schema": ANSWER_SCHEMA}
+
+
+@pytest.mark.parametrize(
+    ("fmt", "counted"),
+    [
+        (SCHEMA_FORMAT, True),
+        ({"type": "json_object"}, False),
+        ({"type": "text"}, False),
+        (None, False),
+    ],
+)
+def test_a_schema_in_text_format_is_counted_once(fmt: dict[str, Any] | None, counted: bool) -> None:
+    # The schema shaped the answer but is in no message: a row would teach its shape unprompted.
+    req: dict[str, Any] = {"model": "gpt-4o", "input": "Where is the Louvre?"}
+    if fmt is not None:
+        req["text"] = {"format": fmt}
+    echoed = {"format": fmt or {"type": "text"}}
+    f = fact(req, resp(message('{"city":"Paris"}'), text=echoed))
+    assert f.degradations == ({"output_schema": 1} if counted else {})
+
+
+def test_the_echoed_text_format_counts_when_the_request_does_not_name_one() -> None:
+    # A stored prompt sets the format without the request naming it (the prompt itself is a
+    # reference); the response echoes the format.
+    answer = resp(message('{"city":"Paris"}'), text={"format": SCHEMA_FORMAT})
+    prompted = {"prompt": {"id": "pmpt_1"}, "input": "Where is the Louvre?"}
+    assert fact(prompted, answer).degradations == {"content_reference": 1, "output_schema": 1}
+    assert fact(None, answer).degradations == {"output_schema": 1}
+    # The request's own format wins over the echo.
+    plain = {"input": "Where is the Louvre?", "text": {"format": {"type": "text"}}}
+    assert fact(plain, answer).degradations == {}

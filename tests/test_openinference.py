@@ -633,6 +633,34 @@ def test_tool_json_schemas_of_every_provider_shape() -> None:
     assert f.degradations == {"unsupported_tool": 1}  # the schema that is not JSON
 
 
+# --- output schemas -------------------------------------------------------------------------
+
+ANSWER_SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}}
+
+
+def test_a_schema_in_the_recorded_request_is_counted_once() -> None:
+    # The OpenAI instrumentation keeps response_format and Responses' text in the invocation
+    # parameters, the Google GenAI one the SDK's config; every one records the request body
+    # (input.value), the only place the Anthropic one keeps output_format.
+    attrs = {f"{IN}.0.message.content": "Where is the Louvre?", f"{OUT}.0.message.content": "{}"}
+    chat = {"response_format": {"type": "json_schema", "json_schema": {"name": "place", "schema": ANSWER_SCHEMA}}}  # fmt: skip
+    responses = {"text": {"format": {"type": "json_schema", "name": "place", "schema": ANSWER_SCHEMA}}}  # fmt: skip
+    genai_config = {"response_mime_type": "application/json", "response_json_schema": ANSWER_SCHEMA}
+    anthropic = {"model": "claude-sonnet-4-5", "messages": [{"role": "user", "content": "Where is the Louvre?"}], "output_format": {"type": "json_schema", "schema": ANSWER_SCHEMA}}  # fmt: skip
+    for key, request, counted in [
+        ("llm.invocation_parameters", chat, True),
+        ("llm.invocation_parameters", responses, True),
+        ("llm.invocation_parameters", genai_config, True),
+        ("input.value", anthropic, True),
+        ("llm.invocation_parameters", {"response_format": {"type": "json_object"}}, False),
+        ("llm.invocation_parameters", {"text": {"format": {"type": "text"}}}, False),
+        ("llm.invocation_parameters", {"response_mime_type": "application/json"}, False),
+        ("input.value", {**anthropic, "output_format": None}, False),
+    ]:
+        f = fact({**attrs, key: orjson.dumps(request).decode()})
+        assert f.degradations == ({"output_schema": 1} if counted else {}), request
+
+
 # --- corpus through the real readers -----------------------------------------------------------
 
 

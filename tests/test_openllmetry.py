@@ -806,6 +806,33 @@ def test_tool_definition_without_name_is_counted() -> None:
     assert f.tools == [] and f.degradations == {"unsupported_tool": 1}
 
 
+# --- output schemas -------------------------------------------------------------------------
+
+ANSWER_SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}}
+
+
+def test_a_structured_output_schema_is_counted_once() -> None:
+    # OpenLLMetry's OpenAI, Google GenAI and Vertex AI instrumentations write the schema; its
+    # OpenAI one dumps any other response_format whole, JSON mode included.
+    attrs = {"gen_ai.prompt.0.content": "Where is the Louvre?", "gen_ai.completion.0.content": "{}"}
+    key = "gen_ai.request.structured_output_schema"
+    for schema, counted in [
+        (orjson.dumps(ANSWER_SCHEMA).decode(), True),
+        (
+            orjson.dumps(
+                {"type": "json_schema", "json_schema": {"name": "place", "schema": ANSWER_SCHEMA}}
+            ).decode(),
+            True,
+        ),
+        ('{"type": "json_object"}', False),
+        ('{"type": "text"}', False),
+        ("", False),
+    ]:
+        f = fact({**attrs, key: schema})
+        assert f.degradations == ({"output_schema": 1} if counted else {}), schema
+        assert f.raw[key] == schema
+
+
 # --- corpus through the real readers -----------------------------------------------------------
 
 
@@ -906,6 +933,7 @@ _key = st.builds(
         "gen_ai.completion",
         "gen_ai.request.choice.count",
         "gen_ai.response.finish_reasons",
+        "gen_ai.request.structured_output_schema",
     ]
 )
 

@@ -202,6 +202,10 @@ DEGRADATION_REASONS: dict[str, str] = {
     "unsupported_content": "a part of a type no source documents; kept on raw",
     "malformed_media": "inline media whose base64 did not decode; kept on raw",
     "unsupported_tool": "a tool definition that could not be read (not an object, or without a name or type); kept on raw",
+    "output_schema": "the request constrained the answer to a JSON schema (or a regex, choice or "
+    "grammar) given outside the messages (response_format, text.format, responseSchema, "
+    "output_format, vLLM's structured_outputs): a row would hold the answer without what shaped "
+    "it; the schema stays on raw",
     "malformed_messages": "a message attribute, body or stream event that could not be decoded; kept on raw",
     "invalid_text": "text that was not valid Unicode (invalid UTF-8, a lone surrogate): each bad character replaced by U+FFFD",
     "content_reference": "content uploaded elsewhere or left at a URI: a file or uri part records only the reference",

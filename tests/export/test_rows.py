@@ -279,6 +279,21 @@ def test_sft_skips_and_counts() -> None:
     assert len(rows_of(kept, segs[-1])) == 1
 
 
+def test_an_answer_shaped_by_an_unseen_schema_is_held_back() -> None:
+    """A schema given outside the messages (response_format, …) shaped the answer; a row holds
+    the answer without it and would teach that shape unprompted: lossy, like an unread tool."""
+    shaped = fact(
+        "j", [user("q")], [assistant(text('{"city":"Paris"}'))], degradations={"output_schema": 1}
+    )
+    seg = segment(shaped, session=None, seg_id="j")
+    b = builder()
+    assert rows_of(b, seg) == []
+    assert b.counts.skipped == {"degraded_fact": 1}
+    kept = builder(keep_degraded=True)
+    assert len(rows_of(kept, seg)) == 1
+    assert kept.counts.skipped == {}
+
+
 @pytest.mark.parametrize("profile", ["canonical", "trl", "openai", "axolotl"])
 def test_an_output_outside_the_assistant_role_is_no_target(profile: str) -> None:
     """An output recorded under another role teaches no assistant turn; OpenAI's weights and

@@ -77,6 +77,8 @@ SKIP_REASONS: dict[str, str] = {
 # unless asked (opaque reasoning and redactions leave the visible conversation intact).
 # ``content_reference`` is not one: a file or uri part records where the content was, and each
 # profile decides what a reference can become (``media_reference`` when nothing).
+# ``output_schema`` is: the schema that shaped the answer was part of what the model saw, and a
+# row without it teaches that shape unprompted.
 LOSSY_DEGRADATIONS = frozenset(
     {
         "unsupported_content",
@@ -86,6 +88,7 @@ LOSSY_DEGRADATIONS = frozenset(
         "orphan_tool_response",
         "unsupported_tool",
         "malformed_media",
+        "output_schema",
     }
 )
 

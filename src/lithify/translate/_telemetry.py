@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +19,7 @@ from lithify.model import (
     ServerToolCallResponsePart,
     ToolDefinition,
 )
+from lithify.translate import anthropic, gemini, openai_chat, openai_responses
 from lithify.translate._common import (
     Degradations,
     blob_part,
@@ -281,6 +283,56 @@ def metadata(attrs: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+# A JSON schema the answer was held to, as instrumentations record it: OpenLLMetry's own
+# attribute (its OpenAI, Google GenAI and Vertex AI instrumentations write the schema; some the
+# whole response_format, `{"type": "json_object"}` included), and OpenInference's request
+# parameters and request body, read as the provider's request is. OpenInference's Google GenAI
+# instrumentation records the SDK's config itself as the parameters.
+_SCHEMA_ATTRIBUTE = "gen_ai.request.structured_output_schema"
+_REQUEST_ATTRIBUTES = ("llm.invocation_parameters", "input.value")
+_REQUEST_READERS = (
+    openai_chat.output_schema,
+    openai_responses.output_schema,
+    anthropic.output_schema,
+    gemini.output_schema,
+    lambda config: gemini.output_schema({"config": config}),
+)
+# Every reader's schema sits under one of these keys: a request body without one is not parsed.
+_SCHEMA_KEY = re.compile(
+    r'"(?:schema|json_schema|response_schema|responseSchema|response_json_schema|responseJsonSchema)"'
+)
+
+
+def _decoded(value: Any) -> Any:
+    try:
+        return orjson.loads(value)
+    except orjson.JSONDecodeError:
+        return value
+
+
+def _names_schema(value: Any) -> bool:
+    value = _decoded(value) if isinstance(value, str) else value
+    if isinstance(value, dict) and value.get("type") in ("json_object", "text"):
+        # A response_format recorded whole: JSON mode alone is no schema.
+        return openai_chat.output_schema({"response_format": value})
+    return bool(value)
+
+
+def output_schema(attrs: dict[str, Any]) -> bool:
+    """Whether the span records a JSON schema the request held the answer to (``output_schema``)."""
+    if _names_schema(attrs.get(_SCHEMA_ATTRIBUTE)):
+        return True
+    for key in _REQUEST_ATTRIBUTES:
+        request = attrs.get(key)
+        if isinstance(request, str):
+            # The cheap test first: input.value is the whole request, media and all.
+            found = 'chema"' in request and _SCHEMA_KEY.search(request) is not None
+            request = _decoded(request) if found else None
+        if isinstance(request, dict) and any(read(request) for read in _REQUEST_READERS):
+            return True
+    return False
+
+
 def timing(start: int | None, end: int | None) -> dict[str, Any]:
     duration = None
     # Negative times are bad numbers (null, as their timestamps are), not a start to count from.
@@ -310,6 +362,8 @@ def build(
     times: dict[str, Any],
     screened: bool = False,
 ) -> InferenceCall:
+    if output_schema(attrs):
+        deg.add("output_schema")
     fields = metadata(attrs)
     fields.update(times)
     fields["session_id"] = session_id

@@ -418,6 +418,22 @@ def _tools(req: dict[str, Any], deg: Degradations) -> list[Any]:
     return out
 
 
+def output_schema(req: dict[str, Any]) -> bool:
+    """Whether structured outputs constrain the answer to a JSON schema: ``output_config.format``,
+    or the beta's ``output_format``; both ``{"type": "json_schema", "schema": …}``.
+    ``output_config`` holding only an ``effort`` is no count."""
+    config = req.get("output_config")
+    for fmt in (
+        req.get("output_format"),
+        config.get("format") if isinstance(config, dict) else None,
+    ):
+        if isinstance(fmt, dict) and (
+            fmt.get("type") == "json_schema" or isinstance(fmt.get("schema"), dict)
+        ):
+            return True
+    return False
+
+
 def session_from_user_id(user_id: Any) -> str | None:
     """The session a ``metadata.user_id`` embeds: Claude Code's JSON form (``{"session_id": …}``,
     v2.1.78+) or its legacy ``user_<hash>_account_<id>_session_<uuid>`` string; else None."""
@@ -648,6 +664,8 @@ def translate(
 
     ids = _Ids(deg)
     inputs = _input_messages(req, deg, ids) if req else []
+    if req is not None and output_schema(req):
+        deg.add("output_schema")
     outputs: list[Message] = []
     if resp is not None:
         parts = _output_parts(resp.get("content"), deg, ids)

@@ -541,6 +541,18 @@ def _config(req: dict[str, Any], key: str) -> Any:
     return _g(_g(req, "config"), key) if value is None else value
 
 
+def output_schema(req: dict[str, Any]) -> bool:
+    """Whether ``responseSchema`` or ``responseJsonSchema`` (in ``generationConfig``, or the SDK's
+    ``config``; either spelling) constrains the answer. ``responseMimeType: application/json``
+    alone is no count: JSON mode has the prompt ask for JSON itself."""
+    for config in (_g(req, "generationConfig"), _g(req, "config")):
+        for key in ("responseSchema", "responseJsonSchema"):
+            # SDK dumps spell every unset field out as null.
+            if _g(config, key) is not None:
+                return True
+    return False
+
+
 _PARAMS = (
     ("temperature", "temperature"),
     ("topP", "top_p"),
@@ -1108,6 +1120,8 @@ def translate(
 
     ids = _Ids(deg)
     inputs = _input_messages(req, deg, ids) if req else []
+    if req is not None and output_schema(req):
+        deg.add("output_schema")
     provider = _provider(meta, resp)
     outputs: list[Message] = []
     if resp is not None:

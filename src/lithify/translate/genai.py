@@ -955,6 +955,8 @@ class _EventGroup:
         self.inputs: list[Message] = []
         self.choices: list[tuple[int, int, list[Message]]] = []
         self.count = 0
+        # The tool events since the last other event: (id, content) of each, in order.
+        self._results: list[tuple[Any, Any]] = []
 
     def add(self, name: str, payload: dict[str, Any]) -> None:
         pos = ("event", self.count)
@@ -980,10 +982,44 @@ class _EventGroup:
                 # The event is a tool result whatever role its body states (Vertex AI writes
                 # the role of the Gemini turn that held it, ``user``).
                 payload = {**payload, "role": role}
+                self._results.append((payload.get("id"), payload.get("content")))
+            elif self._results:
+                payload = _without_repeats(payload, self._results)
             self.inputs.extend(self.b.message(payload, role, pos, None))
+        if _MESSAGE_EVENTS.get(name) != "tool":
+            self._results = []
 
     def outputs(self) -> list[Message]:
         return [m for _, _, ms in sorted(self.choices, key=lambda c: c[:2]) for m in ms]
+
+
+def _without_repeats(payload: dict[str, Any], results: list[tuple[Any, Any]]) -> dict[str, Any]:
+    """A Gemini turn's event without the function results the tool events just before it gave.
+    Vertex AI writes each result of a turn holding more than results as a tool event (id
+    ``<name>_<k>``, k counting the turn's results) and then the whole turn, the results again
+    (opentelemetry-python-contrib#3280). Only a result equal to its tool event is a repeat."""
+    content = payload.get("content")
+    if not isinstance(content, list):
+        return payload
+    given = {(id_, key) for id_, c in results if (key := _same(c)) is not None}
+    kept: list[Any] = []
+    k = 0
+    for part in content:
+        fr = part_field(part, "functionResponse")
+        if isinstance(fr, dict):
+            k += 1
+            if (f"{fr.get('name')}_{k - 1}", _same(fr.get("response"))) in given:
+                continue
+        kept.append(part)
+    return {**payload, "content": kept} if len(kept) < len(content) else payload
+
+
+def _same(value: Any) -> bytes | None:
+    """A JSON value as bytes that equal values share (None: not JSON, equal to nothing)."""
+    try:
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+    except TypeError:
+        return None
 
 
 def _event_content(

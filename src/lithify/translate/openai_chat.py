@@ -557,9 +557,9 @@ class _StreamChoice:
         if self.chunks is None:
             earlier = "".join(self.text.pop("content", []))
             self.chunks = [{"type": "text", "text": earlier}] if earlier else []
-        if isinstance(content, str):
-            content = [{"type": "text", "text": content}]
         for chunk in content if isinstance(content, list) else [content]:
+            if isinstance(chunk, str):  # a bare string in a list of chunks is text as well
+                chunk = {"type": "text", "text": chunk}
             last = self.chunks[-1] if self.chunks else None
             if (
                 field(chunk) == "text"
@@ -732,6 +732,31 @@ class _Stream:
 # ---------------------------------------------------------------------------------------------
 
 
+# vLLM's constrained decoding, as extra request fields: before v0.12 each its own field, since in
+# ``structured_outputs`` (``json_object`` there is JSON mode alone, no count).
+_GUIDED = ("guided_json", "guided_regex", "guided_choice", "guided_grammar", "structural_tag")
+_STRUCTURED = ("json", "regex", "choice", "grammar", "structural_tag")
+
+
+def output_schema(req: dict[str, Any]) -> bool:
+    """Whether the request held the answer to a form given outside the messages:
+    ``response_format`` of type ``json_schema``, or a schema beside another type, as compatible
+    servers take one (Fireworks, Together: ``{"type": "json_object", "schema": …}``); vLLM's
+    JSON schema, regex, choice or grammar. JSON mode alone (``json_object``) is no count: the
+    API has the prompt ask for JSON itself, so the row shows what shaped the answer."""
+    fmt = req.get("response_format")
+    if isinstance(fmt, dict) and (
+        fmt.get("type") == "json_schema"
+        or isinstance(fmt.get("json_schema"), dict)
+        or isinstance(fmt.get("schema"), dict)
+    ):
+        return True
+    if any(req.get(key) not in (None, "", [], {}) for key in _GUIDED):
+        return True
+    so = req.get("structured_outputs")
+    return isinstance(so, dict) and any(so.get(k) not in (None, "", [], {}) for k in _STRUCTURED)
+
+
 def translate(
     request: dict[str, Any] | None,
     response: dict[str, Any] | list[SSEEvent] | None,
@@ -772,4 +797,6 @@ def translate(
         defs = req.get(key) if req is not None else None
         if isinstance(defs, list):
             tools += [t for t in (tool_definition(d, ctx.deg) for d in defs) if t is not None]
+    if req is not None and output_schema(req):
+        ctx.deg.add("output_schema")
     return ex.fact(API, body, ctx.deg, meta, inputs=inputs, outputs=outputs, tools=tools)

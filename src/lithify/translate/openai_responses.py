@@ -698,6 +698,16 @@ def _tool_definitions(d: Any, deg: Degradations) -> list[ToolDefinition]:
     return [] if t is None else [t]
 
 
+def output_schema(req: dict[str, Any]) -> bool:
+    """Whether ``text.format`` constrains the answer to a JSON schema (type ``json_schema``).
+    ``json_object`` and ``text`` are no count: JSON mode has the prompt ask for JSON itself."""
+    text = req.get("text")
+    fmt = text.get("format") if isinstance(text, dict) else None
+    return isinstance(fmt, dict) and (
+        fmt.get("type") == "json_schema" or isinstance(fmt.get("schema"), dict)
+    )
+
+
 def translate(
     request: dict[str, Any] | None,
     response: dict[str, Any] | list[SSEEvent] | None,
@@ -754,4 +764,9 @@ def translate(
             produced = [Message("assistant", [])]
         outputs = [Message(m.role, m.parts, reason) for m in produced]
     tools = _tools(req, body, deg)
+    # The response echoes the format too: a stored prompt (``prompt``) may set it, unseen in the
+    # request, and a capture may hold the response alone.
+    stated = req if req is not None and "text" in req else body
+    if stated is not None and output_schema(stated):
+        deg.add("output_schema")
     return ex.fact(API, body, deg, meta, inputs=inputs, outputs=outputs, tools=tools)
