@@ -213,6 +213,32 @@ def captured_twice() -> list[InferenceCall]:
     return out
 
 
+def lost_to_the_session(richer: bool = True) -> list[InferenceCall]:
+    """A session's two calls, the first also captured by the proxy, which got no session
+    header: the span is read (the rule ranks a session first). With ``richer`` the span
+    dropped the reasoning the proxy kept, so the capture dropped holds a part the rows lack;
+    else both hold the same parts."""
+    a, b = tool_session("s-lost", answer="Hazy.")
+    a = _recapture(a, model_call_id="resp-lost")
+    span = _recapture(
+        a,
+        output_messages=[
+            Message(
+                m.role, [p for p in m.parts if not isinstance(p, ReasoningPart)], m.finish_reason
+            )
+            for m in a.output_messages
+        ],
+    )
+    proxy = _recapture(
+        a if richer else span,
+        inference_call_id="proxy-lost",
+        session_id=None,
+        started_at=at(0),  # earlier than the span: the rule still reads the span
+        source=Source("proxy"),
+    )
+    return [span, proxy, b]
+
+
 def export_files(folder: Path) -> dict[str, bytes]:
     """Every file of an export, but its manifest and card without where the facts came from
     (a store or fact files: the one thing that differs between the exports compared)."""

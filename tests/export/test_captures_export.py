@@ -4,6 +4,7 @@ backends, and the same bytes as exporting the same facts from a fact file."""
 
 from __future__ import annotations
 
+import itertools
 import random
 from collections.abc import Callable
 from pathlib import Path
@@ -16,7 +17,13 @@ from lithify.cli import app
 from lithify.model import Feedback, InferenceCall, encode
 from lithify.store import open_store
 from tests.derive.helpers import EXAMPLES, facts_of
-from tests.export.helpers import captured_twice, export_files, feedback, read_rows
+from tests.export.helpers import (
+    captured_twice,
+    export_files,
+    feedback,
+    lost_to_the_session,
+    read_rows,
+)
 
 runner = CliRunner()
 
@@ -83,3 +90,45 @@ def test_any_import_order_exports_what_the_fact_file_gives(
         from_store = _export([*KINDS[kind], "--store", url], out)
         assert export_files(out) == want, seed
         assert {k: from_store[k] for k in SUMMARY} == {k: summary[k] for k in SUMMARY}
+
+
+@pytest.mark.parametrize("richer", [True, False], ids=["proxy-kept-reasoning", "same-parts"])
+def test_a_dropped_capture_holding_parts_the_read_one_lacks_is_counted(
+    new_store_url: Callable[[], str], tmp_path: Path, richer: bool
+) -> None:
+    """The span (with the session) is read over the proxy's capture (without one) even when
+    the proxy kept the reasoning the span lost: the summary, manifest, card and table count
+    that capture, the same from fact files in any order and from a store in any import
+    order; a dropped capture with no more parts counts nothing."""
+    facts = lost_to_the_session(richer)
+    want = {"duplicates": 1, "richer_dropped": int(richer)}
+    reference = tmp_path / "facts.jsonl"
+    reference.write_bytes(b"".join(encode(f) + b"\n" for f in facts))
+    summary = _export(["sft", "--facts", str(reference)], tmp_path / "from-file")
+    derive = summary["derive"]
+    assert {k: derive[k] for k in want} == want  # type: ignore[index]
+    files = export_files(tmp_path / "from-file")
+    assert orjson.loads(files["manifest.json"])["derive"] == derive
+    card = "| captures richer than the one read | 1 |"
+    assert (card in files["README.md"].decode()) == richer
+    for n, order in enumerate(itertools.permutations(facts)):
+        shuffled = tmp_path / f"shuffled-{n}.jsonl"
+        shuffled.write_bytes(b"".join(encode(f) + b"\n" for f in order))
+        out = tmp_path / f"from-file-{n}"
+        assert _export(["sft", "--facts", str(shuffled)], out)["derive"] == derive
+        assert export_files(out) == files
+    for seed in range(3):
+        rng = random.Random(seed)
+        url = new_store_url()
+        with open_store(url) as store:
+            for f in rng.sample(facts, len(facts)):  # one at a time: every arrival order
+                store.insert_facts([f])
+        out = tmp_path / f"from-store-{seed}"
+        from_store = _export(["sft", "--store", url], out)
+        assert {k: from_store[k] for k in SUMMARY} == {k: summary[k] for k in SUMMARY}
+        assert export_files(out) == files, seed
+    res = runner.invoke(app, ["export", "sft", "--store", url, "-o", str(tmp_path / "table")],
+                        env={"COLUMNS": "200"})  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert "1 duplicate captures dropped" in res.output
+    assert ("1 of them with parts the one read lacks" in res.output) == richer

@@ -100,7 +100,15 @@ def test_the_json_summary_is_the_typed_summary(tmp_path: Path) -> None:
         "feedback_dropped",
     ]
     derive = summary["derive"]
-    assert list(derive) == ["calls", "duplicates", "sessions", "segments", "splits", "alternatives"]  # type: ignore[call-overload]
+    assert list(derive) == [  # type: ignore[call-overload]
+        "calls",
+        "duplicates",
+        "richer_dropped",
+        "sessions",
+        "segments",
+        "splits",
+        "alternatives",
+    ]
     assert summary["facts_read"] == derive["calls"] + derive["duplicates"] == 4  # type: ignore[index]
 
 

@@ -27,7 +27,16 @@ from lithify.export.manifest import MANIFEST, decode_manifest
 from lithify.export.source import StoreQuery
 from lithify.model import InferenceCall, Message, encode
 from lithify.store import FactFilter, open_store
-from tests.export.helpers import assistant, call, fact, system, text, tool, user
+from tests.export.helpers import (
+    assistant,
+    call,
+    fact,
+    lost_to_the_session,
+    system,
+    text,
+    tool,
+    user,
+)
 from tests.export.test_corpus_export import corpus
 
 KINDS = [
@@ -84,11 +93,13 @@ def test_many_batches_over_one_two_and_three_workers(tmp_path: Path) -> None:
     # ≈ 40 sessions of 150 KB to 1.2 MB of facts: several 4 MB batches for every worker.
     facts = [f for s in range(40) for f in _agent(s, 8, 3000 + 200 * s)]
     facts.append(fact("lone", [user("No session.")], [assistant(text("Fine."))]))
+    facts += lost_to_the_session()  # a capture dropped with parts the one read lacks
     for n in (1, 2, 3):
         (serial, a), (parallel, b) = _both(tmp_path / str(n), facts, [], n, kind="sft",
                                            eval_fraction=0.3)  # fmt: skip
         assert serial == parallel, n
         assert a.rows == b.rows and a.rows["eval"] > 0 and a.derive == b.derive
+        assert (b.derive.duplicates, b.derive.richer_dropped) == (1, 1)
 
 
 def test_sessions_out_of_order_are_refused_as_one_process_refuses_them(tmp_path: Path) -> None:
@@ -185,7 +196,7 @@ def test_workers_reading_the_store_themselves_write_the_files_one_process_writes
     agents = [f for s in range(9) for f in _agent(s, 1 + s % 4, 200)]
     lone = [fact(f"lone-{i}", [user("No session.")], [assistant(text("Fine."))]) for i in range(3)]
     with open_store(store_url) as store:
-        store.insert_facts([*corpus_facts, *agents, *lone])
+        store.insert_facts([*corpus_facts, *agents, *lone, *lost_to_the_session()])
         store.insert_feedback(fb)
         total = store.count()
         out = {}
@@ -201,6 +212,7 @@ def test_workers_reading_the_store_themselves_write_the_files_one_process_writes
     manifest = decode_manifest(serial[MANIFEST])
     assert read == manifest.facts.count == total > 0
     assert sum(a.rows.values()) > 0 and sum(manifest.models.values()) == read
+    assert manifest.derive.richer_dropped == a.derive.richer_dropped == 1
     for files, b, ticks in others:
         assert files == serial
         assert (a.rows, a.derive, a.flags, a.skipped, a.feedback_dropped) == (

@@ -125,6 +125,8 @@ def test_a_store_and_facts_in_memory_select_the_same_facts(
         stored, held = from_store(store, filters), from_facts(captures, fb, filters)
         assert _ids(stored.facts) == _ids(held.facts)
         assert (stored.dropped, stored.total) == (held.dropped, held.total)
+        # Of those left out, the captures richer than the one read: by SQL as in memory.
+        assert stored.richer == held.richer <= held.dropped
         assert stored.aliases == {k: v for k, v in held.aliases.items() if k in targets}
         assert _ids(stored.feedback) == _ids(held.feedback)
 
@@ -265,7 +267,11 @@ def test_fact_files_too_large_for_memory_select_what_memory_would(
         assert not {p for p in Path(tempfile.gettempdir()).glob("lithify-export-*")}
     finally:
         tempfile.tempdir = tmp
-    assert (spilled.dropped, spilled.total) == (held.dropped, held.total)
+    assert (spilled.dropped, spilled.richer, spilled.total) == (
+        held.dropped,
+        held.richer,
+        held.total,
+    )
     assert spilled.aliases == {k: v for k, v in held.aliases.items() if k in targets}
     # A redelivered feedback line is one fact in a store, as derivation counts it.
     assert _ids(spilled.feedback) == list(dict.fromkeys(_ids(held.feedback)))

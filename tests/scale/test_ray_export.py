@@ -27,6 +27,7 @@ from lithify.ingest.convert import convert, open_output
 from lithify.ingest.distributed import convert_ray
 from lithify.store import FactFilter
 from tests.conftest import CORPUS
+from tests.export.helpers import lost_to_the_session
 from tests.scale.facts import generated, jsonl_input, one_big_session, write_files
 from tests.scale.s3 import FakeS3, fake_s3
 
@@ -97,6 +98,7 @@ def test_generated_sessions_any_order_any_partitioning(
 ) -> None:
     rng = random.Random(seed)
     facts, fb = generated(seed, sessions=30 + 10 * seed)
+    facts += lost_to_the_session()  # counted on the driver, from captures in any file
     reference = write_files(tmp_path / "in", facts, fb, seed, files=1)
     shuffled = write_files(tmp_path / "shuffled", facts, fb, seed + 100, files=rng.randint(2, 6))
     for kind, extra in (
@@ -108,6 +110,7 @@ def test_generated_sessions_any_order_any_partitioning(
         local_out = tmp_path / f"local-{kind}"
         local = _local(reference, local_out, options)
         assert sum(local.rows.values()), kind  # the comparison compares rows
+        assert local.derive.richer_dropped == 1
         out = tmp_path / f"ray-{kind}"
         partitions, shard_bytes = rng.choice([1, 2, 7]), rng.choice([1 << 10, 64 << 20])
         done = export_ray(shuffled, out, options, partitions=partitions, shard_bytes=shard_bytes)
@@ -280,11 +283,12 @@ def test_export_from_postgresql_by_session_parts(
     facts, fb = generated(6, sessions=60)
     # A second capture of a call (its span without the session): the store keeps one.
     facts.append(msgspec.structs.replace(facts[0], session_id=None, observed_at=None))
+    facts += lost_to_the_session()  # and one that holds parts the capture read lacks
     with open_store(pg_store_url) as store:
         store.insert_facts(facts)
         store.insert_feedback(fb)
         dropped = store.count_dropped()
-        assert dropped >= 1
+        assert dropped >= 2 and store.count_richer_dropped() == 1
         assert len(store.session_parts(FactFilter(order="session"), 7)) > 10
         for kind in ("sft", "dpo"):
             options = ExportOptions(kind=kind, eval_fraction=0.3)
@@ -293,6 +297,7 @@ def test_export_from_postgresql_by_session_parts(
             done = export_ray([], out, options, partitions=3, store=pg_store_url)
             _same(local, tmp_path / f"local-{kind}", done, out)
             assert done.summary.derive.duplicates == local.derive.duplicates == dropped
+            assert done.summary.derive.richer_dropped == local.derive.richer_dropped == 1
         # Filters apply in the store, as locally.
         only = FactFilter(session_id=["g-0001", "g-0002"])
         local = export(from_store(store, only), tmp_path / "local-only", ExportOptions(kind="sft"))

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lithify.core.codec import Decoder, encode
-from lithify.core.identity import Capture, agree, content_keys, lack
+from lithify.core.identity import Capture, agree, content_keys, lack, part_count
 from lithify.derive.feedback import FeedbackIndex
 from lithify.derive.sessions import call_order_key, resolve_facts, sort_facts
 from lithify.model import Feedback, InferenceCall, Message, ReasoningPart, TextPart
@@ -152,12 +152,21 @@ def test_the_capture_that_lacks_least_is_kept(new_store_url: Callable[[], str], 
     assert lack(kept) < lack(dropped) and call_order_key(dropped) < call_order_key(kept)
     assert resolve_facts([dropped, kept])[:2] == resolve_facts([kept, dropped])[:2]
     assert resolve_facts([dropped, kept])[:2] == ([kept], [dropped])
+    # Only the session ranks a capture with fewer parts first: then the one dropped is richer.
+    richer = [dropped] if case == "session" else []
+    for order in ([dropped, kept], [kept, dropped]):
+        found: list[InferenceCall] = []
+        resolve_facts(order, found)
+        assert found == richer
     for first, second in ((kept, dropped), (dropped, kept)):
         with open_store(new_store_url()) as store:
             store.insert_facts([first])
             store.insert_facts([second])
             assert _encoded(store.iter_facts(SESSION)) == [encode(kept)]
             assert store.count_dropped() == 1
+            assert store.count_richer_dropped() == len(richer)
+            # On the dropped capture's own columns, as count_dropped.
+            assert store.count_richer_dropped(FactFilter(session_id="no-such")) == 0
 
 
 def test_every_capture_of_a_call_can_be_listed_with_the_one_kept(store_url: str) -> None:
@@ -283,7 +292,8 @@ def _contested_captures(draw: st.DrawFn) -> list[InferenceCall]:
 def test_any_captures_in_any_order_give_what_the_rule_gives(
     new_store_url: Callable[[], str], captures: list[InferenceCall], data: st.DataObject
 ) -> None:
-    kept, dropped, _ = resolve_facts(captures)
+    richer: list[InferenceCall] = []
+    kept, dropped, _ = resolve_facts(captures, richer)
     # The rule's own promises: calls have distinct ids; two calls sharing an id contradict each
     # other (else they would be one); each other capture agrees with a call that lacks no more.
     assert len({f.inference_call_id for f in kept}) == len(kept)
@@ -302,6 +312,17 @@ def test_any_captures_in_any_order_give_what_the_rule_gives(
         distinct = len(set(_encoded(captures)))
         assert store.count_dropped() == len(dropped) - (len(captures) - distinct)
         assert store.count() == len(kept)
+        # The dropped captures holding more parts than their call's first, by part count: the
+        # store counts them as fact files give them, a redelivered one once.
+        listed = {encode(c.fact): c for k in kept for c in store.captures(k.inference_call_id)}
+        read = {c.call_id: part_count(c.fact) for c in listed.values() if c.first}
+        lacking = [
+            c for c in listed.values() if not c.first and part_count(c.fact) > read[c.call_id]
+        ]
+        assert store.count_richer_dropped() == len(lacking) == len(richer)
+    again: list[InferenceCall] = []
+    resolve_facts([*captures, *captures], again)
+    assert _encoded(again) == _encoded(richer)
 
 
 def test_group_commits_report_each_batch_as_if_inserted_alone(

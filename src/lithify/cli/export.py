@@ -57,7 +57,10 @@ def summary_table(summary: ExportSummary) -> Table:
     t.add_column("meaning", style="dim")
     t.add_row("facts read", str(summary.facts_read), "")
     d = summary.derive
-    t.add_row("calls", str(d.calls), f"{d.duplicates} duplicate captures dropped")
+    dropped = f"{d.duplicates} duplicate captures dropped"
+    if d.richer_dropped:
+        dropped += f", {d.richer_dropped} of them with parts the one read lacks"
+    t.add_row("calls", str(d.calls), dropped)
     t.add_row("segments", str(d.segments), f"in {d.sessions} sessions")
     for reason, n in d.splits.items():
         t.add_row(f"segment start: {reason}", str(n), SPLIT_REASONS.get(reason, ""))

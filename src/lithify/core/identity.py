@@ -39,6 +39,7 @@ from lithify.model import (
 
 _content = msgspec.json.Encoder()
 _PARTS = 2**20 - 1
+_PARTS_AT = 40  # the bit of ``lack`` its parts field starts at
 _SIZE = 2**40 - 1
 
 
@@ -62,9 +63,21 @@ def lack(fact: InferenceCall) -> int:
         size = len(repr(content))
     return (
         ((fact.session_id is None) << 60)
-        | ((_PARTS - min(parts, _PARTS)) << 40)
+        | ((_PARTS - min(parts, _PARTS)) << _PARTS_AT)
         | (_SIZE - min(size, _SIZE))
     )
+
+
+def lacked_parts(value: int) -> int:
+    """The parts field of a ``lack``: of two captures, the one with the lower holds more
+    message parts (exports count the dropped captures richer than the one read)."""
+    return (value >> _PARTS_AT) & _PARTS
+
+
+def lacked_parts_sql(column: str) -> str:
+    """``lacked_parts`` of an integer column, in SQL that SQLite and PostgreSQL both run, so a
+    store compares captures as fact files do."""
+    return f"(({column} >> {_PARTS_AT}) & {_PARTS})"
 
 
 def capture_digest(body: bytes) -> bytes:

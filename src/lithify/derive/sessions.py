@@ -13,7 +13,15 @@ from collections.abc import Iterable, Iterator
 import msgspec
 
 from lithify.core.codec import col, encode, uncol
-from lithify.core.identity import Capture, aliases, assign, capture_digest, content_keys, lack
+from lithify.core.identity import (
+    Capture,
+    aliases,
+    assign,
+    capture_digest,
+    content_keys,
+    lack,
+    lacked_parts,
+)
 from lithify.model import InferenceCall
 
 
@@ -25,6 +33,10 @@ class DeriveStats(msgspec.Struct, kw_only=True):
     # Facts dropped as another capture of a call: here, or by the capture rule of the source
     # (a store, ``sort_facts``) that derivation reads from.
     duplicates: int = 0
+    # Of those, the distinct captures holding more message parts than the one their call is
+    # read from (the rule ranks a session first: a proxy's capture without one loses to the
+    # span that dropped its reasoning). Rows lack those parts; counted so the loss is seen.
+    richer_dropped: int = 0
     sessions: int = 0  # groups with a session id
     segments: int = 0
     splits: dict[str, int] = msgspec.field(default_factory=dict)  # starts by SPLIT_REASONS
@@ -43,6 +55,7 @@ class DeriveStats(msgspec.Struct, kw_only=True):
         """Add the counts of a part of the derivation (a worker's, a Ray task's)."""
         self.calls += part.calls
         self.duplicates += part.duplicates
+        self.richer_dropped += part.richer_dropped
         self.sessions += part.sessions
         self.segments += part.segments
         self.alternatives += part.alternatives
@@ -92,12 +105,13 @@ def resolve(facts: Iterable[InferenceCall]) -> tuple[list[InferenceCall], list[I
 
 
 def _resolve(
-    facts: Iterable[InferenceCall],
+    facts: Iterable[InferenceCall], richer: list[InferenceCall] | None = None
 ) -> tuple[list[InferenceCall], list[InferenceCall], list[tuple[str, str, bool]]]:
     """The identity rule (``core.identity``) over ``facts``: the calls, each as its first
     capture (named by its call id), in call order; the other captures of those calls (exact
     copies included), in rank order; and ``(inference_call_id, call_id, first)`` of every
-    capture sharing an id, for ``identity.aliases``.
+    capture sharing an id, for ``identity.aliases``. ``richer`` receives the other captures
+    holding more message parts than their call's first capture (exact copies once).
 
     Only captures sharing an id with another are ranked: every other one is a call of its own.
     """
@@ -128,12 +142,18 @@ def _resolve(
             else:
                 seen.add(c.digest)
                 unique.append((c, f))
+        read: dict[bytes, int] = {}  # a call → the parts field of its first capture's lack
         for (c, f), a in zip(unique, assign(c for c, _ in unique), strict=True):
             call_id = uncol(a.call_id) or ""
             names.append((f.inference_call_id, call_id, a.call == c.digest))
             if a.call != c.digest:
                 dropped.append(f)
-            elif a.call_id != c.inference_call_id:
+                # A call's first capture ranks before its others: ``read`` has it already.
+                if richer is not None and lacked_parts(c.lack) < read[a.call]:
+                    richer.append(f)
+                continue
+            read[c.digest] = lacked_parts(c.lack)
+            if a.call_id != c.inference_call_id:
                 kept.append(msgspec.structs.replace(f, inference_call_id=call_id))
             else:
                 kept.append(f)
@@ -156,18 +176,23 @@ def sort_facts(
 ) -> list[InferenceCall]:
     """Facts from anywhere (files, in any order, duplicates included), deduplicated and in
     the store's session order, ready for ``iter_sessions``. Holds them all in memory."""
-    kept, dropped, _ = resolve_facts(facts)
+    richer: list[InferenceCall] = []
+    kept, dropped, _ = resolve_facts(facts, richer)
     if stats is not None:
         stats.duplicates += len(dropped)
+        stats.richer_dropped += len(richer)
     return kept
 
 
 def resolve_facts(
-    facts: Iterable[InferenceCall],
+    facts: Iterable[InferenceCall], richer: list[InferenceCall] | None = None
 ) -> tuple[list[InferenceCall], list[InferenceCall], dict[str, str]]:
     """``sort_facts`` (the kept facts), the dropped ones, and the other ids of kept calls that
-    feedback may name (``FeedbackIndex`` aliases; a store gives them with ``call_aliases``)."""
-    kept, dropped, names = _resolve(facts)
+    feedback may name (``FeedbackIndex`` aliases; a store gives them with ``call_aliases``).
+    ``richer`` receives the dropped captures holding more message parts than the capture their
+    call is read from, each distinct capture once (``DeriveStats.richer_dropped``; a store
+    counts them with ``count_richer_dropped``)."""
+    kept, dropped, names = _resolve(facts, richer)
     kept.sort(key=session_order_key)
     return kept, dropped, aliases(names)
 

@@ -28,6 +28,11 @@ if TYPE_CHECKING:
     from lithify.export.manifest import Manifest
 
 SPLITS = ("train", "eval")
+RICHER = (
+    "captures the identity rule dropped that hold message parts (reasoning, a tool result) the "
+    "capture their call is read from lacks: its rows lack them; the captures stay stored "
+    "(docs/store.md, Reading)"
+)
 
 
 def _yaml(text: str) -> str:
@@ -342,6 +347,8 @@ def _left_out(m: Manifest) -> list[str]:
     ]
     if m.derive.alternatives:
         rows.append(("alternative choices", m.derive.alternatives, ALTERNATIVES))
+    if m.derive.richer_dropped:
+        rows.append(("captures richer than the one read", m.derive.richer_dropped, RICHER))
     rows += [
         (f"feedback not joined: `{k}`", n, FEEDBACK_DROP_REASONS.get(k, ""))
         for k, n in m.feedback.dropped.items()

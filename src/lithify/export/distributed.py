@@ -517,7 +517,8 @@ def _contested(calls: Any, partitions: int | None) -> Any:
     return col("icid").is_in(by_id) | col("mcid").is_in(by_response)
 
 
-_Calls = tuple[Any, list[Feedback], dict[str, str], int, int]
+# (calls, feedback, aliases, the source's counts: the captures it left out, partitions)
+_Calls = tuple[Any, list[Feedback], dict[str, str], DeriveStats, int]
 
 
 def _store_parts(url: str, filters: FactFilter, partitions: int | None) -> _Calls:
@@ -531,14 +532,17 @@ def _store_parts(url: str, filters: FactFilter, partitions: int | None) -> _Call
     with open_store(url) as store:
         feedback = list(store.iter_feedback())
         aliases = store.call_aliases(f.target_id for f in feedback if f.target_kind == "call")
-        duplicates = store.count_dropped(filters)
+        left_out = DeriveStats(
+            duplicates=store.count_dropped(filters),
+            richer_dropped=store.count_richer_dropped(filters),
+        )
         parts = store.session_parts(session, _PART_CALLS)
     wanted = pickle.dumps(session)
     items = [{"store": url, "part": pickle.dumps(p), "filters": wanted} for p in parts]
     if partitions is None:
         partitions = len(parts)
     calls = ray.data.from_items(items, override_num_blocks=len(items))
-    return calls, feedback, aliases, duplicates, partitions
+    return calls, feedback, aliases, left_out, partitions
 
 
 def _file_calls(paths: Sequence[Path], filters: FactFilter, partitions: int | None) -> _Calls:
@@ -567,11 +571,12 @@ def _file_calls(paths: Sequence[Path], filters: FactFilter, partitions: int | No
         partitions = max(1, -(-raw.size_bytes() // _PARTITION_BYTES))
     contested = _contested(calls, partitions)
     dropped: list[InferenceCall] = []
+    richer: list[InferenceCall] = []
     aliases: dict[str, str] = {}
     selected = calls
     if contested is not None:
         records = calls.filter(expr=contested).iter_rows()
-        kept, dropped, aliases = resolve_facts(_calls.decode(r["body"]) for r in records)
+        kept, dropped, aliases = resolve_facts((_calls.decode(r["body"]) for r in records), richer)
         selected = calls.filter(expr=~contested)
         if kept:
             selected = selected.union(ray.data.from_items([_call_record(f) for f in kept]))
@@ -580,8 +585,11 @@ def _file_calls(paths: Sequence[Path], filters: FactFilter, partitions: int | No
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # Ray prefers expressions; this one is Python
             selected = selected.filter(lambda r: wanted(_calls.decode(r["body"])))
-    duplicates = sum(1 for f in dropped if wanted(f))
-    return selected, feedback, aliases, duplicates, partitions
+    left_out = DeriveStats(
+        duplicates=sum(1 for f in dropped if wanted(f)),
+        richer_dropped=sum(1 for f in richer if wanted(f)),
+    )
+    return selected, feedback, aliases, left_out, partitions
 
 
 def export_ray(
@@ -625,16 +633,13 @@ def export_ray(
     # its node's copy, whose SHA-256 must be this one's (TokenBudget.merge).
     budget = token_budget(options, builder)
     out = Path(out_dir)
+    # ``stats`` starts with the captures the source left out; the tasks' counts add up in it.
     if store is not None:
         if paths:
             raise ValueError("a distributed export reads fact files or a store, not both")
-        selected, feedback, aliases, duplicates, partitions = _store_parts(
-            store, filters, partitions
-        )
+        selected, feedback, aliases, stats, partitions = _store_parts(store, filters, partitions)
     else:
-        selected, feedback, aliases, duplicates, partitions = _file_calls(
-            paths, filters, partitions
-        )
+        selected, feedback, aliases, stats, partitions = _file_calls(paths, filters, partitions)
 
     job = _Job(options, feedback, aliases)
     # The shards' folder, made before the tasks run: they write the image files into it.
@@ -665,7 +670,6 @@ def export_ray(
     except BaseException:  # nothing is written: not the images the tasks wrote either
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    stats = DeriveStats(duplicates=duplicates)
     index = FeedbackIndex(feedback, aliases)
     flagger = Flagger(options.kind, dropped_flags(options.drop_flags, options.keep_flags))
     candidates: list[InferenceCall] = []

@@ -187,7 +187,8 @@ def _export(
     builder = make_builder(options)
     budget = token_budget(options, builder)  # before anything is read or written
     index = FeedbackIndex(selection.feedback, selection.aliases)
-    stats = DeriveStats(duplicates=selection.dropped)  # derivation counts the rest
+    # What the source's identity rule left out; derivation counts the rest.
+    stats = DeriveStats(duplicates=selection.dropped, richer_dropped=selection.richer)
     digests = FactDigests()
     drop = dropped_flags(options.drop_flags, options.keep_flags)
     flagger = Flagger(options.kind, drop, builder.validator)

@@ -4,9 +4,10 @@ selected by one ``FactFilter`` with one meaning (docs/export.md, Where rows come
 A ``Selection`` is what the pipeline derives rows from: the calls the filter selects, each as
 the capture the identity rule keeps (docs/store.md), grouped by session; the feedback, with the
 other capture ids of those calls it may name; and how many other captures of the selected
-calls the rule left out. A store applies the filter in SQL; facts held in memory go through
-``select``, which honours every field of ``FactFilter`` as the store does, so a store and the
-fact files it was imported from give the same facts.
+calls the rule left out, and how many of those hold message parts the capture read lacks. A
+store applies the filter in SQL; facts held in memory go through ``select``, which honours
+every field of ``FactFilter`` as the store does, so a store and the fact files it was
+imported from give the same facts.
 """
 
 from __future__ import annotations
@@ -46,6 +47,9 @@ class Selection:
     # What to release once the export is done, whether or not ``facts`` was read (a scratch
     # store); it may be called more than once.
     close: Callable[[], None] | None = None
+    # Of ``dropped``, the captures holding more message parts than the one their call is read
+    # from: rows lack those parts (``DeriveStats.richer_dropped``).
+    richer: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,10 +83,12 @@ def from_store(store: FactStore, filters: FactFilter) -> Selection:
     feedback = list(store.iter_feedback())
     aliases = store.call_aliases(f.target_id for f in feedback if f.target_kind == "call")
     dropped = store.count_dropped(filters)
+    richer = store.count_richer_dropped(filters)
     # A limit counts calls across the whole read: ranges read apart cannot keep it.
     url = getattr(store, "connect_url", None)
     query = StoreQuery(url, filters) if url and filters.limit is None else None
-    return Selection(store.iter_facts(filters), feedback, aliases, dropped, total, query)
+    facts = store.iter_facts(filters)
+    return Selection(facts, feedback, aliases, dropped, total, query, richer=richer)
 
 
 # Fact files up to this size on disk are read into memory; larger inputs are first written into
@@ -157,11 +163,13 @@ def from_facts(
     """The facts ``filters`` select among ``facts`` (any order, other captures of a call
     included), after the identity rule chose each call's capture, as a store does."""
     filters = replace(filters or FactFilter(), order="session")
-    kept, dropped, aliases = resolve_facts(facts)
+    richer: list[InferenceCall] = []
+    kept, dropped, aliases = resolve_facts(facts, richer)
     selected = select(kept, filters)
     wanted = matcher(filters)
     left_out = sum(1 for f in dropped if wanted(f))  # as a store counts them: with no limit
-    return Selection(selected, list(feedback), aliases, left_out, len(selected))
+    lacking = sum(1 for f in richer if wanted(f))
+    return Selection(selected, list(feedback), aliases, left_out, len(selected), richer=lacking)
 
 
 def select(kept: Iterable[InferenceCall], filters: FactFilter) -> list[InferenceCall]:

@@ -22,6 +22,7 @@ from lithify.core.identity import (
     capture_digest,
     content_keys,
     lack,
+    lacked_parts_sql,
 )
 from lithify.model import InferenceCall
 from lithify.store._backend import Backend
@@ -573,6 +574,23 @@ class CaptureIndex(Backend):
         match, on their own columns: what ``order="session"`` reads leaves out."""
         where, params = fact_where(filters)
         return self._scalar(self._dropped_sql(where), params)
+
+    @staticmethod
+    def _richer_dropped_sql(where: str) -> str:
+        # The dropped captures ``where`` matches (on their own columns, as ``count_dropped``),
+        # each joined to its call's first capture (``call`` is that capture's digest), where
+        # the parts field of its lack is the lower: it holds more parts than the one read.
+        return (
+            f"SELECT COUNT(*) FROM (SELECT call, lack FROM fact_captures"
+            f"{_and(where, 'kept = 0')}) AS d JOIN fact_captures AS k ON k.digest = d.call "
+            f"WHERE {lacked_parts_sql('d.lack')} < {lacked_parts_sql('k.lack')}"
+        )
+
+    def count_richer_dropped(self, filters: FactFilter | None = None) -> int:
+        """Of ``count_dropped``, the captures holding more message parts than the capture
+        their call is read from (``DeriveStats.richer_dropped``): parts no row carries."""
+        where, params = fact_where(filters)
+        return self._scalar(self._richer_dropped_sql(where), params)
 
     def get_fact(self, inference_call_id: str) -> InferenceCall | None:
         """The call with this id (under its call id, read from its first capture), else the
