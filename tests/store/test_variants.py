@@ -165,6 +165,7 @@ def test_the_capture_that_lacks_least_is_kept(new_store_url: Callable[[], str], 
             assert _encoded(store.iter_facts(SESSION)) == [encode(kept)]
             assert store.count_dropped() == 1
             assert store.count_richer_dropped() == len(richer)
+            assert store.stats().richer_dropped == len(richer)  # what `lithify stats` shows
             # On the dropped capture's own columns, as count_dropped.
             assert store.count_richer_dropped(FactFilter(session_id="no-such")) == 0
 

@@ -219,6 +219,11 @@ def stats_cmd(
             f"{st.dropped_captures} other captures of calls kept apart (left out of exports), "
             f"{st.id_collisions} calls sharing an id with another call (id_collision)"
         )
+    if st.richer_dropped:
+        out.print(
+            f"{st.richer_dropped} of those other captures hold message parts the one read lacks "
+            "(reasoning, tool results): no export carries them (docs/store.md)"
+        )
     for title, groups in (
         ("by model", st.by_model),
         ("by provider", st.by_provider),

@@ -475,6 +475,10 @@ class SqlStore(SessionQueries):
                 params,
             )
             collisions = cur.fetchone()[0]
+            richer = 0
+            if dropped:
+                cur.execute(self._richer_dropped_sql(where), params)
+                richer = cur.fetchone()[0]
             return Stats(
                 facts=int(total),
                 sessions=int(sessions),
@@ -491,6 +495,7 @@ class SqlStore(SessionQueries):
                 variants=int(dropped),
                 dropped_captures=int(dropped),
                 id_collisions=int(collisions),
+                richer_dropped=int(richer),
             )
 
         return self._run(q, write=False)

@@ -124,6 +124,9 @@ class Stats(msgspec.Struct, frozen=True):
     dropped_captures: int = 0
     # Calls that share an id with an earlier-ranked capture whose content contradicts theirs.
     id_collisions: int = 0
+    # Of the other captures, those holding message parts the capture read lacks (a proxy's
+    # reasoning beside a span that dropped it): parts no export carries.
+    richer_dropped: int = 0
 
 
 Match = str | Sequence[str] | None

@@ -320,10 +320,13 @@ def _names_schema(value: Any) -> bool:
 
 def output_schema(attrs: dict[str, Any]) -> bool:
     """Whether the span records a JSON schema the request held the answer to (``output_schema``)."""
-    if _names_schema(attrs.get(_SCHEMA_ATTRIBUTE)):
+    schema = attrs.get(_SCHEMA_ATTRIBUTE)
+    if schema is not None and _names_schema(schema):
         return True
     for key in _REQUEST_ATTRIBUTES:
         request = attrs.get(key)
+        if request is None:  # every span of the other conventions: nothing to read
+            continue
         if isinstance(request, str):
             # The cheap test first: input.value is the whole request, media and all.
             found = 'chema"' in request and _SCHEMA_KEY.search(request) is not None
