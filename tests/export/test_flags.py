@@ -83,6 +83,7 @@ def _valid(rows: list[dict], kind: str, profile: str = "canonical") -> None:
         ),
         (_one("length"), "truncated_target"),
         (_one("content_filter"), "content_filter"),
+        (_one("error"), "error_target"),
         (_one(answer="  "), "empty_target"),
         (_one(degradations={"synthesized_id": 1}), "degraded_source"),
     ],
@@ -117,7 +118,7 @@ def test_a_tool_result_without_its_call_is_flagged_in_canonical_rows(tmp_path: P
     assert run_export(facts, tmp_path / "d", kind="nemo-gym").skipped == {"flagged": 1}
 
 
-_FINISH = st.sampled_from(["stop", "length", "content_filter"])
+_FINISH = st.sampled_from(["stop", "length", "content_filter", "error"])
 
 
 @settings(
@@ -147,6 +148,7 @@ def test_a_row_carries_exactly_the_flags_of_its_calls(
             ("undefined_tool_call", undefined),
             ("truncated_target", finish == "length"),
             ("content_filter", finish == "content_filter"),
+            ("error_target", finish == "error"),
             ("empty_target", empty),
             ("degraded_source", degraded),
         )

@@ -41,6 +41,8 @@ FLAGS: dict[str, str] = {
     "a medium counts)",
     "content_filter": "a target output refused or stopped by a content filter "
     "(finish_reason content_filter)",
+    "error_target": "a target output that ended in an error (finish_reason error: a stream or "
+    "call that failed partway, a malformed function call)",
     "orphan_tool_result": "a tool result whose call is not earlier in the conversation",
     "degraded_source": "a call of the row lost or changed content at conversion "
     "(any degradation; lossy ones skip the row unless --keep-degraded)",
@@ -55,6 +57,7 @@ DEFAULT_DROP = frozenset(
         "truncated_target",
         "empty_target",
         "content_filter",
+        "error_target",
         "orphan_tool_result",
     }
 )
@@ -269,6 +272,8 @@ def _judged(calls: list[_Call], targets: list[_Call], tools: str | None) -> list
         found.add("truncated_target")
     if any("content_filter" in c.finishes for c in targets):
         found.add("content_filter")
+    if any("error" in c.finishes for c in targets):
+        found.add("error_target")
     if any(c.empty for c in targets):
         found.add("empty_target")
     if any(c.orphan for c in calls):
