@@ -161,6 +161,7 @@ class Scripted:
     chunks: list[bytes] = field(default_factory=list)
     chunked: bool = False
     delay: float = 0.0  # between chunks
+    cut: bool = False  # hang up after the chunks, without ending the body
 
 
 class Upstream:
@@ -199,6 +200,10 @@ class Upstream:
                         time.sleep(r.delay)
                     self.wfile.write(f"{len(c):x}\r\n".encode() + c + b"\r\n" if r.chunked else c)
                     self.wfile.flush()
+                if r.cut:
+                    self.close_connection = True
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    return
                 if r.chunked:
                     self.wfile.write(b"0\r\n\r\n")
 

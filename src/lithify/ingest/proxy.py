@@ -44,6 +44,7 @@ from yarl import URL
 from lithify.core.times import ns_to_rfc3339
 from lithify.ingest import _server
 from lithify.ingest.recorder import (
+    EXPECTED_SKIPS,
     RecorderConfig,
     RecorderProcess,
     SpooledExchange,
@@ -517,6 +518,7 @@ class Proxy:
         resp_type = resp_encoding = ""
         outcome = "complete"
         error: BaseException | None = None
+        stopped: asyncio.CancelledError | None = None
         assert self.session is not None
         try:
             async with self.session.post(
@@ -533,8 +535,8 @@ class Proxy:
                 await send({"type": "http.response.start", "status": status, "headers": headers})
                 started = True
                 async for chunk in resp.content.iter_any():
+                    size += len(chunk)
                     if record:
-                        size += len(chunk)
                         if size > config.max_record_size:
                             record = False
                             chunks.clear()
@@ -543,12 +545,17 @@ class Proxy:
                     await send({"type": "http.response.body", "body": chunk, "more_body": True})
                 ex.done = True
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
-        except asyncio.CancelledError:
+        except asyncio.CancelledError as e:
+            # Not the client leaving: the server stopping, its --shutdown-timeout run out. What
+            # the stream delivered is still spooled (the spool closes after this), then the
+            # cancellation goes on.
             if not ex.gone:
-                raise
-            if ex.task is not None:
-                ex.task.uncancel()
-            outcome = "client_gone"
+                stopped = e
+                outcome = "shutdown"
+            else:
+                if ex.task is not None:
+                    ex.task.uncancel()
+                outcome = "client_gone"
         except TimeoutError:  # aiohttp's ServerTimeoutError is one
             outcome = "timeout"
         except (aiohttp.ClientError, OSError) as e:
@@ -572,6 +579,8 @@ class Proxy:
                 await _reply(send, 502, error_body(route.upstream, 502, msg), "unreachable")
             _event(logging.WARNING, "exchange", kind=kind, outcome=outcome,
                    duration_ms=duration_ms, upstream=upstream.name, client=_client(scope))  # fmt: skip
+            if stopped is not None:
+                raise stopped
             return
         if record:
             self._spool(
@@ -592,12 +601,21 @@ class Proxy:
                 )
             )
         else:
+            # The health counter says how many; this line says which call, so a missing fact
+            # can be told from one never made.
             self.counts.not_recorded["too_large"] += 1
+            _event(logging.WARNING, "exchange_not_recorded", kind=kind, status=status,
+                   outcome=outcome, reason="too_large", request_bytes=len(body),
+                   response_bytes=size, session_id=fwd.session_id, client=_client(scope),
+                   detail=f"the request or response is larger than --max-record-size "
+                   f"({config.max_record_size} bytes)")  # fmt: skip
         level = logging.INFO if outcome == "complete" and status < 400 else logging.WARNING
         if log.isEnabledFor(level):
             _event(level, "exchange", kind=kind, status=status, outcome=outcome,
                    duration_ms=duration_ms, request_bytes=len(body), response_bytes=size,
                    session_id=fwd.session_id, client=_client(scope))  # fmt: skip
+        if stopped is not None:
+            raise stopped
         if outcome in ("upstream_cut", "timeout"):
             raise UpstreamAbort(outcome)
 
@@ -643,9 +661,16 @@ class Proxy:
         recorder = dict(rec.status) if rec is not None else {}
         if rec is not None:
             recorder.update(alive=rec.alive, restarts=rec.restarts)
+        # Spooled but no fact (unreadable, refused by the store) is unrecorded too; an error
+        # answer giving none is by design.
+        lost = recorder.get("rejected", 0) or any(
+            n for reason, n in recorder.get("skipped", {}).items() if reason not in EXPECTED_SKIPS
+        )
         recording_ok = (
-            rec is None or (rec.alive and bool(recorder.get("available")))
-        ) and not c.not_recorded
+            (rec is None or (rec.alive and bool(recorder.get("available"))))
+            and not c.not_recorded
+            and not lost
+        )
         return {
             "status": "ok",
             "recording": "ok" if recording_ok else "degraded",

@@ -17,6 +17,7 @@ restart, stop) speak one protocol over one pipe.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import logging.config
 import multiprocessing
@@ -44,11 +45,14 @@ from lithify.store import (
     open_store,
 )
 from lithify.translate import translate_document
+from lithify.translate.sse import looks_like_sse
 
 log = logging.getLogger("lithify.proxy")
 
 # How an exchange ended, as the proxy saw it.
-OUTCOMES = ("complete", "upstream_cut", "client_gone", "timeout")
+OUTCOMES = ("complete", "upstream_cut", "client_gone", "timeout", "shutdown")
+# Exchanges that give no fact by design (an error answer); any other skip lost a call.
+EXPECTED_SKIPS = frozenset({"error_response"})
 
 
 class SpooledExchange(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -112,6 +116,43 @@ def decode_body(data: bytes, encoding: str) -> bytes | None:
     return bytes(out)
 
 
+def json_array_prefix(body: bytes) -> list[Any] | None:
+    """The whole elements of a JSON array cut short, None when there are none. Gemini's
+    streamGenerateContent without ``alt=sse`` streams one array, element by element: cut by
+    the client or the upstream, its chunks so far are the stream as far as it got (the
+    translator counts it ``truncated_stream``), not an undecodable body."""
+    text = body.decode("utf-8", "surrogateescape")  # one char per undecodable byte
+    decoder = json.JSONDecoder()
+    i = _skip_ws(text, 0)
+    if not text.startswith("[", i):
+        return None
+    i, end = _skip_ws(text, i + 1), 0
+    while i < len(text) and text[i] != "]":
+        try:
+            _, j = decoder.raw_decode(text, i)
+        except (ValueError, RecursionError):
+            break
+        end, i = j, _skip_ws(text, j)
+        if not text.startswith(",", i):
+            break
+        i = _skip_ws(text, i + 1)
+    if not end:
+        return None
+    # The same reader as a whole body (core.text: lone surrogate escapes kept), on the prefix.
+    head = text[:end].encode("utf-8", "surrogateescape")
+    try:
+        chunks = loads(head + b"]")[0]
+    except (ValueError, RecursionError):
+        return None
+    return chunks if isinstance(chunks, list) and chunks else None
+
+
+def _skip_ws(text: str, i: int) -> int:
+    while i < len(text) and text[i] in " \t\r\n":
+        i += 1
+    return i
+
+
 def exchange_document(x: SpooledExchange) -> dict[str, Any] | Skip:
     """The exchange as the document `lithify convert` reads (``{"request", "response",
     "provider", "meta"}``), or why it cannot be one."""
@@ -135,8 +176,16 @@ def exchange_document(x: SpooledExchange) -> dict[str, Any] | Skip:
         except (ValueError, RecursionError):
             if x.status >= 400:
                 return Skip("error_response", f"HTTP {x.status} from the upstream", x.kind)
-            what = "cut off" if x.outcome != "complete" else "not JSON"
-            return Skip("undecodable", f"the response body is {what} ({x.outcome})", x.kind)
+            text = response_body.decode("utf-8", "surrogateescape")
+            # The SDKs read a stream they asked for whatever it is labelled: a gateway or a
+            # self-hosted server may call it application/json, text/plain or nothing.
+            if looks_like_sse(text):
+                response = text
+            elif (chunks := json_array_prefix(response_body)) is not None:
+                response = chunks
+            else:
+                what = "cut off" if x.outcome != "complete" else "not JSON"
+                return Skip("undecodable", f"the response body is {what} ({x.outcome})", x.kind)
     meta: dict[str, Any] = {
         "url": x.url,
         "observed_at": x.observed_at,
@@ -315,7 +364,7 @@ class Recorder:
         if isinstance(result, Skip):
             self.skipped[result.reason] += 1
             _event(
-                logging.INFO,
+                logging.INFO if result.reason in EXPECTED_SKIPS else logging.WARNING,
                 "exchange_not_recorded",
                 kind=x.kind,
                 status=x.status,

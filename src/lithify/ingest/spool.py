@@ -223,7 +223,12 @@ class SpoolWriter:
         self.folder = Path(folder).expanduser().absolute()
         self.store = store  # the store_key the spool must belong to; None: not checked
         self.max_bytes = max_bytes
-        self.segment_bytes = segment_bytes or max(1 << 20, min(64 << 20, max_bytes // 16))
+        # At most a quarter of the bound: the segment being written is deleted only once the
+        # next one starts, and a full spool starts none, so a segment near the bound stayed
+        # full after the recorder had consumed it, refusing every exchange from then on.
+        self.segment_bytes = segment_bytes or max(
+            1, min(max(1 << 20, min(64 << 20, max_bytes // 16)), max_bytes // 4)
+        )
         self.sync = sync
         self.stats = WriterStats()
         self.last_error: str | None = None
