@@ -265,9 +265,9 @@ def test_a_call_too_large_to_record_is_logged_not_only_counted(proxy: ProxyProce
 def test_a_request_the_recorder_cannot_read_degrades_recording(
     upstream: Upstream, tmp_path: Path
 ) -> None:
-    """A request body in an encoding lithify cannot decode (zstd: Codex compresses its
-    requests so) is forwarded and gives no fact: counted, but health still said `ok` and the
-    log line was at info level. A proxy of its own: nothing else has degraded its health."""
+    """A request body lithify cannot decode (bytes that claim zstd and are not) is forwarded
+    and gives no fact: counted, but health still said `ok` and the log line was at info level.
+    A proxy of its own: nothing else has degraded its health."""
     p = start_proxy(tmp_path, {"openai": upstream.url})
     try:
         p.wait_health("the recorder up", lambda h: h["recording"] == "ok")

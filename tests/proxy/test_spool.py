@@ -276,6 +276,25 @@ def test_compressed_bodies_are_read_and_cut_ones_as_far_as_they_go() -> None:
     assert isinstance(skip, Skip) and skip.reason == "undecodable"
 
 
+def test_zstd_and_brotli_request_bodies_are_read() -> None:
+    """Codex compresses its requests with zstd: the recorder reads them (and brotli) as gzip,
+    several zstd frames back to back included; bytes that only claim either are unreadable."""
+    import brotli
+    import zstandard
+
+    body = orjson.dumps(CHAT_REQ)
+    whole = translate_spooled(exchange())
+    z = zstandard.ZstdCompressor()
+    frames = z.compress(body[:10]) + z.compress(body[10:])
+    for data, enc in ((z.compress(body), "zstd"), (frames, "zstd"), (brotli.compress(body), "br")):
+        assert decode_body(data, enc) == body
+        assert translate_spooled(exchange(request=data, request_encoding=enc)) == whole
+    for enc in ("zstd", "br"):
+        assert decode_body(b"not compressed at all", enc) is None
+        skip = translate_spooled(exchange(request=b"{}", request_encoding=enc))
+        assert isinstance(skip, Skip) and skip.reason == "undecodable" and enc in skip.detail
+
+
 def test_errors_and_unreadable_answers_give_no_fact() -> None:
     err = {"error": {"message": "Rate limit reached", "type": "rate_limit_error"}}
     for x in (

@@ -89,10 +89,26 @@ def decode_exchange(data: bytes) -> SpooledExchange:
 
 def decode_body(data: bytes, encoding: str) -> bytes | None:
     """A body without its Content-Encoding; a cut-off compressed body gives what it holds. None
-    for an encoding lithify cannot read."""
+    for an encoding lithify cannot read, or zstd or brotli bytes that are not."""
     enc = encoding.strip().lower()
     if enc in ("", "identity"):
         return data
+    if enc == "zstd":  # Codex compresses its requests so
+        import zstandard
+
+        try:  # every frame; a cut one gives what it holds
+            return (
+                zstandard.ZstdDecompressor().decompressobj(read_across_frames=True).decompress(data)
+            )
+        except zstandard.ZstdError:
+            return None
+    if enc == "br":
+        import brotli
+
+        try:
+            return brotli.Decompressor().process(data)
+        except brotli.error:
+            return None
     if enc in ("gzip", "x-gzip"):
         wbits = 31
     elif enc == "deflate":
