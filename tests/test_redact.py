@@ -183,7 +183,10 @@ def test_opaque_state_is_never_altered() -> None:
             {"type": "redacted_thinking", "data": leading},
             {"type": "text", "text": leading, "data": leading},
         ],
-        "output": [{"type": "reasoning", "encrypted_content": leading}],
+        "output": [
+            {"type": "reasoning", "encrypted_content": leading},
+            {"type": "program", "id": "p1", "fingerprint": leading},  # Responses: round-tripped
+        ],
     }
     counts: Counter[str] = Counter()
     out = redact_value(doc, counts)
@@ -197,6 +200,7 @@ def test_opaque_state_is_never_altered() -> None:
         f'data: {{"type":"signature_delta","signature":"{leading}"}}\n\n'
         f'data: {{"text":"{leading}"}}\n\n'
         f'"{{\\"encrypted_content\\": \\"{leading}\\"}}"'
+        f'data: {{"type":"program","fingerprint":"{leading}"}}\n\n'
     )
     counts.clear()
     assert redact_string(sse, counts) == sse.replace(f'"text":"{leading}', f'"text":"{MARKER}')
@@ -310,7 +314,9 @@ def test_facts_keep_the_response_format_in_raw(fmt: str) -> None:
     call = translate_exchange(TRANSLATED[fmt](LOGIN_SCHEMA), None)
     assert isinstance(call, InferenceCall) and call.source.name == fmt
     assert call.raw["request"] == TRANSLATED[fmt](REDACTED_DEFAULT)
-    assert call.degradations == {"redacted_provider_key": str(call.raw).count(MARKER)}
+    # The schema held the answer to a form no message shows: counted, kept on raw.
+    keys = str(call.raw).count(MARKER)
+    assert call.degradations == {"output_schema": 1, "redacted_provider_key": keys}
 
 
 # Property names, credential-named or not, in schemas nested to any depth; strings that hold no
