@@ -77,8 +77,9 @@ _STEPS: dict[int, dict[str, int]] = {
 _SCHEMA_KEYS = frozenset(
     {"responseschema", "response_schema", "responsejsonschema", "response_json_schema"}
 )
-# Opaque provider state (thinking signatures, encrypted reasoning and compaction) is replayed
-# verbatim, so it is never altered; base64 may spell `sk-` followed by key characters.
+# Opaque provider state (thinking signatures, encrypted reasoning and compaction, a Responses
+# program item's replay fingerprint) is replayed verbatim, so it is never altered; base64 may
+# spell `sk-` followed by key characters.
 _OPAQUE_KEYS = frozenset(
     {
         "signature",
@@ -86,6 +87,7 @@ _OPAQUE_KEYS = frozenset(
         "thought_signature",
         "encrypted_content",
         "encryptedcontent",
+        "fingerprint",
     }
 )
 # `data` is opaque only on these block types (elsewhere it may be anything).
@@ -138,7 +140,8 @@ _DATA_URL = re.compile(r"data:[^,]{0,200};base64,", re.IGNORECASE)
 # JSON text (a stream's SSE text, a message attribute) holding an opaque field's value: a key
 # shape right after it is the first characters of the blob.
 _OPAQUE_VALUE_START = re.compile(
-    r'\\?"(?:signature|thoughtSignature|thought_signature|encrypted_content|encryptedContent)'
+    r'\\?"(?:signature|thoughtSignature|thought_signature|encrypted_content|encryptedContent'
+    r"|fingerprint)"
     r'\\?"\s*:\s*\\?"$'
 )
 # A screen in one pass (Aho-Corasick over case-folded bytes) for every needle a credential or a
