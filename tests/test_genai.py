@@ -524,6 +524,28 @@ def test_non_genai_span_and_content_free_span_are_skipped() -> None:
     assert isinstance(result, Skip) and result.reason == "content_not_captured"
 
 
+def test_an_agent_span_is_no_model_call_whatever_content_it_repeats() -> None:
+    """Pydantic AI's agent run span carries gen_ai.system_instructions and the whole run as
+    pydantic_ai.all_messages (semconv allows messages on invoke_agent spans too): a summary of
+    the run, not a call. It was a fact of its own before (a system message, nothing else)."""
+    summary = [
+        text("user", "hi"),
+        {"role": "assistant", "parts": [{"type": "text", "content": "yo"}]},
+    ]
+    for attrs in (
+        {
+            "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.agent.name": "weather-agent",
+            genai.SYSTEM: _dumps([{"type": "text", "content": "Be brief."}]),
+            "pydantic_ai.all_messages": _dumps(summary),
+        },
+        {"gen_ai.operation.name": "invoke_agent", genai.INPUT: _dumps(summary[:1])},
+        {"openinference.span.kind": "AGENT", genai.OUTPUT: _dumps(summary[1:])},
+    ):
+        span = Span(TRACE, SPAN, None, "invoke_agent weather-agent", 1, T0, T0 + 9, attrs)
+        assert translate_span(span) == Skip("not_genai", "span 'invoke_agent weather-agent'")
+
+
 def test_other_conventions_are_left_to_their_extractors() -> None:
     legacy = {**BASE, "gen_ai.prompt.0.role": "user", "gen_ai.prompt.0.content": "hi"}
     assert genai.span_content(legacy, [], Degradations(), "s") is None

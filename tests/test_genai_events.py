@@ -18,8 +18,10 @@ from lithify.model import (
     TextPart,
     ToolCallPart,
     ToolCallResponsePart,
+    UriPart,
 )
 from lithify.translate import Skip, genai, translate_document, translate_protobuf
+from lithify.translate._common import Degradations
 from lithify.translate.otlp import Span
 from lithify.translate.telemetry import translate_span
 from tests.test_genai import (
@@ -36,6 +38,7 @@ from tests.test_genai import (
     spanned,
     text,
 )
+from tests.test_genai_media import blob as genai_media_blob
 
 
 def _events(records: list[tuple[str, Any]], attrs: dict[str, Any]) -> InferenceCall:
@@ -673,3 +676,251 @@ def test_a_user_event_result_without_its_tool_event_is_kept() -> None:
     f = _events(records, {"gen_ai.system": "vertex_ai"})
     results = [p for m in f.input_messages for p in m.parts if isinstance(p, ToolCallResponsePart)]
     assert [r.result for r in results] == [{"temp_c": 21}, {"temp_c": 22}]
+
+
+# ---------------------------------------------------------------------------------------------
+# Pydantic AI (pydantic_ai/models/instrumented.py, messages.py), as 1.107.10 and 2.68.0 write it
+
+
+def _pydantic_v1_events(*, with_reasons: bool) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Format 1's events of the second call of the weather loop (instructions, prompt, the
+    model's thinking and calls, two results, the answer), each body merged with its attributes
+    as `event_to_dict` writes them; and the span's own attributes."""
+    calls = [
+        {
+            "id": f"call_{i}",
+            "type": "function",
+            "function": {"name": "get_weather", "arguments": f'{{"city": "{c}"}}'},
+        }
+        for i, c in enumerate(("Paris", "Zürich"))
+    ]
+    system = {"gen_ai.system": "openai"}
+    events = [
+        {"content": "Be brief.", "role": "system", **system, "event.name": "gen_ai.system.message"},
+        {
+            "content": "Weather in Paris and Zürich?",
+            "role": "user",
+            **system,
+            "gen_ai.message.index": 0,
+            "event.name": "gen_ai.user.message",
+        },
+        {
+            "role": "assistant",
+            "content": [{"kind": "thinking", "text": "One call per city."}],
+            "tool_calls": calls,
+            **system,
+            "gen_ai.message.index": 1,
+            "event.name": "gen_ai.assistant.message",
+        },
+        *(
+            {
+                "role": "tool",
+                "id": f"call_{i}",
+                "name": "get_weather",
+                "content": r,
+                **system,
+                "gen_ai.message.index": 2,
+                "event.name": "gen_ai.tool.message",
+            }
+            for i, r in enumerate(('{"temperature": 18}', "12 °C, light rain"))
+        ),
+        {
+            "index": 0,
+            "message": {"role": "assistant", "content": "Paris 18 °C, Zürich 12 °C."},
+            **system,
+            "event.name": "gen_ai.choice",
+        },
+    ]
+    attrs = {**BASE, "gen_ai.system": "openai"}
+    if with_reasons:
+        attrs["gen_ai.response.finish_reasons"] = ["stop"]
+    return events, attrs
+
+
+def _pydantic_v1_expected(finish: str | None) -> tuple[list[Message], list[Message]]:
+    inputs = [
+        Message("system", [TextPart("Be brief.")]),
+        Message("user", [TextPart("Weather in Paris and Zürich?")]),
+        Message(
+            "assistant",
+            [
+                ReasoningPart("One call per city."),
+                ToolCallPart("call_0", "get_weather", {"city": "Paris"}),
+                ToolCallPart("call_1", "get_weather", {"city": "Zürich"}),
+            ],
+        ),
+        Message("tool", [ToolCallResponsePart("call_0", '{"temperature": 18}')]),
+        Message("tool", [ToolCallResponsePart("call_1", "12 °C, light rain")]),
+    ]
+    return inputs, [Message("assistant", [TextPart("Paris 18 °C, Zürich 12 °C.")], finish)]
+
+
+def test_pydantic_ai_v1_events_attribute_is_read() -> None:
+    """`event_mode='attributes'`: the events as one JSON array in the span attribute `events`
+    (the span has no other content). Before, the span was skipped as content_not_captured. The
+    choice event states no finish reason: the span's gen_ai.response.finish_reasons gives it."""
+    events, attrs = _pydantic_v1_events(with_reasons=True)
+    f = fact({**attrs, genai.EVENTS_ATTRIBUTE: _dumps(events)})
+    assert (f.input_messages, f.output_messages) == _pydantic_v1_expected("stop")
+    assert f.degradations == {}
+    # Structured (an SDK that keeps the list as an AnyValue array) reads the same.
+    assert fact({**attrs, genai.EVENTS_ATTRIBUTE: events}).input_messages == f.input_messages
+
+
+def test_an_events_attribute_of_another_kind_claims_no_span() -> None:
+    for value in ('["retry", "timeout"]', '[{"name": "x"}]', "3 events", ""):
+        attrs = {**BASE, genai.EVENTS_ATTRIBUTE: value}
+        assert genai.span_content(attrs, [], Degradations(), "s") is None, value
+        skip = translate_span(Span(TRACE, SPAN, None, "chat", 3, T0, T0 + 1, attrs))
+        assert isinstance(skip, Skip) and skip.reason == "content_not_captured"
+    # JSON-looking but not JSON: counted, and nothing else is claimed.
+    deg = Degradations()
+    bad = {**BASE, genai.EVENTS_ATTRIBUTE: '[{"event.name": "gen_ai.user.message", '}
+    assert genai.span_content(bad, [], deg, "s") is None
+    assert dict(deg) == {"malformed_messages": 1}
+
+
+def test_pydantic_ai_v1_log_events_read_kind_parts() -> None:
+    """`event_mode='logs'`: the same events as log records. Pydantic AI names a content part's
+    type `kind`: `thinking` is reasoning (it was read as text before), `binary` and `image-url`
+    are media."""
+    events, _ = _pydantic_v1_events(with_reasons=False)
+    records = [
+        (e["event.name"], {k: v for k, v in e.items() if k not in ("event.name", "gen_ai.system")})
+        for e in events
+    ]
+    f = _events(records, {"gen_ai.system": "openai"})
+    assert (f.input_messages, f.output_messages) == _pydantic_v1_expected(None)
+    assert f.degradations == {}
+
+    png = base64.b64encode(b"\x89PNG\r\n\x1a\n" + bytes(8)).decode()
+    user = {
+        "role": "user",
+        "content": [
+            {"kind": "text", "content": "What is this?"},
+            {"kind": "binary", "media_type": "image/png", "binary_content": png},
+            {"kind": "image-url", "url": "https://x.test/a.jpg"},
+        ],
+    }
+    f = _events([("gen_ai.user.message", user), ("gen_ai.choice", {"index": 0, "message": {}})], {})
+    [msg] = f.input_messages
+    assert [type(p).__name__ for p in msg.parts] == ["TextPart", "BlobPart", "UriPart"]
+    assert msg.parts[1] == genai_media_blob(base64.b64decode(png), "image/png", "image")
+    assert msg.parts[2] == UriPart("image", None, "https://x.test/a.jpg")
+    assert f.degradations == {"content_reference": 1}
+    # A `kind` of another shape names no type: an unknown part, as any other.
+    odd = {"role": "user", "content": [{"kind": ["text"], "text": 1}, "hi"]}
+    f = _events([("gen_ai.user.message", odd), ("gen_ai.choice", {"index": 0, "message": {}})], {})
+    assert f.input_messages == [Message("user", [TextPart("hi")])]
+    assert f.degradations == {"unsupported_content": 1}
+
+
+def test_pydantic_ai_media_parts_before_format_4() -> None:
+    """Formats 2 and 3 write `{type: binary, media_type, content}` and `{type: <kind>-url,
+    url}` (`unsupported_content` before); a part without its data is malformed media."""
+    pdf = b"%PDF-1.7\n" + bytes(12)
+    f = spanned(
+        input=[
+            {
+                "role": "user",
+                "parts": [
+                    {"type": "binary", "media_type": "application/pdf", "content": _b64(pdf)},
+                    {"type": "audio-url", "url": "https://x.test/a.mp3"},
+                    {"type": "video-url", "url": "https://x.test/v.mp4"},
+                    {"type": "document-url", "url": "https://x.test/d.pdf"},
+                    {"type": "image-url", "url": "data:image/png;base64," + _b64(b"\x89PNG")},
+                    {"type": "binary", "media_type": "image/png"},  # include_binary_content off
+                ],
+            }
+        ]
+    )
+    assert f.input_messages[0].parts == [
+        genai_media_blob(pdf, "application/pdf", "document"),
+        UriPart("audio", None, "https://x.test/a.mp3"),
+        UriPart("video", None, "https://x.test/v.mp4"),
+        UriPart("document", None, "https://x.test/d.pdf"),
+        genai_media_blob(b"\x89PNG", "image/png", "image"),
+    ]
+    assert f.degradations == {"content_reference": 3, "malformed_media": 1}
+
+
+def test_pydantic_ai_tool_results_with_names_and_tool_calls_with_extras() -> None:
+    """From format 2: results carry the tool's `name` and `result`, calls may carry `builtin`
+    (a provider-side tool) and Logfire's `code_arg_*` hints: read as any call and result."""
+    f = spanned(
+        input=[
+            {
+                "role": "assistant",
+                "parts": [
+                    {"type": "thinking", "content": "Look it up."},
+                    {
+                        "type": "tool_call",
+                        "id": "c1",
+                        "name": "run_code",
+                        "arguments": {"code": "1+1"},
+                        "code_arg_name": "code",
+                        "code_arg_language": "python",
+                    },
+                ],
+                "finish_reason": "tool_call",
+            },
+            {
+                "role": "user",
+                "parts": [
+                    {"type": "tool_call_response", "id": "c1", "name": "run_code", "result": 2},
+                    {"type": "text", "content": "and now?"},
+                ],
+            },
+        ]
+    )
+    assert f.input_messages == [
+        Message(
+            "assistant",
+            [ReasoningPart("Look it up."), ToolCallPart("c1", "run_code", {"code": "1+1"})],
+        ),
+        Message("tool", [ToolCallResponsePart("c1", 2)]),
+        Message("user", [TextPart("and now?")]),
+    ]
+    assert f.degradations == {}
+
+
+def test_pydantic_ai_system_prompts_the_model_no_longer_sees_are_left_out() -> None:
+    """A request-scoped system prompt an earlier request was sent with is marked `visible:
+    false` on later requests: it is not what this call's model saw (no part, no message)."""
+    f = spanned(
+        input=[
+            {"role": "system", "parts": [{"type": "text", "content": "once", "visible": False}]},
+            {
+                "role": "system",
+                "parts": [
+                    {"type": "text", "content": "gone", "visible": False},
+                    {"type": "text", "content": "always", "visible": True},
+                ],
+            },
+            text("user", "hi"),
+        ]
+    )
+    assert f.input_messages == [
+        Message("system", [TextPart("always")]),
+        Message("user", [TextPart("hi")]),
+    ]
+    assert f.degradations == {}
+
+
+def test_span_event_choice_takes_the_span_finish_reason_when_it_states_none() -> None:
+    records = [
+        ("gen_ai.user.message", {"content": "hi"}),
+        ("gen_ai.choice", {"index": 0, "message": {"role": "assistant", "content": "hello"}}),
+    ]
+    events = [{"name": n, "attributes": {"gen_ai.event.content": _dumps(b)}} for n, b in records]
+    f = fact({**BASE, "gen_ai.response.finish_reasons": ["length"]}, events)
+    assert f.output_messages == [Message("assistant", [TextPart("hello")], "length")]
+    # A reason the choice states wins.
+    records[1][1]["finish_reason"] = "stop"
+    events = [{"name": n, "attributes": {"gen_ai.event.content": _dumps(b)}} for n, b in records]
+    f = fact({**BASE, "gen_ai.response.finish_reasons": ["length"]}, events)
+    assert f.output_messages[0].finish_reason == "stop"
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()

@@ -59,7 +59,18 @@ class Producer:
     logs: int  # log records per scenario
     records_tools: bool
     records_response_id: bool
-    session: str  # "agent": the trace of the enclosing agent span; else an explicit id prefix
+    # "agent": the trace of the enclosing agent span; "conversation": the agent run span's
+    # gen_ai.conversation.id, which the calls repeat; "none": the signal carries none; else an
+    # explicit id prefix
+    session: str
+    venv: str = ""  # .venv-producers-<venv> and requirements-<venv>.txt; the name when empty
+    # Where the calls' content is: "traces" (span attributes or span events), or "logs" (per-
+    # message log events, the spans holding none).
+    content: str = "traces"
+
+    @property
+    def env(self) -> str:
+        return self.venv or self.name
 
 
 PRODUCERS = {
@@ -102,6 +113,75 @@ PRODUCERS = {
             records_response_id=False,
             session="weather-session-",
         ),
+        # Pydantic AI's own instrumentation (run_pydantic_ai.py): a real agent, one run per
+        # scenario: the agent run span, two chat spans, two execute_tool spans. The fake provider
+        # sends reasoning_content with the tool calls. The current release's default format
+        # (version 5) and version 6 (tool results in `tool` messages) ...
+        Producer(
+            "pydantic-ai",
+            "run_pydantic_ai.py",
+            ("--mode", "default"),
+            "otel-genai",
+            spans=5,
+            logs=0,
+            records_tools=True,
+            records_response_id=True,
+            session="conversation",
+        ),
+        Producer(
+            "pydantic-ai-v6",
+            "run_pydantic_ai.py",
+            ("--mode", "v6"),
+            "otel-genai",
+            spans=5,
+            logs=0,
+            records_tools=True,
+            records_response_id=True,
+            session="conversation",
+            venv="pydantic-ai",
+        ),
+        # ... and 1.x (1.107.10): version 2, its default (gen_ai.input.messages as now), and
+        # version 1, the messages as per-message events in a JSON `events` span attribute ...
+        Producer(
+            "pydantic-ai-v2",
+            "run_pydantic_ai.py",
+            ("--mode", "v2"),
+            "otel-genai",
+            spans=5,
+            logs=0,
+            records_tools=True,
+            records_response_id=True,
+            session="conversation",
+            venv="pydantic-ai-v1",
+        ),
+        Producer(
+            "pydantic-ai-v1-attributes",
+            "run_pydantic_ai.py",
+            ("--mode", "v1-attributes"),
+            "otel-genai",
+            spans=5,
+            logs=0,
+            records_tools=True,
+            records_response_id=True,
+            session="conversation",
+            venv="pydantic-ai-v1",
+        ),
+        # ... or as OTel log events (event_mode='logs'): 3 + 6 records. The records carry the
+        # messages and gen_ai.system only: model, usage, sampling, response id, tool definitions,
+        # finish reasons and the conversation id stay on the span, which holds no content.
+        Producer(
+            "pydantic-ai-v1-logs",
+            "run_pydantic_ai.py",
+            ("--mode", "v1-logs"),
+            "otel-genai",
+            spans=5,
+            logs=9,
+            records_tools=False,
+            records_response_id=False,
+            session="none",
+            venv="pydantic-ai-v1",
+            content="logs",
+        ),
     )
 }
 CASES = [(p, s) for p in PRODUCERS for s in SCENARIOS]
@@ -127,7 +207,7 @@ def _clean_env() -> dict[str, str]:
 
 def _run(producer: Producer, out: Path) -> str | None:
     """Run one producer into ``out``; the reason it failed, if it did."""
-    python = ROOT / f".venv-producers-{producer.name}" / "bin" / "python"
+    python = ROOT / f".venv-producers-{producer.env}" / "bin" / "python"
     if not python.exists():
         pytest.fail(
             f"producer venv {python.parent.parent.name} is missing: run `bash scripts/producers-setup`"
@@ -210,6 +290,12 @@ def _text(content: Any) -> list[dict[str, Any]]:
     return []
 
 
+def _reasoning(message: dict[str, Any]) -> list[dict[str, Any]]:
+    """Chat-form thinking (``reasoning_content``), which comes before the content."""
+    r = message.get("reasoning_content")
+    return [{"type": "reasoning", "content": r}] if r else []
+
+
 def _tool_calls(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [
         {
@@ -240,15 +326,16 @@ def expected_input(request: dict[str, Any]) -> list[dict[str, Any]]:
                 }
                 for c in m.get("tool_calls") or []
             ]
-            parts = [*_text(m.get("content")), *_tool_calls(calls)]
+            parts = [*_reasoning(m), *_text(m.get("content")), *_tool_calls(calls)]
         out.append({"role": m["role"], "parts": parts, "finish_reason": None})
     return out
 
 
-def expected_output(answer: dict[str, Any]) -> list[dict[str, Any]]:
-    finish = {"tool_calls": "tool_call"}.get(answer["finish_reason"], answer["finish_reason"])
-    parts = [*_text(answer["content"]), *_tool_calls(answer["tool_calls"])]
-    return [{"role": "assistant", "parts": parts, "finish_reason": finish}]
+def expected_output(answer: dict[str, Any], *, finish: bool = True) -> list[dict[str, Any]]:
+    """The canonical output message; ``finish=False``: a source that records no finish reason."""
+    reason = {"tool_calls": "tool_call"}.get(answer["finish_reason"], answer["finish_reason"])
+    parts = [*_reasoning(answer), *_text(answer["content"]), *_tool_calls(answer["tool_calls"])]
+    return [{"role": "assistant", "parts": parts, "finish_reason": reason if finish else None}]
 
 
 def expected_tools(request: dict[str, Any]) -> list[dict[str, Any]]:
@@ -277,6 +364,7 @@ def _pins(req: Path) -> Iterator[tuple[str, str]]:
             yield from _pins(req.parent / line[3:].strip())
         elif "==" in line:
             name, version = line.split("==", 1)
+            name = name.split("[", 1)[0]  # `pkg[extra]==v` pins pkg
             yield name.strip().lower().replace("_", "-"), version.strip()
 
 
@@ -292,7 +380,7 @@ def test_producer_runs_and_writes_otlp(name: str, produced: Callable[[str], Path
     p = PRODUCERS[name]
     out = produced(name)
     manifest = orjson.loads((out / "manifest.json").read_bytes())
-    pins = dict(_pins(PRODUCERS_DIR / f"requirements-{name}.txt"))
+    pins = dict(_pins(PRODUCERS_DIR / f"requirements-{p.env}.txt"))
     for package, version in manifest["versions"].items():
         assert pins.get(package.lower()) == version, (package, version, "venv differs from pins")
     for scenario in SCENARIOS:
@@ -315,7 +403,7 @@ def test_producer_runs_and_writes_otlp(name: str, produced: Callable[[str], Path
                 assert ex["response"].endswith("data: [DONE]\n\n")
             else:
                 assert ex["response"]["object"] == "chat.completion"
-        if UPDATE_EXAMPLES and scenario == "plain":
+        if UPDATE_EXAMPLES and scenario == "plain" and p.content == "traces":
             EXAMPLES.mkdir(exist_ok=True)
             for signal in ("traces", "logs"):
                 if (folder / f"{signal}.json").exists():
@@ -326,12 +414,24 @@ def test_producer_runs_and_writes_otlp(name: str, produced: Callable[[str], Path
 def test_protobuf_and_json_give_the_same_facts(
     name: str, scenario: str, produced: Callable[[str], Path]
 ) -> None:
+    p = PRODUCERS[name]
     folder = produced(name) / scenario
-    for signal in ("traces", "logs") if PRODUCERS[name].logs else ("traces",):
+    for signal in ("traces", "logs") if p.logs else ("traces",):
         from_pb = _results(folder / f"{signal}.pb")
         from_json = _results(folder / f"{signal}.json")
-        assert len(_facts(from_pb)) == CALLS, (signal, [_b(r) for r in from_pb])
+        # Spans that hold no content (their calls' messages are log events) give no fact.
+        calls = 0 if signal == "traces" and p.content == "logs" else CALLS
+        assert len(_facts(from_pb)) == calls, (signal, [_b(r) for r in from_pb])
         assert [_b(r) for r in from_pb] == [_b(r) for r in from_json], signal
+
+
+def _conversation_id(folder: Path) -> str:
+    """The gen_ai.conversation.id of the run's agent span (Pydantic AI writes one per run)."""
+    for s in _walk_spans(orjson.loads((folder / "traces.json").read_bytes())):
+        attrs = {a["key"]: a["value"] for a in s["attributes"]}
+        if attrs.get("gen_ai.operation.name") == {"stringValue": "invoke_agent"}:
+            return attrs["gen_ai.conversation.id"]["stringValue"]
+    raise AssertionError("no agent span")
 
 
 @pytest.mark.parametrize(("name", "scenario"), CASES)
@@ -341,38 +441,66 @@ def test_facts_match_the_provider_traffic(
     """One fact per model call, saying what the fake provider was sent and answered."""
     p = PRODUCERS[name]
     folder = produced(name) / scenario
-    results = _results(folder / "traces.json")
+    results = _results(folder / f"{p.content}.json")
     facts = _facts(results)
     exchanges = _exchanges(folder)
     assert len(facts) == len(exchanges) == CALLS, [_b(r) for r in results]
-    # Everything else in the batch is the agent span, which is no model call.
     skips = [r for r in results if isinstance(r, Skip)]
-    assert [s.reason for s in skips] == ["not_genai"] * (p.spans - CALLS)
+    if p.content == "traces":
+        # Everything else in the batch is the agent span (and tool spans), no model call.
+        assert [s.reason for s in skips] == ["not_genai"] * (p.spans - CALLS)
+    else:
+        # The log events are the calls; their spans hold no content of their own.
+        assert skips == []
+        spans = [r for r in _results(folder / "traces.json") if isinstance(r, Skip)]
+        assert sorted(s.reason for s in spans) == sorted(
+            ["content_not_captured"] * CALLS + ["not_genai"] * (p.spans - CALLS)
+        )
+    logs = p.content == "logs"
 
     for fact, ex in zip(facts, exchanges, strict=True):
         request, answer = ex["request"], ex["answer"]
         assert_valid_messages(fact)
         assert fact.source.name == p.source
         assert _b(fact.input_messages) == expected_input(request)
-        assert _b(fact.output_messages) == expected_output(answer)
+        assert _b(fact.output_messages) == expected_output(answer, finish=not logs)
         assert _b(fact.tools) == (expected_tools(request) if p.records_tools else [])
         assert fact.provider == "openai"
-        assert fact.model == answer["model"] == MODEL
-        assert fact.request == SAMPLING
-        assert fact.input_tokens == answer["usage"]["prompt_tokens"]
-        assert fact.output_tokens == answer["usage"]["completion_tokens"]
+        if logs:
+            # What per-message log records carry: the messages and gen_ai.system, nothing more.
+            assert (fact.model, fact.request, fact.input_tokens, fact.output_tokens) == (
+                None,
+                {},
+                None,
+                None,
+            )
+        else:
+            assert fact.model == answer["model"] == MODEL
+            assert fact.request == SAMPLING
+            assert fact.input_tokens == answer["usage"]["prompt_tokens"]
+            assert fact.output_tokens == answer["usage"]["completion_tokens"]
         if p.records_response_id:
             assert fact.model_call_id == answer["id"]
+        elif logs:
+            assert fact.model_call_id is None
         else:
             assert fact.model_call_id in (None, answer["id"])
         assert fact.degradations == {}
         assert fact.trace_id and HEX32.match(fact.trace_id)
         assert fact.span_id and HEX16.match(fact.span_id)
-        assert fact.duration_ms is not None and fact.duration_ms > 0
+        if logs:
+            assert fact.duration_ms is None and fact.parent_span_id is None
+        else:
+            assert fact.duration_ms is not None and fact.duration_ms > 0
         assert fact.started_at is not None and fact.observed_at is not None
         if p.session == "agent":
             assert fact.session_id == fact.trace_id
             assert fact.parent_span_id is not None
+        elif p.session == "conversation":
+            assert fact.session_id == _conversation_id(folder)
+            assert fact.parent_span_id is not None
+        elif p.session == "none":
+            assert fact.session_id is None
         else:
             assert fact.session_id == p.session + scenario
         assert b"sk-test" not in orjson.dumps(_b(fact))
@@ -385,7 +513,9 @@ def test_facts_match_the_provider_traffic(
 
 
 @pytest.mark.parametrize(
-    ("name", "scenario"), [(n, s) for n, s in CASES if PRODUCERS[n].logs], ids=str
+    ("name", "scenario"),
+    [(n, s) for n, s in CASES if PRODUCERS[n].logs and PRODUCERS[n].content == "traces"],
+    ids=str,
 )
 def test_log_events_give_the_span_facts(
     name: str, scenario: str, produced: Callable[[str], Path]
@@ -424,21 +554,67 @@ def test_provider_traffic_gives_the_same_messages(
     the same call seen from the wire and from the instrumentation is the same fact content."""
     p = PRODUCERS[name]
     folder = produced(name) / scenario
-    telemetry = _facts(_results(folder / "traces.json"))
+    telemetry = _facts(_results(folder / f"{p.content}.json"))
     wire = [r for r in _results(folder / "exchanges.json") if isinstance(r, InferenceCall)]
     exchanges = _exchanges(folder)
     assert len(wire) == len(telemetry) == len(exchanges) == CALLS
     for w, t, ex in zip(wire, telemetry, exchanges, strict=True):
         assert _b(w.input_messages) == _b(t.input_messages)
-        assert _b(w.output_messages) == _b(t.output_messages)
+        if p.content == "logs":  # the records state no finish reason
+            assert [(m.role, _b(m.parts)) for m in w.output_messages] == [
+                (m.role, _b(m.parts)) for m in t.output_messages
+            ]
+        else:
+            assert _b(w.output_messages) == _b(t.output_messages)
+            assert (w.model, w.input_tokens, w.output_tokens) == (
+                t.model,
+                t.input_tokens,
+                t.output_tokens,
+            )
         if p.records_tools:
             assert _b(w.tools) == _b(t.tools)
-        assert (w.model, w.input_tokens, w.output_tokens) == (
-            t.model,
-            t.input_tokens,
-            t.output_tokens,
-        )
         assert w.model_call_id == ex["answer"]["id"]
+
+
+# The instrumentation format each Pydantic AI producer ran with (2.68.0 defaults to 5).
+PYDANTIC_AI_FORMATS = {
+    "pydantic-ai": 5,
+    "pydantic-ai-v6": 6,
+    "pydantic-ai-v2": 2,
+    "pydantic-ai-v1-attributes": 1,
+    "pydantic-ai-v1-logs": 1,
+}
+
+
+@pytest.mark.parametrize(("name", "scenario"), [c for c in CASES if c[0] in PYDANTIC_AI_FORMATS])
+def test_pydantic_ai_agent_run_span_is_no_model_call(
+    name: str, scenario: str, produced: Callable[[str], Path]
+) -> None:
+    """Pydantic AI's agent run span repeats the whole run: ``pydantic_ai.all_messages`` and
+    ``gen_ai.system_instructions`` (format 2+), ``all_messages_events`` (format 1). It is a
+    summary of the run, skipped as no model call, never a fact beside the calls'."""
+    out = produced(name)
+    version = PYDANTIC_AI_FORMATS[name]
+    manifest = orjson.loads((out / "manifest.json").read_bytes())
+    assert manifest["instrumentation"]["version"] == version
+    folder = out / scenario
+    spans = list(_walk_spans(orjson.loads((folder / "traces.json").read_bytes())))
+    agents = [
+        s
+        for s in spans
+        if {"key": "gen_ai.operation.name", "value": {"stringValue": "invoke_agent"}}
+        in s["attributes"]
+    ]
+    assert len(agents) == 1
+    keys = {a["key"] for a in agents[0]["attributes"]}
+    if version == 1:
+        assert "all_messages_events" in keys and "gen_ai.system_instructions" not in keys
+    else:
+        assert {"pydantic_ai.all_messages", "gen_ai.system_instructions"} <= keys
+    results = _results(folder / "traces.json")
+    agent = f"span {agents[0]['name']!r}"
+    assert [r.reason for r in results if isinstance(r, Skip) and r.detail == agent] == ["not_genai"]
+    assert len(_facts(results)) == (0 if PRODUCERS[name].content == "logs" else CALLS)
 
 
 EXAMPLE_FILES = sorted(p.name for p in EXAMPLES.glob("*.json")) if EXAMPLES.is_dir() else []

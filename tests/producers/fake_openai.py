@@ -32,6 +32,10 @@ TOOL_CALLS = (
     ("get_weather", '{"city": "Zürich", "unit": "celsius"}'),
 )
 FINAL_TEXT = "Paris: 18 °C and cloudy. Zürich: 12 °C with light rain — take an umbrella."
+# With ``reasoning=True``, the tool-call answer also carries this as ``reasoning_content`` (the
+# field DeepSeek, older vLLM and others use for thinking on Chat Completions), streamed in
+# ``delta.reasoning_content`` fragments before the tool calls.
+REASONING = "Two cities, one get_weather call each; both can run at once."
 
 
 def _tokens(body: dict[str, Any]) -> int:
@@ -42,8 +46,9 @@ def _tokens(body: dict[str, Any]) -> int:
 class FakeOpenAI:
     """The fake provider; use as a context manager, then read ``exchanges`` or ``dump()``."""
 
-    def __init__(self, id_prefix: str = "fake") -> None:
+    def __init__(self, id_prefix: str = "fake", *, reasoning: bool = False) -> None:
         self.id_prefix = id_prefix
+        self.reasoning = reasoning
         self.exchanges: list[dict[str, Any]] = []
         self._lock = threading.Lock()
         self._server = _Server(("127.0.0.1", 0), self._handler_class())
@@ -94,6 +99,7 @@ class FakeOpenAI:
         return {
             **base,
             "content": None,
+            **({"reasoning_content": REASONING} if self.reasoning else {}),
             "tool_calls": [
                 {"id": f"call_{self.id_prefix}_{n:04d}_{i}", "name": name, "arguments": args}
                 for i, (name, args) in enumerate(TOOL_CALLS)
@@ -209,6 +215,8 @@ def _completion(ans: dict[str, Any]) -> dict[str, Any]:
         "refusal": None,
         "annotations": [],
     }
+    if ans.get("reasoning_content"):
+        message["reasoning_content"] = ans["reasoning_content"]
     if ans["tool_calls"]:
         message["tool_calls"] = [
             {
@@ -264,6 +272,8 @@ def _sse(ans: dict[str, Any], include_usage: bool) -> str:
     chunks: list[dict[str, Any]] = []
     if ans["tool_calls"]:
         chunks.append(chunk({"role": "assistant", "content": None, "refusal": None}))
+        for frag in _fragments(ans.get("reasoning_content") or "", 11):
+            chunks.append(chunk({"reasoning_content": frag}))
         for i, tc in enumerate(ans["tool_calls"]):
             chunks.append(
                 chunk(

@@ -49,8 +49,18 @@ class Content:
 # ---------------------------------------------------------------------------------------------
 # media and server-tool parts, as the conventions and the provider content they embed spell them
 
-# Part types that carry media: the OTel parts, and the OpenAI and Anthropic content blocks that
-# older instrumentations serialize into their message attributes.
+# Pydantic AI's media parts before its instrumentation format 4 (``_otel_messages``): a URL per
+# kind, ``{type: <kind>-url, url}``, and inline bytes, ``{type: binary, media_type, content}``
+# (``binary_content`` in its version-1 events). The kind is the modality.
+_URL_KINDS = {
+    "image-url": "image",
+    "audio-url": "audio",
+    "video-url": "video",
+    "document-url": "document",
+}
+
+# Part types that carry media: the OTel parts, the OpenAI and Anthropic content blocks that
+# older instrumentations serialize into their message attributes, and Pydantic AI's own.
 MEDIA_TYPES = frozenset(
     {
         "blob",
@@ -62,6 +72,8 @@ MEDIA_TYPES = frozenset(
         "input_file",
         "image",
         "document",
+        "binary",
+        *_URL_KINDS,
     }
 )
 
@@ -131,6 +143,13 @@ def media_part(p: dict[str, Any], kind: str, deg: Degradations) -> Part | None:
             return inline_part(data, deg, modality="audio")
     elif kind == "input_file":  # Responses {file_data | file_url | file_id}
         return file_input_part(p, deg)
+    elif kind == "binary":  # Pydantic AI {media_type, content | binary_content: base64}
+        mime = _str(p.get("media_type"))
+        if (data := _str(p.get("content")) or _str(p.get("binary_content"))) is not None:
+            return blob_part(data, mime, deg, modality_of(mime))
+    elif kind in _URL_KINDS:  # Pydantic AI {url}
+        if (url := _str(p.get("url"))) is not None:
+            return uri_media(url, None, deg, _URL_KINDS[kind])
     else:  # Anthropic image / document {source: {type: base64 | url | file, …}}
         part = _anthropic_source(p.get("source"), "image" if kind == "image" else None, deg)
     if part is None:

@@ -89,6 +89,10 @@ _MESSAGE_EVENTS = {
     "gen_ai.tool.message": "tool",
 }
 
+# Pydantic AI's instrumentation format 1 with ``event_mode='attributes'``: the per-message events
+# above as one JSON array in this span attribute, each event's body merged with its attributes.
+EVENTS_ATTRIBUTE = "events"
+
 _ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
 _ROLE_ALIASES = {"model": "assistant", "function": "tool"}
 
@@ -100,6 +104,10 @@ _OPAQUE_TYPES = frozenset(
 )
 _OPAQUE_FIELDS = ("signature", "encrypted_content", "thought_signature", "thoughtSignature")
 _SERVER_TYPES = frozenset({"server_tool_call", "server_tool_call_response"})
+# Pydantic AI's version-1 events name a content part's type ``kind`` (and have no ``type``).
+_KINDS = frozenset(
+    {"text", "thinking", "binary", "file", "image-url", "audio-url", "video-url", "document-url"}
+)
 _MEDIA = (BlobPart, FilePart, UriPart)
 
 
@@ -264,9 +272,15 @@ class _Builder:
                 self.deg.add("unsupported_content")
             return None
         kind = p.get("type")
+        if kind is None and isinstance(p.get("kind"), str) and p["kind"] in _KINDS:
+            kind = p["kind"]
         if not isinstance(kind, str | None):
             kind = "?"
         if kind in _TEXT_TYPES or (kind is None and isinstance(p.get("text"), str)):
+            if p.get("visible") is False:
+                # Pydantic AI: a request-scoped system prompt an earlier request was sent with;
+                # the model does not see it on this one.
+                return None
             self._citations(p)
             return _text_part(self._string(p, "content", "text"))
         if kind == "refusal":
@@ -385,6 +399,8 @@ class _Builder:
             obj = {**obj, "role": role, "content": content.get("parts")}
         role = _role(obj.get("role"))
         if "parts" in obj:
+            if _unseen(obj["parts"]):
+                return []  # nothing in it reached the model on this request
             own = self.parts(obj.get("parts"), pos)
             # Chat-form fields beside the parts, unless they repeat what the parts hold.
             ids = {p.id for p in own if isinstance(p, ToolCallPart)}
@@ -486,6 +502,16 @@ class _Builder:
         if isinstance(decoded, list):
             decoded = _items(decoded, self.deg, texts=True)
         return _split("system", self.parts(decoded, ("system",)), None)
+
+
+def _unseen(parts: Any) -> bool:
+    """Parts that are all marked ``visible: false`` (Pydantic AI's request-scoped system prompts
+    that an earlier request was sent with)."""
+    return (
+        isinstance(parts, list)
+        and bool(parts)
+        and all(isinstance(p, dict) and p.get("visible") is False for p in parts)
+    )
 
 
 def _id(value: Any) -> str | None:
@@ -921,6 +947,8 @@ def span_content(
     if get(INPUT) not in _EMPTY or get(OUTPUT) not in _EMPTY or get(SYSTEM) not in _EMPTY:
         _references(attrs, deg)
         return _attribute_content(attrs, deg, seed)
+    if _present(attrs, EVENTS_ATTRIBUTE):
+        events = [*events, *_attribute_events(attrs[EVENTS_ATTRIBUTE], deg)]
     content = _event_content(attrs, events, deg, seed)
     if content is not None:
         return content
@@ -928,6 +956,24 @@ def span_content(
         tools = _tools(attrs[TOOLS], deg) if _present(attrs, TOOLS) else []
         return Content(SOURCE, tools=tools)
     return None
+
+
+def _attribute_events(value: Any, deg: Degradations) -> list[dict[str, Any]]:
+    """Pydantic AI's ``events`` attribute (instrumentation format 1, ``event_mode='attributes'``)
+    as span events: each entry is an event's body merged with its attributes, named by its
+    ``event.name``. A span attribute of that name that holds no such entries gives none."""
+    if isinstance(value, str | bytes):
+        marker = '"event.name"' if isinstance(value, str) else b'"event.name"'
+        if marker not in value:
+            return []  # some other attribute that happens to be called `events`
+        value = _strict(value, deg)
+    if not isinstance(value, list):
+        return []
+    return [
+        {"name": e["event.name"], "attributes": e}
+        for e in value
+        if isinstance(e, dict) and isinstance(e.get("event.name"), str)
+    ]
 
 
 def _event_payload(body: Any, attributes: dict[str, Any], deg: Degradations) -> dict[str, Any]:
@@ -950,8 +996,10 @@ def _event_payload(body: Any, attributes: dict[str, Any], deg: Degradations) -> 
 class _EventGroup:
     """Messages of one call gathered from its per-message events, in event order."""
 
-    def __init__(self, deg: Degradations, seed: str) -> None:
+    def __init__(self, deg: Degradations, seed: str, reasons: list[Any] | None = None) -> None:
         self.b = _Builder(deg, seed)
+        # The span's gen_ai.response.finish_reasons: the reason of a choice that states none.
+        self.reasons = reasons or []
         self.inputs: list[Message] = []
         self.choices: list[tuple[int, int, list[Message]]] = []
         self.count = 0
@@ -971,8 +1019,10 @@ class _EventGroup:
                 # OpenLLMetry and Vertex AI put the choice's tool calls beside its message.
                 msg = {**msg, "tool_calls": payload["tool_calls"]}
             index = as_int(payload.get("index"))
-            fr = finish_reason(payload.get("finish_reason"))
             order = index if index is not None else len(self.choices)
+            fr = finish_reason(payload.get("finish_reason"))
+            if fr is None and 0 <= order < len(self.reasons):
+                fr = finish_reason(self.reasons[order])
             self.choices.append(
                 (order, len(self.choices), self.b.message(msg, "assistant", pos, fr))
             )
@@ -1026,7 +1076,7 @@ def _event_content(
     attrs: dict[str, Any], events: list[dict[str, Any]], deg: Degradations, seed: str
 ) -> Content | None:
     """Content from span events, for spans whose attributes carry none."""
-    group = _EventGroup(deg, seed)
+    group = _EventGroup(deg, seed, _finish_reasons(attrs.get("gen_ai.response.finish_reasons")))
     prompt: list[Message] = []
     completion: list[Message] = []
     for e in events:

@@ -59,6 +59,11 @@ def translate_span(
 ) -> InferenceCall | Skip:
     """One span to a fact; ``raw`` overrides what is kept (a flat attribute map keeps itself)."""
     attrs = span.attributes
+    if is_agent_span(attrs):
+        # An agent run span may repeat the run's messages (Pydantic AI's pydantic_ai.all_messages
+        # and gen_ai.system_instructions, semconv's opt-in invoke_agent content): a summary of
+        # the run, not a model call. The calls are the spans under it.
+        return Skip("not_genai", f"span {span.name!r}")
     # Synthesized tool-call ids hang off the call's identity: the span, else the document itself.
     seed = (
         f"{span.trace_id}:{span.span_id}"
