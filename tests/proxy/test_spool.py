@@ -22,6 +22,7 @@ from lithify.ingest.proxy import (
     request_headers,
 )
 from lithify.ingest.recorder import (
+    INFLATED_LIMIT,
     Recorder,
     RecorderConfig,
     SpooledExchange,
@@ -206,19 +207,20 @@ def test_request_headers_keep_credentials_and_drop_hop_by_hop_and_our_own() -> N
     raw = [
         (b"host", b"proxy:8080"), (b"authorization", b"Bearer sk-1"), (b"connection", b"keep-alive, x-secret-hop"),
         (b"x-secret-hop", b"1"), (b"x-lithify-session", b" s-9 "), (b"lithify-session-id", b"other"),
-        (b"x-lithify-anything", b"z"), (b"accept-encoding", b"br;q=1.0, gzip, zstd, *;q=0.1"),
+        (b"x-lithify-anything", b"z"), (b"accept-encoding", b"br;q=1.0, gzip, compress, zstd, *;q=0.1"),
         (b"content-length", b"12"), (b"content-encoding", b"gzip"), (b"x-goog-api-key", b"AIza"),
         (b"transfer-encoding", b"chunked"), (b"te", b"trailers"), (b"upgrade", b"h2c"),
     ]  # fmt: skip
     fwd = request_headers(raw)
     assert fwd.headers == [
         ("authorization", "Bearer sk-1"),
-        ("accept-encoding", "gzip, gzip"),
+        ("accept-encoding", "br;q=1.0, gzip, zstd, gzip"),
         ("content-encoding", "gzip"),
         ("x-goog-api-key", "AIza"),
     ]
     assert (fwd.session_id, fwd.content_encoding) == ("s-9", "gzip")
-    assert narrow_accept_encoding("br") == "identity"
+    assert narrow_accept_encoding("compress") == "identity"
+    assert narrow_accept_encoding("br") == "br"
     assert narrow_accept_encoding("gzip;q=0.5, deflate") == "gzip;q=0.5, deflate"
 
 
@@ -293,6 +295,25 @@ def test_zstd_and_brotli_request_bodies_are_read() -> None:
         assert decode_body(b"not compressed at all", enc) is None
         skip = translate_spooled(exchange(request=b"{}", request_encoding=enc))
         assert isinstance(skip, Skip) and skip.reason == "undecodable" and enc in skip.detail
+
+
+def test_a_body_that_inflates_past_the_bound_is_not_inflated() -> None:
+    """A few kilobytes may claim gigabytes: the recorder stops at INFLATED_LIMIT, whatever the
+    encoding, and records nothing of it rather than holding it all."""
+    import brotli
+    import zstandard
+
+    huge = b"\x00" * (INFLATED_LIMIT + (1 << 20))
+    for data, enc in (
+        (gzip.compress(huge), "gzip"),
+        (zlib.compress(huge), "deflate"),
+        (zstandard.ZstdCompressor().compress(huge), "zstd"),
+        (brotli.compress(huge, quality=1), "br"),
+    ):
+        assert len(data) < len(huge) // 100
+        assert decode_body(data, enc) is None
+        skip = translate_spooled(exchange(request=data, request_encoding=enc))
+        assert isinstance(skip, Skip) and skip.reason == "undecodable"
 
 
 def test_errors_and_unreadable_answers_give_no_fact() -> None:

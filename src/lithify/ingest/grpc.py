@@ -6,7 +6,9 @@ pool, the same group-committed writer, the answer only after the commit (``recei
 A request is taken as raw bytes (no deserializer): the pool decodes it one span or log record at
 a time, so a malformed span costs only itself (partial success), where gRPC's own parse would
 refuse the whole call. gzip is gRPC's message compression: the bytes arrive inflated, bounded by
-``grpc.max_receive_message_length``.
+``grpc.max_receive_message_length``. grpcio decodes gzip and deflate only: a call with another
+``grpc-encoding`` (a Collector's ``compression: zstd``) is answered ``INTERNAL`` by grpcio itself
+before any handler here runs (docs/serve.md, OTLP/gRPC).
 
 Refusals keep the HTTP face's reasons and map to the OTLP/gRPC codes; a retryable one carries
 ``google.rpc.RetryInfo`` in the ``grpc-status-details-bin`` status details (the specification's

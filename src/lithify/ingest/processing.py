@@ -14,7 +14,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import brotli
+import cramjam
+import lz4.frame
 import orjson
+import zstandard
 
 from lithify.model import Feedback, InferenceCall, Skip
 from lithify.store import (
@@ -30,7 +34,9 @@ DEFAULT_MAX_BODY = 20 * 1024 * 1024  # the OTLP specification's recommended limi
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
 _CONTENT_TYPES = {PROTOBUF: "protobuf", "application/protobuf": "protobuf", JSON: "json"}
-_ENCODINGS = ("gzip", "deflate", "identity", "")
+# Every compression the Collector's otlphttp exporter can send (confighttp), and none.
+_ENCODINGS = ("gzip", "deflate", "zlib", "zstd", "lz4", "snappy", "x-snappy-framed", "identity", "")
+ACCEPTED_ENCODINGS = "gzip, x-gzip, deflate, zlib, zstd, lz4, snappy, x-snappy-framed or none"
 _ENCODING_ALIASES = {"x-gzip": "gzip"}  # RFC 9110 §8.4.1.3: x-gzip is gzip
 
 # google.rpc.Code values for the Status body (informative only: OTLP clients go by HTTP status).
@@ -73,35 +79,160 @@ class Processed:
     decoded_bytes: int = 0
 
 
-def inflate(body: bytes, encoding: str, limit: int) -> bytes:
-    """The body without its Content-Encoding, never holding more than ``limit + 1`` bytes of
-    output (a zip bomb is cut off as soon as it exceeds the limit)."""
-    if encoding in ("", "identity"):
+def inflate(body: bytes, encoding: str, limit: int, *, partial: bool = False) -> bytes:
+    """The body without its Content-Encoding (one of ``_ENCODINGS``, or ``br``), never holding
+    much more than ``limit`` bytes of output: a decompression bomb is cut off as soon as it is
+    over. ``partial``: a body cut off or corrupt after some output gives that output (the proxy
+    records a stream as far as it got) rather than ``BadBody``."""
+    if encoding in ("", "identity") or not body:  # an empty body is empty in any coding
         if len(body) > limit:
             raise BodyTooLarge
         return body
-    # gzip may hold several members back to back; HTTP "deflate" is zlib, sometimes raw.
-    wbits = 31 if encoding == "gzip" else 15
+    if encoding in ("snappy", "x-snappy-framed"):
+        return _unsnappy(body, encoding, limit)
+    # Streams of members (gzip), frames (zstd, LZ4) or one zlib stream, each decoder fed with a
+    # ceiling on its output. HTTP "deflate" (and the Collector's "zlib") is zlib, sometimes raw.
+    new_decoder, several = _STREAMS[encoding]
     out = bytearray()
     data = body
     while True:
-        d = zlib.decompressobj(wbits)
+        d = new_decoder()
         try:
             out += d.decompress(data, limit + 1 - len(out))
-        except zlib.error as e:
-            if encoding == "deflate" and wbits == 15 and not out:
-                wbits = -15
+        except _DECODE_ERRORS as e:
+            if new_decoder is _zlib and not out:
+                new_decoder = _raw_deflate
                 continue
+            if partial and out:
+                return bytes(out)
             raise BadBody(f"the body is not valid {encoding} data: {e}") from None
         if len(out) > limit:
             raise BodyTooLarge
         if not d.eof:
+            if partial and out:
+                return bytes(out)
             raise BadBody(f"the {encoding} body is truncated")
-        data = d.unused_data
+        data = d.unused_data or b""  # lz4.frame: None when the frame ends the input
         if not data.strip(b"\x00"):  # trailing padding some writers leave
             return bytes(out)
-        if encoding != "gzip":
+        if not several:
             raise BadBody(f"trailing bytes after the {encoding} data")
+
+
+def _gzip() -> Any:
+    return zlib.decompressobj(31)
+
+
+def _zlib() -> Any:
+    return zlib.decompressobj(15)
+
+
+def _raw_deflate() -> Any:
+    return zlib.decompressobj(-15)
+
+
+class _Zstd:
+    """zstandard's decompressor with zlib's ``decompress(data, max_length)``, which it lacks (its
+    streaming reader is bounded but passes over a cut-off frame in silence). A zstd block
+    inflates to at most 128 KiB and takes at least 4 bytes, so the input is fed in pieces that
+    cannot inflate more than ``SLACK`` past ``max_length``.
+
+    The window a frame may ask for is zstd's default bound, 128 MiB: the Collector's encoder
+    asks for 4 to 32 MiB by level. Its buffer is only touched as far as output is written."""
+
+    BLOCK = 128 * 1024
+    SLACK = 1024 * 1024
+
+    def __init__(self) -> None:
+        self._d = zstandard.ZstdDecompressor().decompressobj()
+        self.unused_data = b""
+
+    @property
+    def eof(self) -> bool:
+        return bool(self._d.eof)
+
+    def decompress(self, data: bytes, max_length: int) -> bytes:
+        out = bytearray()
+        view = memoryview(data)
+        at = 0
+        while at < len(data) and len(out) < max_length and not self._d.eof:
+            blocks = (max_length - len(out) + self.SLACK) // self.BLOCK - 1  # one may be begun
+            out += self._d.decompress(view[at : at + 4 * blocks])
+            at += 4 * blocks
+        if self._d.eof:
+            self.unused_data = self._d.unused_data + data[at:]
+        return bytes(out)
+
+
+def _lz4() -> Any:
+    return lz4.frame.LZ4FrameDecompressor()
+
+
+class _Brotli:
+    """brotli's decompressor with zlib's ``decompress(data, max_length)``: its output buffer
+    stops growing at the limit (a little past it). One stream: brotli reports no unused data."""
+
+    unused_data = b""
+
+    def __init__(self) -> None:
+        self._d = brotli.Decompressor()
+
+    @property
+    def eof(self) -> bool:
+        return bool(self._d.is_finished())
+
+    def decompress(self, data: bytes, max_length: int) -> bytes:
+        return bytes(self._d.process(data, output_buffer_limit=max(1, max_length)))
+
+
+# Content-Encoding -> (a new decoder, whether members or frames may follow one another).
+_STREAMS: dict[str, tuple[Callable[[], Any], bool]] = {
+    "gzip": (_gzip, True),
+    "deflate": (_zlib, False),
+    "zlib": (_zlib, False),
+    "zstd": (_Zstd, True),
+    "lz4": (_lz4, True),
+    "br": (_Brotli, False),  # no OTLP exporter sends it: the proxy's clients may
+}
+
+
+# lz4.frame raises RuntimeError ("LZ4F_decompress failed with code: ERROR_...").
+_DECODE_ERRORS = (zlib.error, zstandard.ZstdError, RuntimeError, brotli.error)
+# Every framed snappy stream begins with this chunk; no snappy block can (its first copy would
+# reach 1.9 GB back, before the start of the output).
+_SNAPPY_FRAMED = b"\xff\x06\x00\x00sNaPpY"
+
+
+def _unsnappy(body: bytes, encoding: str, limit: int) -> bytes:
+    """Snappy as the Collector sends it: ``snappy`` is one block (Collector v0.125+) or, before,
+    the framing format, told apart by the stream identifier as the Collector's own receiver does;
+    ``x-snappy-framed`` is the framing format. A block states its size up front; a framed stream
+    is decoded chunk by chunk (64 KiB at most each), so neither is inflated past the limit."""
+    framed = body.startswith(_SNAPPY_FRAMED)
+    if not framed and encoding == "x-snappy-framed":
+        raise BadBody("the body is not framed snappy data: it does not start with sNaPpY")
+    try:
+        if not framed:
+            if cramjam.snappy.decompress_raw_len(body) > limit:
+                raise BodyTooLarge
+            return bytes(cramjam.snappy.decompress_raw(body))
+        out = bytearray()
+        at = 0
+        while at < len(body):
+            kind, size = body[at], int.from_bytes(body[at + 1 : at + 4], "little")
+            end = at + 4 + size
+            if end > len(body):
+                raise BadBody(f"the {encoding} body is truncated")
+            if kind in (0x00, 0x01):  # compressed / uncompressed data; checked with its CRC
+                out += cramjam.snappy.decompress(_SNAPPY_FRAMED + body[at:end])
+                if len(out) > limit:
+                    raise BodyTooLarge
+            elif kind < 0x80:  # reserved, unskippable
+                raise BadBody(f"the body is not valid {encoding} data: chunk type {kind:#04x}")
+            at = end  # the stream identifier again, padding and skippable chunks
+        return bytes(out)
+    except cramjam.DecompressionError as e:
+        raise BadBody(f"the body is not valid {encoding} data: {e}") from None
 
 
 def _guarded(results: Iterator[Any]) -> Iterator[Any]:

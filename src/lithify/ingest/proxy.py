@@ -169,9 +169,9 @@ _HOP = frozenset(
 )
 _REQUEST_DROP = _HOP | {b"host", b"content-length", b"expect"}
 _SESSION_HEADERS = (b"x-lithify-session", b"x-lithify-session-id", b"lithify-session-id")
-# The proxy records what it can decode: a client that also accepts br or zstd is offered only
-# these (it still gets an encoding it asked for).
-_CODINGS = frozenset({"gzip", "x-gzip", "deflate", "identity"})
+# The proxy records what it can decode (the recorder's decode_body): a client that also accepts
+# another coding is offered only these (it still gets an encoding it asked for).
+_CODINGS = frozenset({"gzip", "x-gzip", "deflate", "br", "zstd", "identity"})
 _CREDENTIAL_PARAMS = frozenset({"key", "api_key", "api-key", "apikey", "access_token", "token"})
 # aiohttp adds these unless told not to: the upstream sees only what the client sent.
 _SKIP_AUTO = frozenset({"Accept", "Accept-Encoding", "User-Agent", "Content-Type"})

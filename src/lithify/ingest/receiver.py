@@ -50,6 +50,7 @@ from lithify.ingest.processing import (
     _ENCODING_ALIASES,
     _ENCODINGS,
     _RPC_CODE,
+    ACCEPTED_ENCODINGS,
     DEFAULT_MAX_BODY,
     JSON,
     PROTOBUF,
@@ -546,8 +547,9 @@ def build_app(config: ServeConfig, store: FactStore | None = None) -> Starlette:
         encoding = _ENCODING_ALIASES.get(encoding, encoding)
         if encoding not in _ENCODINGS:
             return fail(
-                kind, 415, f"unsupported Content-Encoding {encoding!r}: use gzip or none", info
-            )
+                kind, 415,
+                f"unsupported Content-Encoding {encoding!r}: use {ACCEPTED_ENCODINGS}", info,
+            )  # fmt: skip
         if encoding:
             info["content_encoding"] = encoding
         limit = config.max_body_size

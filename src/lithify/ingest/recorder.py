@@ -25,7 +25,6 @@ import os
 import signal
 import threading
 import time
-import zlib
 from collections import Counter
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
@@ -34,6 +33,7 @@ from typing import Any
 import msgspec
 
 from lithify.core.text import loads
+from lithify.ingest.processing import BadBody, BodyTooLarge, inflate
 from lithify.ingest.spool import SpoolReader, store_key
 from lithify.model import InferenceCall, Skip
 from lithify.store import (
@@ -87,49 +87,26 @@ def decode_exchange(data: bytes) -> SpooledExchange:
     return _decoder.decode(data)
 
 
+# What the recorder inflates a body to at most: a small compressed body may claim gigabytes.
+INFLATED_LIMIT = 256 << 20
+# What clients and providers compress bodies with; the receiver's decoders read them all.
+_RECORDABLE = frozenset({"gzip", "deflate", "zstd", "br"})
+
+
 def decode_body(data: bytes, encoding: str) -> bytes | None:
     """A body without its Content-Encoding; a cut-off compressed body gives what it holds. None
-    for an encoding lithify cannot read, or zstd or brotli bytes that are not."""
+    for an encoding lithify cannot read, bytes that decode to nothing, or a body that inflates
+    past ``INFLATED_LIMIT``."""
     enc = encoding.strip().lower()
+    enc = "gzip" if enc == "x-gzip" else enc
     if enc in ("", "identity"):
         return data
-    if enc == "zstd":  # Codex compresses its requests so
-        import zstandard
-
-        try:  # every frame; a cut one gives what it holds
-            return (
-                zstandard.ZstdDecompressor().decompressobj(read_across_frames=True).decompress(data)
-            )
-        except zstandard.ZstdError:
-            return None
-    if enc == "br":
-        import brotli
-
-        try:
-            return brotli.Decompressor().process(data)
-        except brotli.error:
-            return None
-    if enc in ("gzip", "x-gzip"):
-        wbits = 31
-    elif enc == "deflate":
-        wbits = 15
-    else:
+    if enc not in _RECORDABLE:
         return None
-    out = bytearray()
-    rest = data
-    while rest:
-        d = zlib.decompressobj(wbits)
-        try:
-            out += d.decompress(rest)
-        except zlib.error:
-            if enc == "deflate" and wbits == 15 and not out:
-                wbits = -15  # HTTP "deflate" is zlib, but some servers send raw deflate
-                continue
-            break
-        if not d.eof or enc == "deflate":
-            break
-        rest = d.unused_data  # gzip may hold several members back to back
-    return bytes(out)
+    try:
+        return inflate(data, enc, INFLATED_LIMIT, partial=True)
+    except (BodyTooLarge, BadBody):
+        return None
 
 
 def json_array_prefix(body: bytes) -> list[Any] | None:
