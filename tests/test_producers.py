@@ -67,6 +67,9 @@ class Producer:
     # Where the calls' content is: "traces" (span attributes or span events), or "logs" (per-
     # message log events, the spans holding none).
     content: str = "traces"
+    # Whether the content states each output's finish reason (Pydantic AI's format 1 log
+    # records do not: their gen_ai.choice has none).
+    finish_reasons: bool = True
 
     @property
     def env(self) -> str:
@@ -88,6 +91,25 @@ PRODUCERS = {
             records_tools=False,
             records_response_id=True,
             session="agent",
+        ),
+        # The same instrumentation in its default mode (no OTEL_SEMCONV_STABILITY_OPT_IN,
+        # content capture `true`): semconv 1.30, a chat span with the metadata and no content,
+        # and one log record per message (gen_ai.system.message … gen_ai.choice) carrying the
+        # body and gen_ai.system only. Model, usage, sampling, response id and the agent trace
+        # (the session) stay on the span, which is skipped as content_not_captured; the
+        # log-event fact has the messages, the provider and the choices' finish reasons.
+        Producer(
+            "openai-v2-default",
+            "run_otel.py",
+            ("--instrumentation", "openai-v2", "--semconv", "default"),
+            "otel-genai",
+            spans=3,
+            logs=9,
+            records_tools=False,
+            records_response_id=False,
+            session="none",
+            venv="openai-v2",
+            content="logs",
         ),
         Producer(
             "genai-openai",
@@ -181,6 +203,7 @@ PRODUCERS = {
             session="none",
             venv="pydantic-ai-v1",
             content="logs",
+            finish_reasons=False,
         ),
     )
 }
@@ -463,11 +486,12 @@ def test_facts_match_the_provider_traffic(
         assert_valid_messages(fact)
         assert fact.source.name == p.source
         assert _b(fact.input_messages) == expected_input(request)
-        assert _b(fact.output_messages) == expected_output(answer, finish=not logs)
+        assert _b(fact.output_messages) == expected_output(answer, finish=p.finish_reasons)
         assert _b(fact.tools) == (expected_tools(request) if p.records_tools else [])
         assert fact.provider == "openai"
         if logs:
-            # What per-message log records carry: the messages and gen_ai.system, nothing more.
+            # What per-message log records carry: the messages (finish reasons in the choice,
+            # for some) and gen_ai.system, nothing more.
             assert (fact.model, fact.request, fact.input_tokens, fact.output_tokens) == (
                 None,
                 {},
@@ -560,12 +584,13 @@ def test_provider_traffic_gives_the_same_messages(
     assert len(wire) == len(telemetry) == len(exchanges) == CALLS
     for w, t, ex in zip(wire, telemetry, exchanges, strict=True):
         assert _b(w.input_messages) == _b(t.input_messages)
-        if p.content == "logs":  # the records state no finish reason
+        if not p.finish_reasons:  # the records state no finish reason
             assert [(m.role, _b(m.parts)) for m in w.output_messages] == [
                 (m.role, _b(m.parts)) for m in t.output_messages
             ]
         else:
             assert _b(w.output_messages) == _b(t.output_messages)
+        if p.content == "traces":
             assert (w.model, w.input_tokens, w.output_tokens) == (
                 t.model,
                 t.input_tokens,
@@ -729,3 +754,87 @@ def test_openinference_records_an_image_that_converts_to_a_blob(tmp_path: Path) 
         assert_valid_messages(facts[0])
         assert msgspec.to_builtins(facts[0].input_messages) == [expected_user], path
         assert facts[0].degradations == {"content_reference": 1}, path
+
+
+# ---------------------------------------------------------------------------------------------
+# openai-v2's default mode exported live: metadata on the span, content on the log events
+
+
+def _span_attributes(folder: Path) -> dict[str, dict[str, Any]]:
+    """The chat spans' attributes by span id, as plain values."""
+    out = {}
+    for s in _walk_spans(orjson.loads((folder / "traces.json").read_bytes())):
+        attrs = {a["key"]: next(iter(a["value"].values())) for a in s["attributes"]}
+        if attrs.get("gen_ai.operation.name") == "chat":
+            out[s["spanId"]] = attrs
+    return out
+
+
+def test_openai_v2_default_mode_exported_live_stores_the_log_events_alone(
+    tmp_path: Path,
+) -> None:
+    """openai-v2 without the semconv opt-in, its real OTLP/HTTP exporters sending each scenario's
+    spans and log records to `lithify serve` as two requests. The chat span holds the call's
+    metadata (model, usage, response id, under the agent span) and no content: it is skipped as
+    content_not_captured and never stored. The log events are the call's only capture, so the
+    fact every read gives (``iter_facts(order="session")``, exports) has the messages, the
+    provider and the finish reasons, but no model, usage, sampling, response id or session:
+    what only a join of the span's metadata with the log events' content would keep
+    (the identity rule reads one capture per call; docs/store.md, Call identity)."""
+    from lithify.store import FactFilter, open_store
+    from tests.serve.conftest import BASE
+    from tests.serve.helpers import live_server
+
+    python = ROOT / ".venv-producers-openai-v2" / "bin" / "python"
+    if not python.exists():
+        pytest.fail(f"{python} is missing: run `bash scripts/producers-setup`", pytrace=False)
+    url = f"sqlite://{tmp_path / 'facts.db'}"
+    out = tmp_path / "out"
+    with open_store(url) as store, live_server(replace(BASE, store=url), store) as srv:
+        cmd = [str(python), str(PRODUCERS_DIR / "run_export.py"), str(out)]
+        cmd += ["--endpoint", f"http://127.0.0.1:{srv.port}", "--semconv", "default"]
+        proc = subprocess.run(
+            cmd, cwd=PRODUCERS_DIR, env=_clean_env(), capture_output=True, text=True, timeout=120
+        )
+        assert proc.returncode == 0, proc.stderr[-4000:]
+        stored = list(store.iter_facts(FactFilter(order="session")))
+        captures = [store.captures(f.inference_call_id) for f in stored]
+        counts = [srv.receiver.counts[k] for k in ("facts", "variants", "duplicates")]
+    exports = orjson.loads((out / "exports.json").read_bytes())
+    assert sorted((e["signal"], e["result"]) for e in exports) == [
+        ("logs", "SUCCESS"),
+        ("logs", "SUCCESS"),
+        ("traces", "SUCCESS"),
+        ("traces", "SUCCESS"),
+    ]
+    # One capture per call, the log events': the spans stored nothing.
+    assert counts == [2 * CALLS, 0, 0]
+    assert [len(c) for c in captures] == [1] * 2 * CALLS
+    converted: dict[str, Any] = {}
+    for scenario in SCENARIOS:
+        folder = out / scenario
+        spans = _results(folder / "traces.pb")
+        assert sorted(r.reason for r in spans if isinstance(r, Skip)) == [
+            "content_not_captured"
+        ] * CALLS + ["not_genai"]
+        assert not _facts(spans)
+        for f in _facts(_results(folder / "logs.pb")):
+            converted[f.inference_call_id] = (f, _span_attributes(folder)[f.span_id], scenario)
+    assert sorted(converted) == sorted(f.inference_call_id for f in stored)
+    for fact in stored:
+        from_file, span, scenario = converted[fact.inference_call_id]
+        assert _b(fact) == _b(from_file)  # serve stores what convert gives
+        assert_valid_messages(fact)
+        assert fact.provider == "openai" and fact.degradations == {}
+        assert fact.output_messages[0].finish_reason in ("tool_call", "stop")
+        # On the span, in no stored fact.
+        assert span["gen_ai.response.model"] == MODEL
+        assert span["gen_ai.response.id"].startswith(f"chatcmpl-{scenario}-")
+        assert int(span["gen_ai.usage.input_tokens"]) > 0
+        assert (fact.model, fact.model_call_id, fact.input_tokens, fact.output_tokens) == (
+            None,
+            None,
+            None,
+            None,
+        )
+        assert (fact.request, fact.session_id, fact.parent_span_id) == ({}, None, None)

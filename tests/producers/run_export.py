@@ -8,7 +8,10 @@ OTLP files (``traces.pb`` …), so a test can convert exactly the telemetry that
 Usage (inside .venv-producers-openai-v2 for protobuf, .venv-producers-openai-v2-json for JSON,
 .venv-producers-openai-v2-grpc for OTLP/gRPC with ``--endpoint http://127.0.0.1:4317``):
 ``python run_export.py OUT --endpoint http://127.0.0.1:4318 [--encoding protobuf|json|grpc]
-[--compression gzip] [--header Authorization=Bearer%20…]``
+[--compression gzip] [--header Authorization=Bearer%20…] [--semconv default]``
+
+``--semconv default``: openai-v2's default path (semconv 1.30, per-message log events), as
+``run_otel.py --semconv default`` runs it.
 
 ``OUT/exports.json`` lists every export call the exporters made and its result.
 """
@@ -17,20 +20,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import threading
 import urllib.parse
 from pathlib import Path
 from typing import Any
 
-# Read by the instrumentation when it loads: set before importing it.
-os.environ.setdefault("OTEL_SEMCONV_STABILITY_OPT_IN", "gen_ai_latest_experimental")
-os.environ.setdefault("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "span_and_event")
+# run_otel sets the instrumentation's OTEL_* variables (from --semconv) before it loads.
+from run_otel import agent_span, instrumentor  # isort: skip
 
 import harness  # aliases httpx to httpx2 before any instrumentation loads
 from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
-from run_otel import agent_span
 
 
 class Recorded:
@@ -104,13 +104,12 @@ def main() -> None:
     p.add_argument("--encoding", choices=["protobuf", "json", "grpc"], default="protobuf")
     p.add_argument("--compression", choices=["none", "gzip"], default="none")
     p.add_argument("--header", action="append", default=[], help="KEY=VALUE (URL-encoded)")
+    p.add_argument("--semconv", choices=("latest", "default"), default="latest")
     args = p.parse_args()
     headers = {}
     for h in args.header:
         k, _, v = h.partition("=")
         headers[k] = urllib.parse.unquote(v)
-
-    from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor
 
     capture = harness.Capture("lithify-producer-openai-v2-live")
     calls: list[dict[str, Any]] = []
@@ -126,7 +125,7 @@ def main() -> None:
     capture.logger_provider.add_log_record_processor(
         BatchLogRecordProcessor(Recorded(log_exporter, "logs", calls), schedule_delay_millis=60_000)
     )
-    OpenAIInstrumentor().instrument(
+    instrumentor("openai-v2", args.semconv).instrument(  # type: ignore[attr-defined]
         tracer_provider=capture.tracer_provider, logger_provider=capture.logger_provider
     )
     harness.run(
