@@ -7,6 +7,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from lithify.core.factfile import BOM, encode_line, read_facts
 from lithify.ingest.files import InputError, read_file, read_pair
 from lithify.model import InferenceCall
 from lithify.translate.sse import iter_events
@@ -46,6 +47,29 @@ def test_collector_style_json_file_with_one_request_per_line(tmp_path: Path) -> 
     path = tmp_path / "traces.json"
     path.write_bytes(orjson.dumps(doc) + b"\n" + orjson.dumps(doc) + b"\n")
     assert len(_facts(path)) == 2
+
+
+@pytest.mark.parametrize("name", ["traces.jsonl", "traces.json", "traces.jsonl.gz"])
+def test_a_utf8_byte_order_mark_costs_nothing(tmp_path: Path, name: str) -> None:
+    """Windows tools (PowerShell's Out-File, Notepad) start a UTF-8 file with a byte order
+    mark, which JSON forbids: it used to make the file's first document undecodable."""
+    import gzip
+
+    line = (CORPUS / "otlp" / OTLP_TOOL_CALL).read_bytes().replace(b"\n", b"") + b"\n"
+    data = BOM + line + line
+    plain = tmp_path / "plain.jsonl"
+    plain.write_bytes(line + line)
+    path = tmp_path / name
+    path.write_bytes(gzip.compress(data) if name.endswith(".gz") else data)
+    assert _facts(path) == _facts(plain) and len(_facts(path)) == 2
+
+
+def test_a_fact_file_with_a_byte_order_mark_is_read_whole(tmp_path: Path) -> None:
+    facts = _facts(CORPUS / "otlp" / OTLP_TOOL_CALL)
+    path = tmp_path / "facts.jsonl"
+    path.write_bytes(BOM + b"".join(encode_line(f) for f in facts))
+    assert [f for _, f in read_facts(path)] == facts
+    assert [loc.result for loc in read_file(path)] == facts  # lithify import's reader
 
 
 def test_pair_with_missing_file_raises_input_error(tmp_path: Path) -> None:

@@ -210,6 +210,15 @@ def decode_line(line: bytes) -> Fact | None:
     return None
 
 
+BOM = b"\xef\xbb\xbf"
+
+
+def without_bom(data: bytes) -> bytes:
+    """A file's first bytes without the UTF-8 byte order mark Windows tools write (PowerShell's
+    ``Out-File``, Notepad): JSON forbids it, and it would cost the file's first document."""
+    return data[3:] if data.startswith(BOM) else data
+
+
 def open_file(path: Path) -> IO[bytes]:
     """``path`` for reading, gunzipped when it ends in ``.gz`` (what every reader of lithify
     takes .gz to mean); ``InputError`` when it cannot be opened."""
@@ -229,6 +238,8 @@ def read_facts(path: Path) -> Iterator[tuple[str, Fact]]:
     with open_file(path) as fh:
         try:
             for lineno, line in enumerate(fh, 1):
+                if lineno == 1:
+                    line = without_bom(line)
                 if not line.strip():
                     continue
                 try:

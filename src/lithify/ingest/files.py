@@ -21,7 +21,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, TypeAlias
 
-from lithify.core.factfile import FactLineError, InputError, decode_line, is_fact_line, open_file
+from lithify.core.factfile import (
+    FactLineError,
+    InputError,
+    decode_line,
+    is_fact_line,
+    open_file,
+    without_bom,
+)
 from lithify.core.text import loads
 from lithify.ingest.remote import RemoteFile, expand_url, is_url
 from lithify.model import Skip
@@ -143,6 +150,8 @@ def _lines(
     for lineno, line in enumerate(fh, 1):
         if counted is not None:
             counted.lines = lineno
+        if lineno == 1:
+            line = without_bom(line)
         if progress is not None:
             progress(len(line))
         # A line that starts with neither blank is not blank: no copy of it made by strip().
@@ -170,7 +179,7 @@ def _lines(
 
 def _read_all(path: Path | RemoteFile, fh: IO[bytes]) -> bytes:
     try:
-        return fh.read()
+        return without_bom(fh.read())
     except (OSError, EOFError, gzip.BadGzipFile) as e:
         raise InputError(f"{path}: {e}") from None
 
