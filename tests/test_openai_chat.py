@@ -620,9 +620,11 @@ def test_stream_errors() -> None:
     assert isinstance(untold, Skip) and untold.detail == "server_error"
     bare = provider.translate_exchange(None, {"error": {"code": 529}})
     assert isinstance(bare, Skip) and bare.detail == "{'code': 529}"
+    # Cut short by the error: what arrived is kept, ended with `error`, and the stream ended
+    # before its final event, as an Anthropic or Gemini stream cut that way counts.
     mid = fact(None, events(chunk({"content": "par"}), err))
     assert mid.output_messages == [Message("assistant", [TextPart("par")], "error")]
-    assert mid.degradations == {}
+    assert mid.degradations == {"truncated_stream": 1}
 
 
 def test_payloads_the_encoders_refuse_are_skips() -> None:

@@ -789,7 +789,19 @@ def test_error_event() -> None:
     )
     f = fact(None, started)
     assert f.output_messages == [Message("assistant", [TextPart("so far")], "error")]
-    assert f.degradations == {}
+    assert f.degradations == {"truncated_stream": 1}  # no response.failed: cut short
+    # response.failed is the stream's final event: nothing was cut, the response failed.
+    failed = fact(
+        None,
+        sse(
+            [
+                {"type": "response.created", "response": resp(status="in_progress")},
+                {"type": "response.failed", "response": resp(message("so far"), status="failed")},
+            ]
+        ),
+    )
+    assert failed.output_messages == [Message("assistant", [TextPart("so far")], "error")]
+    assert failed.degradations == {}
 
 
 def test_a_body_that_is_not_a_response() -> None:

@@ -777,7 +777,7 @@ def translate(
             return Skip("empty", "a stream without one complete chunk", NAME)
         body = stream.body()
         ctx.deg.add("malformed_messages", stream.lost)
-        if not stream.complete and stream.error is None:
+        if not stream.complete:  # cut, or cut short by an error event: before its final event
             ctx.deg.add("truncated_stream")
     messages = req.get("messages") if req is not None else None
     if not isinstance(messages, list) and (

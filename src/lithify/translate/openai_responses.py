@@ -728,7 +728,7 @@ def translate(
         if body is None and req is None:
             return Skip("empty", "a stream without one complete event", NAME)
         deg.add("malformed_messages", stream.lost)
-        if stream.final is None and stream.error is None:
+        if stream.final is None:  # cut, or cut short by an error event (not response.failed)
             deg.add("truncated_stream")
         spoken = stream.spoken_parts(deg)
     if req is None and body is None:
