@@ -652,6 +652,9 @@ def test_a_schema_in_the_recorded_request_is_counted_once() -> None:
         ("llm.invocation_parameters", responses, True),
         ("llm.invocation_parameters", genai_config, True),
         ("input.value", anthropic, True),
+        # vLLM's constrained decoding, as extra body fields of a Chat request.
+        ("input.value", {"model": "qwen", "messages": [], "guided_choice": ["Paris"]}, True),
+        ("input.value", {"model": "qwen", "structured_outputs": {"regex": "[A-Z]+"}}, True),
         ("llm.invocation_parameters", {"response_format": {"type": "json_object"}}, False),
         ("llm.invocation_parameters", {"text": {"format": {"type": "text"}}}, False),
         ("llm.invocation_parameters", {"response_mime_type": "application/json"}, False),

@@ -33,7 +33,7 @@ from typing import Any
 import msgspec
 
 from lithify.core.text import loads
-from lithify.ingest.processing import BadBody, BodyTooLarge, inflate
+from lithify.ingest.processing import _ENCODING_ALIASES, BadBody, BodyTooLarge, inflate
 from lithify.ingest.spool import SpoolReader, store_key
 from lithify.model import InferenceCall, Skip
 from lithify.store import (
@@ -98,7 +98,7 @@ def decode_body(data: bytes, encoding: str) -> bytes | None:
     for an encoding lithify cannot read, bytes that decode to nothing, or a body that inflates
     past ``INFLATED_LIMIT``."""
     enc = encoding.strip().lower()
-    enc = "gzip" if enc == "x-gzip" else enc
+    enc = _ENCODING_ALIASES.get(enc, enc)
     if enc in ("", "identity"):
         return data
     if enc not in _RECORDABLE:

@@ -316,9 +316,11 @@ _REQUEST_READERS = (
     gemini.output_schema,
     lambda config: gemini.output_schema({"config": config}),
 )
-# Every reader's schema sits under one of these keys: a request body without one is not parsed.
+# Every reader's constraint sits under one of these keys (vLLM's guided_* and structured_outputs
+# among them): a request body without one is not parsed.
 _SCHEMA_KEY = re.compile(
-    r'"(?:schema|json_schema|response_schema|responseSchema|response_json_schema|responseJsonSchema)"'
+    r'"(?:schema|json_schema|response_schema|responseSchema|response_json_schema|responseJsonSchema'
+    r'|guided_(?:json|regex|choice|grammar)|structural_tag|structured_outputs)"'
 )
 
 
@@ -348,7 +350,8 @@ def output_schema(attrs: dict[str, Any]) -> bool:
             continue
         if isinstance(request, str):
             # The cheap test first: input.value is the whole request, media and all.
-            found = 'chema"' in request and _SCHEMA_KEY.search(request) is not None
+            cheap = 'chema"' in request or "guided_" in request or "structur" in request
+            found = cheap and _SCHEMA_KEY.search(request) is not None
             request = _decoded(request) if found else None
         if isinstance(request, dict) and any(read(request) for read in _REQUEST_READERS):
             return True
