@@ -34,7 +34,7 @@ from lithify.model import (
 from lithify.translate import genai, translate_document, translate_protobuf
 from lithify.translate._common import Degradations
 from lithify.translate.otlp import LogRecord, Span
-from lithify.translate.telemetry import translate_span
+from lithify.translate.telemetry import translate_attributes, translate_span, translate_spans
 from tests.conftest import CORPUS
 from tests.helpers import assert_valid_messages
 from tests.otlp_values import json_attrs, json_value, pb_attrs, pb_value
@@ -516,12 +516,97 @@ def test_credentials_inside_messages_are_redacted() -> None:
 # Which spans are ours
 
 
-def test_non_genai_span_and_content_free_span_are_skipped() -> None:
+def test_non_genai_span_is_skipped() -> None:
     http = Span(TRACE, SPAN, None, "GET /", 3, T0, T0 + 1, {"http.request.method": "GET"})
     assert translate_span(http) == Skip("not_genai", "span 'GET /'")
-    bare = Span(TRACE, SPAN, None, "chat", 3, T0, T0 + 1, dict(BASE))
+
+
+# What openai-v2 (default mode) and any instrumentation with capture off leave on the chat span.
+METADATA = {
+    **BASE,
+    "gen_ai.response.model": "gpt-4o-2024-08-06",
+    "gen_ai.response.id": "chatcmpl-9",
+    "gen_ai.response.finish_reasons": ["stop"],
+    "gen_ai.usage.input_tokens": 12,
+    "gen_ai.usage.output_tokens": 7,
+    "gen_ai.request.temperature": 0.2,
+    "gen_ai.request.max_tokens": 100,
+    "gen_ai.conversation.id": "conv-7",
+}
+
+
+def test_a_content_free_model_span_is_a_metadata_only_fact() -> None:
+    """Capture off, or the content on log events: the span's metadata is kept as a capture of
+    the call without messages, counted content_not_captured; the call is read from a capture
+    with content when one arrives (docs/store.md, Call identity)."""
+    span = Span(TRACE, SPAN, SPAN2, "chat gpt-4o", 3, T0, T0 + 5_000_000, dict(METADATA))
+    f = translate_span(span)
+    assert isinstance(f, InferenceCall), f
+    assert (f.input_messages, f.output_messages, f.tools) == ([], [], [])
+    assert f.degradations == {"content_not_captured": 1}
+    assert f.source.name == "otel-genai"
+    assert (f.provider, f.model, f.model_call_id) == ("openai", "gpt-4o-2024-08-06", "chatcmpl-9")
+    assert (f.input_tokens, f.output_tokens) == (12, 7)
+    assert f.request == {"max_tokens": 100, "temperature": 0.2}
+    assert (f.session_id, f.trace_id, f.span_id, f.parent_span_id) == (
+        "conv-7",
+        TRACE,
+        SPAN,
+        SPAN2,
+    )
+    assert (f.duration_ms, f.started_at) == (5.0, "2025-10-09T08:53:20.000000000Z")
+    assert f.raw["kind"] == "otlp_span"
+    # The identity of the span, which its log events share: the two are one call.
+    content = fact({**METADATA, genai.INPUT: _dumps([text("user", "hi")])})
+    assert f.inference_call_id == content.inference_call_id
+    # OTLP/JSON and protobuf give the same fact.
+    (j,) = translate_document(json_trace(dict(METADATA)))
+    (b,) = translate_protobuf(pb_trace(dict(METADATA)), "otlp-traces")
+    assert isinstance(j, InferenceCall) and j == b
+    assert j.degradations == {"content_not_captured": 1} and j.model_call_id == "chatcmpl-9"
+
+
+def test_a_content_free_span_under_an_agent_takes_the_trace_as_session() -> None:
+    agent = Span(
+        TRACE,
+        SPAN2,
+        None,
+        "invoke_agent a",
+        1,
+        T0,
+        T0 + 9,
+        {"gen_ai.operation.name": "invoke_agent"},
+    )
+    chat = Span(TRACE, SPAN, SPAN2, "chat", 3, T0 + 1, T0 + 2, dict(BASE))
+    skip, f = translate_spans([agent, chat])
+    assert isinstance(skip, Skip) and skip.reason == "not_genai"
+    assert isinstance(f, InferenceCall) and f.session_id == TRACE and f.parent_span_id == SPAN2
+    assert f.degradations == {"content_not_captured": 1}
+
+
+def test_a_content_free_span_without_span_context_is_skipped() -> None:
+    """Nothing could join it to its content: a file of spans without ids, a flat attribute map."""
+    bare = Span(None, None, None, "chat", 3, T0, T0 + 1, dict(METADATA))
     result = translate_span(bare)
     assert isinstance(result, Skip) and result.reason == "content_not_captured"
+    result = translate_attributes(dict(METADATA))
+    assert isinstance(result, Skip) and result.reason == "content_not_captured"
+
+
+def test_a_content_free_span_keeps_what_build_counts_from_its_attributes() -> None:
+    """An output schema on the request is counted as on any span; so are credentials in raw."""
+    key = "sk-proj-" + "a1B2c3D4e5F6g7H8i9J0k1L2"
+    attrs = {
+        **BASE,
+        "gen_ai.request.structured_output_schema": '{"type": "object"}',
+        "http.request.header.authorization": f"Bearer {key}",
+    }
+    f = translate_span(Span(TRACE, SPAN, None, "chat", 3, T0, T0 + 1, attrs))
+    assert isinstance(f, InferenceCall)
+    assert f.degradations["content_not_captured"] == 1
+    assert f.degradations["output_schema"] == 1
+    assert f.degradations["redacted_authorization"] >= 1
+    assert key not in orjson.dumps(msgspec.to_builtins(f)).decode()
 
 
 def test_an_agent_span_is_no_model_call_whatever_content_it_repeats() -> None:
@@ -966,6 +1051,10 @@ def _check(result: InferenceCall | Skip) -> None:
         return
     assert_valid_messages(result)
     assert set(result.degradations) <= set(DEGRADATION_REASONS)
+    if "content_not_captured" in result.degradations:  # a span's metadata, nothing else
+        assert result.degradations["content_not_captured"] == 1
+        assert (result.input_messages, result.output_messages) == ([], [])
+        assert result.span_id is not None and result.raw["kind"] == "otlp_span"
     for m in [*result.input_messages, *result.output_messages]:
         for p in m.parts:
             if isinstance(p, ToolCallPart | ToolCallResponsePart):
@@ -987,6 +1076,52 @@ def test_any_attribute_values_never_raise_and_validate(
     first = translate_span(span)
     _check(first)
     assert translate_span(span) == first  # deterministic
+
+
+_ids = st.text("0123456789abcdef", min_size=1, max_size=32).filter(lambda t: t.strip("0"))
+_metadata = st.fixed_dictionaries(
+    {"gen_ai.operation.name": st.sampled_from(["chat", "text_completion", "generate_content"])},
+    optional={
+        "gen_ai.provider.name": st.text(max_size=8),
+        "gen_ai.request.model": st.text(max_size=8),
+        "gen_ai.response.model": st.text(max_size=8),
+        "gen_ai.response.id": st.text(max_size=8),
+        "gen_ai.conversation.id": st.text(max_size=8),
+        "gen_ai.usage.input_tokens": st.integers(-3, 2**40) | st.floats() | st.text(max_size=3),
+        "gen_ai.usage.output_tokens": st.integers(-3, 2**40) | st.floats() | st.text(max_size=3),
+        "gen_ai.request.temperature": st.floats(0, 2),
+        "gen_ai.response.finish_reasons": st.lists(st.sampled_from(["stop", "length"])),
+        # What capture off leaves of the content: nothing, empty or null values.
+        genai.INPUT: st.sampled_from(["", None]),
+        genai.OUTPUT: st.sampled_from(["", None]),
+        genai.TOOLS: json_values.map(_dumps),
+    },
+)
+
+
+@given(_metadata, st.one_of(st.none(), st.tuples(_ids, _ids)), st.one_of(st.none(), _ids))
+def test_a_content_free_model_span_is_its_metadata_or_a_skip(
+    attrs: dict[str, Any], ids: tuple[str, str] | None, parent: str | None
+) -> None:
+    """Never a fact with messages: with span context the span's metadata read as any span's
+    (what the same attributes give beside content), without it a content_not_captured skip."""
+    trace, span_id = ids or (None, None)
+    result = translate_span(Span(trace, span_id, parent, "chat", 3, T0, T0 + 1, attrs))
+    if ids is None:
+        assert isinstance(result, Skip) and result.reason == "content_not_captured"
+        return
+    _check(result)
+    assert isinstance(result, InferenceCall)
+    assert result.degradations["content_not_captured"] == 1
+    with_content = translate_span(
+        Span(trace, span_id, parent, "chat", 3, T0, T0 + 1, {**attrs, genai.INPUT: "[]"})
+    )
+    assert isinstance(with_content, InferenceCall)
+    keep = ("inference_call_id", "session_id", "trace_id", "span_id", "parent_span_id")
+    keep += ("provider", "model", "request", "input_tokens", "output_tokens", "model_call_id")
+    keep += ("duration_ms", "started_at", "observed_at", "tools")
+    for name in keep:
+        assert getattr(result, name) == getattr(with_content, name), name
 
 
 @given(

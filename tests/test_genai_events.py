@@ -107,7 +107,10 @@ def test_calls_recorded_without_arguments_are_no_captured_content() -> None:
     assert isinstance(skip, Skip) and skip.reason == "content_not_captured"
     events = [{"name": n, "attributes": {"gen_ai.event.content": _dumps(b)}} for n, b in records]
     span = translate_span(Span(TRACE, SPAN, None, "chat gpt-4o", 3, T0, T0 + 5, dict(BASE), events))
-    assert isinstance(span, Skip) and span.reason == "content_not_captured"
+    # The span keeps its metadata, no messages; the argument-less call it dropped is not counted.
+    assert isinstance(span, InferenceCall) and span.model == "gpt-4o"
+    assert (span.input_messages, span.output_messages) == ([], [])
+    assert span.degradations == {"content_not_captured": 1}
     # Beside captured content, such a call is kept and counted: its arguments are not `{}`.
     records[0] = ("gen_ai.user.message", {"content": "weather in Paris?"})
     f = _events(records, {"gen_ai.system": "openai"})
@@ -771,8 +774,10 @@ def test_an_events_attribute_of_another_kind_claims_no_span() -> None:
     for value in ('["retry", "timeout"]', '[{"name": "x"}]', "3 events", ""):
         attrs = {**BASE, genai.EVENTS_ATTRIBUTE: value}
         assert genai.span_content(attrs, [], Degradations(), "s") is None, value
-        skip = translate_span(Span(TRACE, SPAN, None, "chat", 3, T0, T0 + 1, attrs))
-        assert isinstance(skip, Skip) and skip.reason == "content_not_captured"
+        bare = translate_span(Span(TRACE, SPAN, None, "chat", 3, T0, T0 + 1, attrs))
+        assert isinstance(bare, InferenceCall), value  # the span's metadata only
+        assert (bare.input_messages, bare.output_messages) == ([], [])
+        assert bare.degradations == {"content_not_captured": 1}
     # JSON-looking but not JSON: counted, and nothing else is claimed.
     deg = Degradations()
     bad = {**BASE, genai.EVENTS_ATTRIBUTE: '[{"event.name": "gen_ai.user.message", '}

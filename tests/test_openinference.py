@@ -105,6 +105,44 @@ def test_no_messages_is_none() -> None:
     assert isinstance(result, Skip) and result.reason == "content_not_captured"
 
 
+def test_a_span_with_hidden_messages_is_a_metadata_only_fact() -> None:
+    """OPENINFERENCE_HIDE_INPUTS / HIDE_OUTPUTS: no messages, the metadata stays on the span;
+    with its OTLP identity the span is kept as a capture of the call without messages."""
+    attrs = {
+        "openinference.span.kind": "LLM",
+        "llm.model_name": "gpt-4o",
+        "llm.provider": "openai",
+        "llm.token_count.prompt": 21,
+        "llm.token_count.completion": 4,
+        "llm.invocation_parameters": '{"temperature": 0.5}',
+        "session.id": "s-1",
+        "input.value": "__REDACTED__",
+        "output.value": "__REDACTED__",
+    }
+    span = {
+        "traceId": "0af7651916cd43dd8448eb211c80319c",
+        "spanId": "b7ad6b7169203331",
+        "parentSpanId": "00f067aa0ba902b7",
+        "name": "ChatCompletion",
+        "startTimeUnixNano": "1",
+        "endTimeUnixNano": "2000001",
+        "attributes": [{"key": k, "value": _any(v)} for k, v in attrs.items()],
+    }
+    doc = {"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]}
+    (f,) = list(translate_spans(json_spans(doc).units))
+    assert isinstance(f, InferenceCall), f
+    assert f.source.name == "openinference"
+    assert (f.input_messages, f.output_messages, f.tools) == ([], [], [])
+    assert f.degradations == {"content_not_captured": 1}
+    assert (f.provider, f.model, f.input_tokens, f.output_tokens) == ("openai", "gpt-4o", 21, 4)
+    assert f.request == {"temperature": 0.5}
+    assert (f.session_id, f.parent_span_id, f.duration_ms) == ("s-1", "00f067aa0ba902b7", 2.0)
+
+
+def _any(v: Any) -> dict[str, Any]:
+    return {"intValue": str(v)} if isinstance(v, int) else {"stringValue": v}
+
+
 # --- tool calls and results -----------------------------------------------------------------
 
 

@@ -120,6 +120,32 @@ def test_no_content_is_none_and_a_model_call_skips() -> None:
     assert isinstance(result, Skip) and result.reason == "content_not_captured"
 
 
+def test_a_span_with_trace_content_off_is_a_metadata_only_fact() -> None:
+    """TRACELOOP_TRACE_CONTENT=false: no prompt or completion attributes; with its OTLP identity
+    the span is kept as a capture of the call without messages."""
+    attrs = {
+        "llm.request.type": "chat",
+        "gen_ai.system": "openai",
+        "gen_ai.request.model": "gpt-4o",
+        "gen_ai.response.model": "gpt-4o-2024-08-06",
+        "gen_ai.response.id": "chatcmpl-3",
+        "gen_ai.usage.prompt_tokens": 9,
+        "gen_ai.usage.completion_tokens": 2,
+        "llm.usage.total_tokens": 11,
+        "gen_ai.request.temperature": 0.0,
+    }
+    span = Span(
+        "0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331", None, "openai.chat", 3, 1, 2, attrs
+    )
+    (f,) = list(translate_spans([span]))
+    assert isinstance(f, InferenceCall), f
+    assert f.source.name == "openllmetry"
+    assert (f.input_messages, f.output_messages, f.tools) == ([], [], [])
+    assert f.degradations == {"content_not_captured": 1}
+    assert (f.provider, f.model, f.model_call_id) == ("openai", "gpt-4o-2024-08-06", "chatcmpl-3")
+    assert (f.input_tokens, f.output_tokens, f.request) == (9, 2, {"temperature": 0.0})
+
+
 # --- tool calls and results -----------------------------------------------------------------
 
 

@@ -30,6 +30,7 @@ import msgspec
 import orjson
 import pytest
 
+from lithify.derive.sessions import sort_facts
 from lithify.ingest.files import read_file
 from lithify.model import InferenceCall, Skip
 from tests.helpers import assert_valid_messages
@@ -65,7 +66,8 @@ class Producer:
     session: str
     venv: str = ""  # .venv-producers-<venv> and requirements-<venv>.txt; the name when empty
     # Where the calls' content is: "traces" (span attributes or span events), or "logs" (per-
-    # message log events, the spans holding none).
+    # message log events, the spans holding the metadata alone: each call is read from its log
+    # events, filled with its span's metadata, as a store and fact files read it).
     content: str = "traces"
     # Whether the content states each output's finish reason (Pydantic AI's format 1 log
     # records do not: their gen_ai.choice has none).
@@ -96,8 +98,8 @@ PRODUCERS = {
         # content capture `true`): semconv 1.30, a chat span with the metadata and no content,
         # and one log record per message (gen_ai.system.message … gen_ai.choice) carrying the
         # body and gen_ai.system only. Model, usage, sampling, response id and the agent trace
-        # (the session) stay on the span, which is skipped as content_not_captured; the
-        # log-event fact has the messages, the provider and the choices' finish reasons.
+        # (the session) stay on the span, a metadata-only capture (content_not_captured); the
+        # log events have the messages, the provider and the choices' finish reasons.
         Producer(
             "openai-v2-default",
             "run_otel.py",
@@ -106,8 +108,8 @@ PRODUCERS = {
             spans=3,
             logs=9,
             records_tools=False,
-            records_response_id=False,
-            session="none",
+            records_response_id=True,
+            session="agent",
             venv="openai-v2",
             content="logs",
         ),
@@ -198,9 +200,9 @@ PRODUCERS = {
             "otel-genai",
             spans=5,
             logs=9,
-            records_tools=False,
-            records_response_id=False,
-            session="none",
+            records_tools=True,
+            records_response_id=True,
+            session="conversation",
             venv="pydantic-ai-v1",
             content="logs",
             finish_reasons=False,
@@ -442,9 +444,9 @@ def test_protobuf_and_json_give_the_same_facts(
     for signal in ("traces", "logs") if p.logs else ("traces",):
         from_pb = _results(folder / f"{signal}.pb")
         from_json = _results(folder / f"{signal}.json")
-        # Spans that hold no content (their calls' messages are log events) give no fact.
-        calls = 0 if signal == "traces" and p.content == "logs" else CALLS
-        assert len(_facts(from_pb)) == calls, (signal, [_b(r) for r in from_pb])
+        # Spans that hold no content (their calls' messages are log events) give metadata-only
+        # facts: one per call either way.
+        assert len(_facts(from_pb)) == CALLS, (signal, [_b(r) for r in from_pb])
         assert [_b(r) for r in from_pb] == [_b(r) for r in from_json], signal
 
 
@@ -464,22 +466,23 @@ def test_facts_match_the_provider_traffic(
     """One fact per model call, saying what the fake provider was sent and answered."""
     p = PRODUCERS[name]
     folder = produced(name) / scenario
-    results = _results(folder / f"{p.content}.json")
+    results = _results(folder / "traces.json")
     facts = _facts(results)
     exchanges = _exchanges(folder)
     assert len(facts) == len(exchanges) == CALLS, [_b(r) for r in results]
-    skips = [r for r in results if isinstance(r, Skip)]
-    if p.content == "traces":
-        # Everything else in the batch is the agent span (and tool spans), no model call.
-        assert [s.reason for s in skips] == ["not_genai"] * (p.spans - CALLS)
-    else:
-        # The log events are the calls; their spans hold no content of their own.
-        assert skips == []
-        spans = [r for r in _results(folder / "traces.json") if isinstance(r, Skip)]
-        assert sorted(s.reason for s in spans) == sorted(
-            ["content_not_captured"] * CALLS + ["not_genai"] * (p.spans - CALLS)
-        )
-    logs = p.content == "logs"
+    # Everything else in the batch is the agent span (and tool spans), no model call.
+    skips = [r.reason for r in results if isinstance(r, Skip)]
+    assert skips == ["not_genai"] * (p.spans - CALLS)
+    if p.content == "logs":
+        # The spans hold the calls' metadata and no message; the log events the messages. Each
+        # call is read from its log events with its span's metadata filled in.
+        for span in facts:
+            assert (span.input_messages, span.output_messages) == ([], [])
+            assert span.degradations == {"content_not_captured": 1}
+        events = _results(folder / "logs.json")
+        assert not [r for r in events if isinstance(r, Skip)]
+        facts = sort_facts([*facts, *_facts(events)])
+        assert len(facts) == CALLS
 
     for fact, ex in zip(facts, exchanges, strict=True):
         request, answer = ex["request"], ex["answer"]
@@ -489,33 +492,18 @@ def test_facts_match_the_provider_traffic(
         assert _b(fact.output_messages) == expected_output(answer, finish=p.finish_reasons)
         assert _b(fact.tools) == (expected_tools(request) if p.records_tools else [])
         assert fact.provider == "openai"
-        if logs:
-            # What per-message log records carry: the messages (finish reasons in the choice,
-            # for some) and gen_ai.system, nothing more.
-            assert (fact.model, fact.request, fact.input_tokens, fact.output_tokens) == (
-                None,
-                {},
-                None,
-                None,
-            )
-        else:
-            assert fact.model == answer["model"] == MODEL
-            assert fact.request == SAMPLING
-            assert fact.input_tokens == answer["usage"]["prompt_tokens"]
-            assert fact.output_tokens == answer["usage"]["completion_tokens"]
+        assert fact.model == answer["model"] == MODEL
+        assert fact.request == SAMPLING
+        assert fact.input_tokens == answer["usage"]["prompt_tokens"]
+        assert fact.output_tokens == answer["usage"]["completion_tokens"]
         if p.records_response_id:
             assert fact.model_call_id == answer["id"]
-        elif logs:
-            assert fact.model_call_id is None
         else:
             assert fact.model_call_id in (None, answer["id"])
         assert fact.degradations == {}
         assert fact.trace_id and HEX32.match(fact.trace_id)
         assert fact.span_id and HEX16.match(fact.span_id)
-        if logs:
-            assert fact.duration_ms is None and fact.parent_span_id is None
-        else:
-            assert fact.duration_ms is not None and fact.duration_ms > 0
+        assert fact.duration_ms is not None and fact.duration_ms > 0
         assert fact.started_at is not None and fact.observed_at is not None
         if p.session == "agent":
             assert fact.session_id == fact.trace_id
@@ -570,6 +558,16 @@ def test_log_events_give_the_span_facts(
         assert {k: _b(getattr(fact, k)) for k in same} == {k: _b(getattr(twin, k)) for k in same}
 
 
+def _calls(folder: Path) -> list[InferenceCall]:
+    """The calls of a run as a store or fact files read them: its spans' and log events' facts,
+    one per call (the identity rule; a metadata-only span filled into its log events' call)."""
+    logs = folder / "logs.json"
+    facts = _facts(_results(folder / "traces.json"))
+    if logs.exists():
+        facts += _facts(_results(logs))
+    return sort_facts(facts)
+
+
 @pytest.mark.parametrize(("name", "scenario"), CASES)
 def test_provider_traffic_gives_the_same_messages(
     name: str, scenario: str, produced: Callable[[str], Path]
@@ -578,7 +576,7 @@ def test_provider_traffic_gives_the_same_messages(
     the same call seen from the wire and from the instrumentation is the same fact content."""
     p = PRODUCERS[name]
     folder = produced(name) / scenario
-    telemetry = _facts(_results(folder / f"{p.content}.json"))
+    telemetry = _calls(folder)
     wire = [r for r in _results(folder / "exchanges.json") if isinstance(r, InferenceCall)]
     exchanges = _exchanges(folder)
     assert len(wire) == len(telemetry) == len(exchanges) == CALLS
@@ -590,12 +588,11 @@ def test_provider_traffic_gives_the_same_messages(
             ]
         else:
             assert _b(w.output_messages) == _b(t.output_messages)
-        if p.content == "traces":
-            assert (w.model, w.input_tokens, w.output_tokens) == (
-                t.model,
-                t.input_tokens,
-                t.output_tokens,
-            )
+        assert (w.model, w.input_tokens, w.output_tokens) == (
+            t.model,
+            t.input_tokens,
+            t.output_tokens,
+        )
         if p.records_tools:
             assert _b(w.tools) == _b(t.tools)
         assert w.model_call_id == ex["answer"]["id"]
@@ -639,7 +636,7 @@ def test_pydantic_ai_agent_run_span_is_no_model_call(
     results = _results(folder / "traces.json")
     agent = f"span {agents[0]['name']!r}"
     assert [r.reason for r in results if isinstance(r, Skip) and r.detail == agent] == ["not_genai"]
-    assert len(_facts(results)) == (0 if PRODUCERS[name].content == "logs" else CALLS)
+    assert len(_facts(results)) == CALLS  # metadata-only where the content is on log events
 
 
 EXAMPLE_FILES = sorted(p.name for p in EXAMPLES.glob("*.json")) if EXAMPLES.is_dir() else []
@@ -770,17 +767,16 @@ def _span_attributes(folder: Path) -> dict[str, dict[str, Any]]:
     return out
 
 
-def test_openai_v2_default_mode_exported_live_stores_the_log_events_alone(
+def test_openai_v2_default_mode_exported_live_reads_each_call_whole(
     tmp_path: Path,
 ) -> None:
     """openai-v2 without the semconv opt-in, its real OTLP/HTTP exporters sending each scenario's
     spans and log records to `lithify serve` as two requests. The chat span holds the call's
-    metadata (model, usage, response id, under the agent span) and no content: it is skipped as
-    content_not_captured and never stored. The log events are the call's only capture, so the
-    fact every read gives (``iter_facts(order="session")``, exports) has the messages, the
-    provider and the finish reasons, but no model, usage, sampling, response id or session:
-    what only a join of the span's metadata with the log events' content would keep
-    (the identity rule reads one capture per call; docs/store.md, Call identity)."""
+    metadata (model, usage, response id, under the agent span) and no content: a metadata-only
+    capture. The log events hold the messages: the call is read from them (they have message
+    parts) with the span's metadata filled in, so every read (``iter_facts(order="session")``,
+    exports) has the messages, the model, usage, sampling, response id, parent span and the
+    agent's trace as its session (docs/store.md, Call identity: filled metadata)."""
     from lithify.store import FactFilter, open_store
     from tests.serve.conftest import BASE
     from tests.serve.helpers import live_server
@@ -807,34 +803,35 @@ def test_openai_v2_default_mode_exported_live_stores_the_log_events_alone(
         ("traces", "SUCCESS"),
         ("traces", "SUCCESS"),
     ]
-    # One capture per call, the log events': the spans stored nothing.
-    assert counts == [2 * CALLS, 0, 0]
-    assert [len(c) for c in captures] == [1] * 2 * CALLS
+    # Two captures per call, whichever request came first: one new call, one variant.
+    assert counts == [2 * CALLS, 2 * CALLS, 0]
+    assert [len(c) for c in captures] == [2] * 2 * CALLS
     converted: dict[str, Any] = {}
     for scenario in SCENARIOS:
         folder = out / scenario
         spans = _results(folder / "traces.pb")
-        assert sorted(r.reason for r in spans if isinstance(r, Skip)) == [
-            "content_not_captured"
-        ] * CALLS + ["not_genai"]
-        assert not _facts(spans)
-        for f in _facts(_results(folder / "logs.pb")):
+        assert [r.reason for r in spans if isinstance(r, Skip)] == ["not_genai"]
+        read = sort_facts([*_facts(spans), *_facts(_results(folder / "logs.pb"))])
+        for f in read:
             converted[f.inference_call_id] = (f, _span_attributes(folder)[f.span_id], scenario)
     assert sorted(converted) == sorted(f.inference_call_id for f in stored)
-    for fact in stored:
+    for fact, listed in zip(stored, captures, strict=True):
         from_file, span, scenario = converted[fact.inference_call_id]
-        assert _b(fact) == _b(from_file)  # serve stores what convert gives
+        assert _b(fact) == _b(from_file)  # serve reads what convert's files give
         assert_valid_messages(fact)
         assert fact.provider == "openai" and fact.degradations == {}
         assert fact.output_messages[0].finish_reason in ("tool_call", "stop")
-        # On the span, in no stored fact.
-        assert span["gen_ai.response.model"] == MODEL
-        assert span["gen_ai.response.id"].startswith(f"chatcmpl-{scenario}-")
-        assert int(span["gen_ai.usage.input_tokens"]) > 0
-        assert (fact.model, fact.model_call_id, fact.input_tokens, fact.output_tokens) == (
-            None,
-            None,
-            None,
-            None,
-        )
-        assert (fact.request, fact.session_id, fact.parent_span_id) == ({}, None, None)
+        # The messages and raw are the log events', the metadata the span's.
+        [events] = [c.fact for c in listed if c.first]
+        [metadata] = [c.fact for c in listed if not c.first]
+        assert (fact.input_messages, fact.raw) == (events.input_messages, events.raw)
+        assert metadata.degradations == {"content_not_captured": 1}
+        assert not metadata.input_messages and not metadata.output_messages
+        assert fact.model == span["gen_ai.response.model"] == MODEL
+        assert fact.model_call_id == span["gen_ai.response.id"]
+        assert fact.model_call_id.startswith(f"chatcmpl-{scenario}-")
+        assert fact.input_tokens == int(span["gen_ai.usage.input_tokens"]) > 0
+        assert fact.output_tokens == int(span["gen_ai.usage.output_tokens"])
+        assert fact.request == SAMPLING
+        assert fact.session_id == fact.trace_id and fact.parent_span_id is not None
+        assert fact.duration_ms is not None and fact.duration_ms > 0

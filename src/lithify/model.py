@@ -213,6 +213,9 @@ DEGRADATION_REASONS: dict[str, str] = {
     "truncated_stream": "a streamed response that ended before its final event",
     "text_citation": "a citation or annotation on text (URL and document citations); the text is kept whole, the citation on raw",
     "participant_name": "a message's `name` (who spoke, in a multi-party chat): the message is kept, the name stays on raw",
+    "content_not_captured": "a model-call span without message content (capture off, or the "
+    "content on log events): the fact keeps the span's metadata — model, usage, session, response "
+    "id — and no messages; the call is read from a capture with content when one arrives",
     "redacted_authorization": "an Authorization header value was replaced",
     "redacted_bearer_token": "a bearer token inside a string was replaced",
     "redacted_provider_key": "a provider API key (sk-…, sk-ant-…, AIza…) was replaced",
@@ -221,7 +224,8 @@ DEGRADATION_REASONS: dict[str, str] = {
 
 NO_FACT_REASONS: dict[str, str] = {
     "not_genai": "a span or record that is not a model call (agent, tool, HTTP, …)",
-    "content_not_captured": "a model-call span without any message content (capture off, or on log events)",
+    "content_not_captured": "a model-call span without an OTLP identity (no trace and span id: "
+    "nothing could join it), or log events of a call, without any message content (capture off)",
     "uncorrelated_events": "per-message log events with no span context to group them by",
     "undecodable": "bytes that are not valid JSON or protobuf",
     "unrecognized_format": "a document whose shape matches no known source format",

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import random
+from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from lithify.core.codec import encode
+from lithify.core.identity import fill
 from lithify.derive.sessions import (
     DeriveStats,
     call_order_key,
@@ -108,3 +112,90 @@ def test_sort_facts_is_independent_of_input_order_on_the_shipped_examples() -> N
         ("weather-session-plain", None),
         ("weather-session-plain", None),
     ]
+
+
+def test_a_call_read_from_its_log_events_takes_the_metadata_of_its_span() -> None:
+    """openai-v2's default mode: the span holds the model, usage, response id and session and no
+    message; its log events hold the messages alone. One call, read from the log events (they
+    have parts) with the span's metadata: in the span's session, at the span's time."""
+    log = with_(
+        call("c", [user("Weather?")], [assistant(TextPart("Sunny."))], session=None, second=4),
+        started_at=None,
+        observed_at=at(4),
+        raw={"log": 1},
+    )
+    span = with_(
+        log,
+        input_messages=[],
+        output_messages=[],
+        session_id="agent-trace",
+        model="gpt-5",
+        input_tokens=40,
+        output_tokens=3,
+        model_call_id="chatcmpl-1",
+        parent_span_id="p1",
+        started_at=at(1),
+        request={"temperature": 0.2},
+        degradations={"content_not_captured": 1},
+        raw={"span": 1},
+    )
+    other = call(
+        "d", [user("Thanks")], [assistant(TextPart("Bye."))], session="agent-trace", second=9
+    )
+    for order in ([span, log, other], [other, log, span]):
+        stats = DeriveStats()
+        groups = list(iter_sessions(sort_facts(order, stats), stats))
+        assert [(sid, _ids(calls)) for sid, calls in groups] == [("agent-trace", ["c", "d"])]
+        read = groups[0][1][0]
+        assert read == with_(
+            log,
+            session_id="agent-trace",
+            model="gpt-5",
+            input_tokens=40,
+            output_tokens=3,
+            model_call_id="chatcmpl-1",
+            parent_span_id="p1",
+            started_at=at(1),
+            request={"temperature": 0.2},
+        )
+        assert stats.duplicates == 1 and stats.richer_dropped == 0
+
+
+_FIELDS = ("session_id", "model", "input_tokens", "model_call_id", "started_at", "request")
+_VALUES: dict[str, list[Any]] = {
+    "session_id": [None, "s1", "s2"],
+    "model": [None, "gpt-5", "gpt-4o"],
+    "input_tokens": [None, 0, 12],  # 0 is a count, not an empty field
+    "model_call_id": [None, "r1"],
+    "started_at": [None, at(1), at(2)],
+    "request": [{}, {"temperature": 0.2}, {"seed": 7}],
+}
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    first=st.fixed_dictionaries({k: st.sampled_from(_VALUES[k]) for k in _FIELDS}),
+    others=st.lists(
+        st.fixed_dictionaries({k: st.sampled_from(_VALUES[k]) for k in _FIELDS}), max_size=3
+    ),
+)
+def test_a_fill_only_adds_what_the_first_capture_left_empty(
+    first: dict[str, Any], others: list[dict[str, Any]]
+) -> None:
+    base = call("c", [user("q")], [assistant(TextPart("a"))])
+    head = with_(base, **first, raw={"n": -1})
+    rest = [with_(base, input_messages=[], **o, raw={"n": i}) for i, o in enumerate(others)]
+    got = fill(head, rest)
+    assert (got.input_messages, got.output_messages, got.raw, got.degradations) == (
+        head.input_messages,
+        head.output_messages,
+        head.raw,
+        head.degradations,
+    )
+    for k in _FIELDS:
+        mine = getattr(head, k)
+        if mine not in (None, {}):
+            assert getattr(got, k) == mine  # never changed
+        else:  # the first other capture that has it, else still empty
+            found = [getattr(r, k) for r in rest if getattr(r, k) not in (None, {})]
+            assert getattr(got, k) == (found[0] if found else mine)

@@ -294,6 +294,20 @@ def test_an_answer_shaped_by_an_unseen_schema_is_held_back() -> None:
     assert kept.counts.skipped == {}
 
 
+@pytest.mark.parametrize(("kind", "profile"), [(k, p) for k, ps in SUPPORTED.items() for p in ps])
+def test_a_call_read_from_a_span_without_content_is_never_a_row(kind: str, profile: str) -> None:
+    """A span that kept only the call's metadata (content_not_captured, lossy) has no messages:
+    left out as degraded_fact, and with --keep-degraded still no row (nothing to learn from).
+    An SFT turn is checked for an output first; a DPO candidate needs an output to be one."""
+    bare = fact("m", [], [], tools=[], degradations={"content_not_captured": 1}, session="s")
+    fb = [feedback("m", 0.5), feedback("s", 0.5, kind="session")]
+    for keep, reason in ((False, "degraded_fact"), (True, "no_prompt")):
+        b = builder(kind, profile, fb=fb, keep_degraded=keep)
+        assert rows_of(b, segment(bare, session="s")) == []
+        expected = {"sft": {"no_output": 1}, "dpo": {}}.get(kind, {reason: 1})
+        assert b.counts.skipped == expected
+
+
 @pytest.mark.parametrize("profile", ["canonical", "trl", "openai", "axolotl"])
 def test_an_output_outside_the_assistant_role_is_no_target(profile: str) -> None:
     """An output recorded under another role teaches no assistant turn; OpenAI's weights and

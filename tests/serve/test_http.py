@@ -150,16 +150,19 @@ def test_non_object_spans_are_rejected_and_the_rest_stored(
     assert store.count() == 2
 
 
-def test_spans_without_content_are_accepted_with_a_warning(
+def test_spans_without_content_are_stored_with_their_metadata_and_a_warning(
     server: LiveServer, store: FactStore
 ) -> None:
+    """Capture off, or the content on log events: each span is kept as a capture of its call
+    holding the metadata only (content_not_captured), and the sender is told."""
     r = post(server.port, "/v1/traces", traces_pb(genai_spans("bare", 2, content=False)))
     assert r.status == 200
     resp = _trace_response(r.body)
     assert resp.HasField("partial_success")
     assert resp.partial_success.rejected_spans == 0  # a warning, not a rejection
-    assert "2 model-call spans carried no message content" in resp.partial_success.error_message
-    assert store.count() == 0
+    message = resp.partial_success.error_message
+    assert "2 model-call spans carried no message content: stored with their metadata" in message
+    assert store.count() == 2
 
 
 def test_a_translation_defect_becomes_a_counted_skip_not_a_crash() -> None:

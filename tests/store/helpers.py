@@ -60,9 +60,10 @@ def same(a: Any, b: Any) -> bool:
 
 
 def drop_summaries(url: str) -> list[str]:
-    """The statements that take a store back to before version 7 (session summaries)."""
+    """The statements that take a store back to before version 7 (session summaries), and so
+    before version 9 (call fills)."""
     docs = [] if url.startswith("postgres") else ["DROP TABLE session_docs"]
-    return ["DROP TABLE session_text", *docs, "DROP TABLE sessions"]
+    return ["DROP TABLE call_fills", "DROP TABLE session_text", *docs, "DROP TABLE sessions"]
 
 
 def raw_execute(url: str, *statements: str) -> list[Any]:

@@ -73,7 +73,24 @@ def _write(store: FactStore, facts: list[InferenceCall], rng: random.Random) -> 
     """The facts (some twice: a redelivery; some captured again) in random batches, in random
     order, some through ``insert_prepared`` (the receiver's path, which decodes bodies),
     feedback between."""
-    items = facts + [facts[i] for i in range(0, len(facts), 3)]
+    # a call split as openai-v2's default mode records it: a span with the metadata and no
+    # message, and log events with the messages alone (read filled with the span's metadata)
+    split = {i: facts[i] for i in range(2, len(facts), 5)}
+    items = [f for i, f in enumerate(facts) if i not in split]
+    for i, f in split.items():
+        items.append(msgspec.structs.replace(f, input_messages=[], output_messages=[]))
+        items.append(
+            msgspec.structs.replace(
+                f,
+                session_id=None,
+                model=None,
+                input_tokens=None,
+                output_tokens=None,
+                started_at=None,
+                raw={"events": i},
+            )
+        )
+    items += [facts[i] for i in range(0, len(facts), 3)]
     # another capture of a call: all the same but its source payload
     items += [msgspec.structs.replace(facts[i], raw={"log": i}) for i in range(1, len(facts), 4)]
     rng.shuffle(items)
@@ -274,7 +291,7 @@ def test_an_older_store_gains_its_summaries_and_text_index(store_url: str) -> No
         assert old.schema_version() == 6
         old.insert_facts([make_fact("c1", session_id="s-c", started_at=TIMES[1])])
     with open_store(store_url) as store:
-        assert store.schema_version() == LATEST == 8
+        assert store.schema_version() == LATEST == 9
         page = store.sessions()
         assert [(s.session_id, s.calls) for s in page.sessions] == [
             ("s-b", 1),

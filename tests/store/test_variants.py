@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lithify.core.codec import Decoder, encode
-from lithify.core.identity import Capture, agree, content_keys, lack, part_count
+from lithify.core.identity import Capture, agree, content_keys, fill, lack, part_count
 from lithify.derive.feedback import FeedbackIndex
 from lithify.derive.sessions import call_order_key, resolve_facts, sort_facts
 from lithify.model import Feedback, InferenceCall, Message, ReasoningPart, TextPart
@@ -56,11 +56,33 @@ def _span_and_log() -> tuple[InferenceCall, InferenceCall]:
     return span, msgspec.structs.replace(span, session_id=None, raw={"log": 1})
 
 
+def _metadata_span_and_log() -> tuple[InferenceCall, InferenceCall]:
+    """A span that recorded the call's metadata and no message (openai-v2's default mode), and
+    the log events of the same span: the messages, without session, model, usage or response
+    id. The call is read from the log events, filled with the span's metadata."""
+    log = make_fact("span-2", trace_id="t2", span_id="s2", observed_at=T1, raw={"log": 2})
+    span = msgspec.structs.replace(
+        log,
+        input_messages=[],
+        output_messages=[],
+        session_id="conv-2",
+        model="gpt-5",
+        input_tokens=40,
+        output_tokens=9,
+        model_call_id="chatcmpl-2",
+        started_at=T0,
+        degradations={"content_not_captured": 1},
+        raw={"span": 2},
+    )
+    return span, log
+
+
 # Contested calls of every shape (span and log event, span and proxy, three captures, a chain),
 # sessions whose column form is escaped, and an uncontested call.
 CAPTURES = [
     *captured_twice(),
     *_span_and_log(),
+    *_metadata_span_and_log(),
     make_fact("nul-span", session_id="a\x00b", started_at=T0, model_call_id="r-nul"),
     make_fact("nul-proxy", session_id=None, started_at=T0, model_call_id="r-nul", source="proxy"),
     make_fact("alone", session_id="conv-1", started_at=T0),
@@ -171,14 +193,21 @@ def test_the_capture_that_lacks_least_is_kept(new_store_url: Callable[[], str], 
 
 
 def test_every_capture_of_a_call_can_be_listed_with_the_one_kept(store_url: str) -> None:
-    kept = {encode(f) for f in resolve_facts(CAPTURES)[0]}
     with open_store(store_url) as store:
         store.insert_facts(CAPTURES)
         for capture in CAPTURES:
             listed = store.captures(capture.inference_call_id)
             bodies = [encode(c.fact) for c in listed]
             assert encode(capture) in bodies  # a capture is listed with the others of its call
-            assert [c.first for c in listed] == [b in kept for b in bodies]
+            calls: dict[str, list[Any]] = {}
+            for c in listed:
+                calls.setdefault(c.call_id, []).append(c)
+            assert [c.first for c in listed] == [calls[c.call_id][0] is c for c in listed]
+            # The call is read as its first capture, with what it left empty from the others.
+            for call_id, group in calls.items():
+                first, *others = (c.fact for c in group)
+                read = fill(msgspec.structs.replace(first, inference_call_id=call_id), others)
+                assert encode(store.get_fact(call_id)) == encode(read)
             # In the rule's rank order: what they lack, then time.
             assert [lack(c.fact) for c in listed] == sorted(lack(c.fact) for c in listed)
             # Each names its call: the id of the call's first capture.
@@ -271,13 +300,18 @@ def _contested_captures(draw: st.DrawFn) -> list[InferenceCall]:
     for n in range(draw(st.integers(2, 7))):
         steps = [ReasoningPart("Think.")] * draw(st.integers(0, 2))
         text = TextPart("Sunny in Paris." if draw(st.booleans()) else "Sunny")
+        # Now and then a span that recorded the call's metadata alone (no message).
+        bare = draw(st.integers(0, 3)) == 0
         out.append(
             make_fact(
                 draw(st.sampled_from("abc")),
                 model_call_id=draw(st.sampled_from([None, "m1", "m2"])),
                 session_id=draw(st.sampled_from([None, "s1", "s2"])),
                 started_at=draw(st.sampled_from([None, T0, T1])),
-                output_messages=_answer(*steps, text),
+                model=draw(st.sampled_from([None, "gpt-5", "gpt-4o"])),
+                input_tokens=draw(st.sampled_from([None, 0, 12])),
+                input_messages=[] if bare else [Message("user", [TextPart("Weather?")])],
+                output_messages=[] if bare else _answer(*steps, text),
                 raw={"capture": n},
             )
         )
@@ -299,11 +333,20 @@ def test_any_captures_in_any_order_give_what_the_rule_gives(
     # other (else they would be one); each other capture agrees with a call that lacks no more.
     assert len({f.inference_call_id for f in kept}) == len(kept)
     view = {encode(f): _view(f) for f in captures}
-    for x, y in itertools.combinations(kept, 2):
+    # Each call's first capture (its raw is the call's: a fill takes metadata only).
+    firsts = [next(c for c in captures if c.raw == k.raw) for k in kept]
+    for x, y in itertools.combinations(firsts, 2):
         if x.model_call_id is not None and x.model_call_id == y.model_call_id:
             assert not agree(_view(x), _view(y))
     for d in dropped:
-        assert any(agree(view[encode(d)], _view(k)) and lack(k) <= lack(d) for k in kept)
+        assert any(agree(view[encode(d)], _view(k)) and lack(k) <= lack(d) for k in firsts)
+    for k, first in zip(kept, firsts, strict=True):  # the fill adds, it never changes
+        assert (k.input_messages, k.output_messages) == (
+            first.input_messages,
+            first.output_messages,
+        )
+        for name in ("session_id", "model", "input_tokens", "model_call_id", "started_at"):
+            assert getattr(first, name) in (None, getattr(k, name))
     order = data.draw(st.permutations(captures))
     cuts = data.draw(st.lists(st.integers(0, len(order)), max_size=3))
     url = new_store_url()
@@ -390,7 +433,7 @@ def test_a_version_2_store_opens_migrated_and_keeps_its_facts(store_url: str) ->
     with open_store(store_url, migrations=MIGRATIONS[:2]) as old:
         assert old.schema_version() == 2
     with open_store(store_url) as store:
-        assert store.schema_version() == LATEST == 8
+        assert store.schema_version() == LATEST == 9
         assert store.count() == 2
         assert same(store.get_fact(span.inference_call_id), span)
         assert _encoded(store.iter_facts(SESSION)) == _encoded(sort_facts([span, other]))
@@ -424,6 +467,40 @@ def test_an_older_store_decides_its_calls_anew(store_url: str, version: int) -> 
         assert _encoded(store.iter_facts(SESSION)) == _encoded(sort_facts(CAPTURES))
         assert store.count_dropped() == len(resolve_facts(CAPTURES)[1]) > 0
         assert store.stats().id_collisions == 2
+
+
+def test_a_version_8_store_reads_its_calls_filled(store_url: str) -> None:
+    """Version 8 ranked a capture without message parts by its session alone, and read a call
+    as its first capture: opened by this version, the index is built again and each call is
+    read with the metadata its other captures hold (the span's session, model and usage)."""
+    span, log = _metadata_span_and_log()
+    # As version 8 decided it: the span (it has the session) first, the log events dropped.
+    span_id = span.inference_call_id
+    with open_store(store_url) as store:
+        store.insert_facts(CAPTURES)
+    raw_execute(
+        store_url,
+        "DROP TABLE call_fills",
+        f"UPDATE fact_captures SET kept = 1 - kept WHERE inference_call_id = '{span_id}'",
+        f"UPDATE fact_captures SET call = (SELECT digest FROM fact_captures AS c WHERE "
+        f"c.inference_call_id = '{span_id}' AND c.kept = 1) WHERE inference_call_id = '{span_id}'",
+        "DELETE FROM schema_version WHERE version > 8",
+    )
+    with open_store(store_url, migrations=MIGRATIONS[:8]) as old:
+        assert old.schema_version() == 8
+        assert same(old.get_fact(span.inference_call_id), span)  # the content-less span
+    with open_store(store_url) as store:
+        assert store.schema_version() == LATEST
+        assert _encoded(store.iter_facts(SESSION)) == _encoded(sort_facts(CAPTURES))
+        read = store.get_fact(span.inference_call_id)
+        assert read is not None and read.raw == log.raw
+        assert (read.session_id, read.model, read.input_tokens, read.model_call_id) == (
+            "conv-2",
+            "gpt-5",
+            40,
+            "chatcmpl-2",
+        )
+        assert read.input_messages == log.input_messages and read.degradations == {}
 
 
 def test_a_new_call_sharing_an_id_with_a_variant_joins_its_call(store_url: str) -> None:

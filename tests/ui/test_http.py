@@ -458,3 +458,34 @@ def test_every_page_links_its_json_twin(viewer: Running) -> None:
         "csrf": _csrf(viewer), "model": "gpt-4o", "action": "good"}).encode(), FORM)  # fmt: skip
     assert form.status == 200 and b"Labelled 2 of 2 sessions" in form.body
     assert b'class="twin"' not in form.body
+
+
+def test_calls_without_a_time_or_without_messages_show(store: FactStore) -> None:
+    """A call whose capture has no time (a file without one) has no day on the chart: the
+    overview still renders, and counts it. A span that kept only its metadata (capture off) is a
+    call without messages: its session shows it with its model and the degradation."""
+    from tests.store.helpers import make_fact
+
+    untimed = make_fact("untimed", session_id="no-time")
+    bare = make_fact(
+        "bare",
+        session_id="capture-off",
+        started_at="2025-06-02T08:00:00Z",
+        model="gpt-5",
+        input_tokens=12,
+        input_messages=[],
+        output_messages=[],
+        degradations={"content_not_captured": 1},
+    )
+    store.insert_facts([untimed, bare])
+    with running(store) as v:
+        overview = _get(v, "/")
+        activity = _get(v, "/api/overview").json()["activity"]
+        session = _get(v, "/sessions/capture-off")
+        twin = _get(v, "/api/sessions/capture-off").json()
+    assert overview.status == 200 and b'<svg class="chart"' in overview.body
+    assert {"", "2025-06-01", "2025-06-02"} <= {a["day"] for a in activity}
+    assert session.status == 200
+    assert b"gpt-5" in session.body and b"content_not_captured" in session.body
+    [segment] = twin["segments"]
+    assert [t["call_id"] for t in segment["turns"]] == [bare.inference_call_id]

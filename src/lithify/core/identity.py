@@ -51,10 +51,11 @@ def part_count(fact: InferenceCall) -> int:
 
 
 def lack(fact: InferenceCall) -> int:
-    """What a capture lacks, as one integer that ranks a call's captures (the least first): a
-    session (without one the call leaves its trajectory), then message parts (a capture that
-    lost a reasoning step or a tool result has fewer), then content, as the bytes of its
-    messages and tools in JSON (an instrumentation may cut text short)."""
+    """What a capture lacks, as one integer that ranks a call's captures (the least first):
+    any message part (a span that recorded only the call's metadata, its content on log
+    events), then a session (without one the call leaves its trajectory), then message parts (a
+    capture that lost a reasoning step or a tool result has fewer), then content, as the bytes
+    of its messages and tools in JSON (an instrumentation may cut text short)."""
     parts = part_count(fact)
     content = (fact.input_messages, fact.output_messages, fact.tools)
     try:
@@ -62,10 +63,53 @@ def lack(fact: InferenceCall) -> int:
     except (UnicodeEncodeError, TypeError, ValueError):  # lone surrogates, 2⁶⁴ and beyond
         size = len(repr(content))
     return (
-        ((fact.session_id is None) << 60)
+        ((parts == 0) << 61)
+        | ((fact.session_id is None) << 60)
         | ((_PARTS - min(parts, _PARTS)) << _PARTS_AT)
         | (_SIZE - min(size, _SIZE))
     )
+
+
+# What a call's first capture may leave empty and another capture of the call may hold: the
+# call's metadata, never its messages, degradations or raw (those stay the capture's own).
+_FILLED = (
+    "session_id",
+    "trace_id",
+    "span_id",
+    "parent_span_id",
+    "provider",
+    "model",
+    "tools",
+    "request",
+    "input_tokens",
+    "output_tokens",
+    "duration_ms",
+    "started_at",
+    "observed_at",
+    "model_call_id",
+)
+
+
+def _empty(value: Any) -> bool:
+    return value is None or (isinstance(value, list | dict) and not value)
+
+
+def fill(first: InferenceCall, others: Iterable[InferenceCall]) -> InferenceCall:
+    """The fact a call is read as: its first capture, each metadata field it left empty (None,
+    or no tools or request parameters at all) taken from the first of the call's other captures
+    (in rank order) that has it. A span may hold a call's model, usage, session and response id
+    while its log events hold the messages (docs/store.md, Call identity)."""
+    missing = [name for name in _FILLED if _empty(getattr(first, name))]
+    if not missing:
+        return first
+    found: dict[str, Any] = {}
+    for other in others:
+        for name in missing:
+            if name not in found and not _empty(value := getattr(other, name)):
+                found[name] = value
+        if len(found) == len(missing):
+            break
+    return msgspec.structs.replace(first, **found) if found else first
 
 
 def lacked_parts(value: int) -> int:

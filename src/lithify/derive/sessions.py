@@ -19,6 +19,7 @@ from lithify.core.identity import (
     assign,
     capture_digest,
     content_keys,
+    fill,
     lack,
     lacked_parts,
 )
@@ -143,20 +144,26 @@ def _resolve(
                 seen.add(c.digest)
                 unique.append((c, f))
         read: dict[bytes, int] = {}  # a call → the parts field of its first capture's lack
+        at: dict[bytes, int] = {}  # a call → its first capture's place in ``kept``
+        others: dict[bytes, list[InferenceCall]] = {}  # a call → its other captures, ranked
         for (c, f), a in zip(unique, assign(c for c, _ in unique), strict=True):
             call_id = uncol(a.call_id) or ""
             names.append((f.inference_call_id, call_id, a.call == c.digest))
             if a.call != c.digest:
                 dropped.append(f)
+                others.setdefault(a.call, []).append(f)
                 # A call's first capture ranks before its others: ``read`` has it already.
                 if richer is not None and lacked_parts(c.lack) < read[a.call]:
                     richer.append(f)
                 continue
             read[c.digest] = lacked_parts(c.lack)
+            at[c.digest] = len(kept)
             if a.call_id != c.inference_call_id:
                 kept.append(msgspec.structs.replace(f, inference_call_id=call_id))
             else:
                 kept.append(f)
+        for call, more in others.items():
+            kept[at[call]] = fill(kept[at[call]], more)
     kept.sort(key=call_order_key)  # calls have distinct ids: no ties
     return kept, dropped, names
 

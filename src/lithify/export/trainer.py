@@ -78,7 +78,8 @@ SKIP_REASONS: dict[str, str] = {
 # ``content_reference`` is not one: a file or uri part records where the content was, and each
 # profile decides what a reference can become (``media_reference`` when nothing).
 # ``output_schema`` is: the schema that shaped the answer was part of what the model saw, and a
-# row without it teaches that shape unprompted.
+# row without it teaches that shape unprompted. ``content_not_captured`` is: a call read from a
+# span that kept only its metadata has no messages at all.
 LOSSY_DEGRADATIONS = frozenset(
     {
         "unsupported_content",
@@ -89,6 +90,7 @@ LOSSY_DEGRADATIONS = frozenset(
         "unsupported_tool",
         "malformed_media",
         "output_schema",
+        "content_not_captured",
     }
 )
 

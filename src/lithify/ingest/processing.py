@@ -46,11 +46,18 @@ _RPC_CODE = {400: 3, 401: 16, 404: 5, 405: 12, 408: 4, 413: 8, 415: 3, 429: 8, 4
 # Units that could not be taken: a defect met them, or they were not OTLP objects at all.
 REJECTED = frozenset({"translator_error", "undecodable"})
 # Taken, but worth telling the sender: capture is off, or events cannot be tied to a call.
+_CAPTURE_ON = "turn content capture on, e.g. OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 _WARN = {
+    # Log records without content, and spans without span context (nothing could join them).
     "content_not_captured": "{n} model-call {unit} carried no message content, so gave no fact "
-    "(turn content capture on, e.g. OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT)",
+    f"({_CAPTURE_ON})",
     "uncorrelated_events": "{n} per-message log events had no span context and gave no fact",
 }
+# Spans without content are kept for their metadata (degradation content_not_captured).
+_METADATA_ONLY = (
+    "{n} model-call {unit} carried no message content: stored with their metadata only, read "
+    f"with the content of their log events when those hold it (else {_CAPTURE_ON})"
+)
 
 
 class BodyTooLarge(Exception):
@@ -306,10 +313,12 @@ def process(
     feedback: list[Feedback] = []
     skipped: Counter[str] = Counter()
     failures: list[Skip] = []
+    metadata_only = 0
     for r in _guarded(translated):
         if isinstance(r, InferenceCall):
             facts.append(r)
             out.degraded += bool(r.degradations)
+            metadata_only += "content_not_captured" in r.degradations
         elif isinstance(r, Feedback):
             feedback.append(r)
         elif r.reason in REJECTED:
@@ -335,6 +344,8 @@ def process(
     for reason, template in _WARN.items():
         if skipped.get(reason):
             out.warnings.append(template.format(n=skipped[reason], unit=unit))
+    if metadata_only:
+        out.warnings.append(_METADATA_ONLY.format(n=metadata_only, unit=unit))
     return out
 
 

@@ -21,13 +21,14 @@ from lithify.core.identity import (
     assign,
     capture_digest,
     content_keys,
+    fill,
     lack,
     lacked_parts_sql,
 )
 from lithify.model import InferenceCall
 from lithify.store._backend import Backend
 from lithify.store._query import Cursor, Query, _and, _select_in, fact_where
-from lithify.store._rows import FACT_COLUMNS, VARIANT_COLUMNS
+from lithify.store._rows import FACT_COLUMNS, VARIANT_COLUMNS, fact_row, now
 from lithify.store._text import _fact_decoder
 from lithify.store._types import FactFilter, InsertResult, StoredCapture
 
@@ -84,6 +85,8 @@ _RANK = "(lack, sort_at, inference_call_id, digest)"
 
 # Whether any call has several captures: most stores have none, and read and write as before.
 _ANY_CAPTURE = "SELECT 1 FROM fact_captures LIMIT 1"
+# The first captures of the calls read as their fills (``identity.fill``).
+_FILLED = "(SELECT digest FROM call_fills)"
 
 # What became of each inserted row: a new call, a redelivery, or another capture of a call.
 _STORED, _DUPLICATE, _VARIANT = range(3)
@@ -249,6 +252,8 @@ def _resolved(
 class CaptureIndex(Backend):
     """The capture index's half of a store."""
 
+    _fills = True  # the schema has call_fills (migration 9)
+
     def _contested(self, cur: Cursor) -> bool:
         """Whether any call has several captures."""
         cur.execute(_ANY_CAPTURE)
@@ -262,11 +267,13 @@ class CaptureIndex(Backend):
         own: bool,
         collisions: list[str],
         touched: set[str] | None = None,
+        fills: list[tuple[Any, ...]] | None = None,
     ) -> None:
         """Keep the colliding rows that differ from every stored capture of their call as
         variants (their outcome becomes ``_VARIANT``), and index every capture of the calls
         they contest in fact_captures; the sessions of the captures indexed or decided again
-        go to ``touched`` (their calls may have changed)."""
+        go to ``touched`` (their calls may have changed), the fills written to ``fills`` (as
+        facts rows, for the text index)."""
         collided = [i for i, o in enumerate(outcomes) if o == _DUPLICATE]
         contested = self._contested(cur)
         if not collided and not contested:
@@ -311,7 +318,7 @@ class CaptureIndex(Backend):
         if differing:
             self._keep_variants(cur, rows, outcomes, differing, stored, captures, new)
         if captures:
-            decided = self._index_captures(cur, list(captures.values()), collisions, touched)
+            decided = self._index_captures(cur, list(captures.values()), collisions, touched, fills)
             _classify(outcomes, new, decided)
             if touched is not None:
                 touched.update(c[_SESSION] for c in captures.values())
@@ -361,6 +368,8 @@ class CaptureIndex(Backend):
         cur.execute(f"SELECT {', '.join(_CAPTURED)}, {self._variant_body} FROM fact_variants")
         join = self._cur_joiner(cur)
         variants = [(*v[:-1], join(v[-1])) for v in cur.fetchall()]
+        if self._fills:
+            cur.execute("DELETE FROM call_fills")
         if not variants:
             return
         captures: dict[bytes, tuple[Any, ...]] = {}
@@ -383,6 +392,7 @@ class CaptureIndex(Backend):
         captures: list[tuple[Any, ...]],
         collisions: list[str] | None = None,
         touched: set[str] | None = None,
+        fills: list[tuple[Any, ...]] | None = None,
     ) -> dict[bytes, Assignment]:
         """Add captures to fact_captures, then decide again which call each capture belongs
         to wherever the new ones may change it; the calls of the captures decided and of the
@@ -439,7 +449,62 @@ class CaptureIndex(Backend):
                     f"UPDATE fact_captures SET {' = ?, '.join(_DECISION)} = ? WHERE digest = ?",
                     (a.call, a.call_id, int(a.collided), kept, digest),
                 )
+        if self._fills:
+            self._fill_calls(cur, decided, touched, fills)
         return decided
+
+    def _fill_calls(
+        self,
+        cur: Cursor,
+        decided: dict[bytes, Assignment],
+        touched: set[str] | None,
+        fills: list[tuple[Any, ...]] | None,
+    ) -> None:
+        """Write again the fills (``call_fills``) of the calls of these decisions: each call
+        read with what its first capture left empty taken from its others (``identity.fill``),
+        where that differs from the first capture; their sessions go to ``touched``, and the
+        fills, as facts rows, to ``fills``."""
+        calls = {a.call for a in decided.values()}
+        _select_in(
+            cur, "DELETE FROM call_fills WHERE digest", calls | decided.keys(), " RETURNING 1"
+        )
+        groups: dict[bytes, list[tuple[Any, ...]]] = {}
+        # By call id (indexed; each call has its own): every capture of those calls.
+        found = _captures_in(cur, "call_id", {a.call_id for a in decided.values()})
+        for c in sorted(found, key=_rank):
+            groups.setdefault(bytes(c[_CALL]), []).append(c)
+        contested = [g for g in groups.values() if len(g) > 1]
+        if not contested:
+            return
+        bodies = self._capture_bodies(cur, [c for g in contested for c in g])
+        at = now()
+        rows: list[tuple[Any, ...]] = []
+        blobs: dict[bytes, bytes] = {}
+        for g in contested:
+            # A call's first capture ranks before its others.
+            first, *others = (_fact_decoder.decode(bodies[bytes(c[0])]) for c in g)
+            filled = fill(first, others)
+            if filled is first:
+                continue
+            row = fact_row(filled, at)
+            stored, found = codec.split_blobs(row[-1], self.blob_min)
+            blobs.update(found)
+            rows.append((bytes(g[0][0]), *row[:-1], self._pack(stored)))
+            if touched is not None:
+                touched.add(row[FACT_COLUMNS.index("session_id")])
+        if blobs:
+            self._insert_blobs(cur, blobs)
+        if rows:
+            self._insert(cur, "call_fills", VARIANT_COLUMNS, rows)
+            if fills is not None:
+                fills.extend(r[1:] for r in rows)
+
+    def _fill_conds(self) -> tuple[str, str]:
+        """SQL conditions to append on fact_captures: ``OR`` its capture is read as a fill, and
+        ``AND`` it is not (empty without call_fills)."""
+        if not self._fills:
+            return "", ""
+        return f" OR digest IN {_FILLED}", f" AND digest NOT IN {_FILLED}"
 
     def _call_bodies(
         self, query: Query, where: str, params: list[Any], order: str, contested: bool
@@ -457,9 +522,10 @@ class CaptureIndex(Backend):
             params,
         )
         # facts rows that are not the first capture of their call, or are read under another id
+        filled, unfilled = self._fill_conds()
         dropped = query(
             f"SELECT {order} FROM fact_captures{_and(where, 'variant = 0')} AND "
-            f"(kept = 0 OR call_id <> inference_call_id) ORDER BY {order}",
+            f"(kept = 0 OR call_id <> inference_call_id{filled}) ORDER BY {order}",
             params,
         )
         # the first captures read in their place, ordered by their calls' ids: variants, and
@@ -474,7 +540,8 @@ class CaptureIndex(Backend):
             "SELECT call_id FROM fact_captures AS c WHERE c.digest = v.digest",
             self._variant_body,
             "fact_variants AS v",
-            "digest IN (SELECT digest FROM fact_captures WHERE variant = 1 AND kept = 1)",
+            f"digest IN (SELECT digest FROM fact_captures WHERE variant = 1 AND kept = 1"
+            f"{unfilled})",
         )
         renamed = firsts(
             "SELECT call_id FROM fact_captures AS c "
@@ -482,12 +549,22 @@ class CaptureIndex(Backend):
             self._fact_body,
             self._fact_from,
             "inference_call_id IN (SELECT inference_call_id FROM fact_captures "
-            "WHERE variant = 0 AND kept = 1 AND call_id <> inference_call_id)",
+            f"WHERE variant = 0 AND kept = 1 AND call_id <> inference_call_id{unfilled})",
         )
+        parts = [variants, renamed]
+        if self._fills:  # calls read as their fills, at the fill's place
+            parts.append(
+                firsts(
+                    "SELECT call_id FROM fact_captures AS c WHERE c.digest = f.digest",
+                    self._variant_body,
+                    "call_fills AS f",
+                    "1 = 1",
+                )
+            )
         kept = query(
-            f"SELECT * FROM ({variants} UNION ALL {renamed}) AS k "
+            f"SELECT * FROM ({' UNION ALL '.join(parts)}) AS k "
             f"ORDER BY {', '.join([*keys, 'call_id'])}",
-            params + params,
+            params * len(parts),
         )
         yield from _resolved(main, dropped, kept, order.count(",") + 1)
 
@@ -507,6 +584,18 @@ class CaptureIndex(Backend):
         ):
             bodies[bytes(digest)] = join(body)
         return bodies
+
+    def _call_body(self, cur: Cursor, first: tuple[Any, ...]) -> bytes:
+        """The codec bytes a call is read as, from its first capture's fact_captures row: its
+        fill, else that capture."""
+        if self._fills:
+            cur.execute(
+                f"SELECT {self._variant_body} FROM call_fills WHERE digest = ?", (first[0],)
+            )
+            row = cur.fetchone()
+            if row is not None:
+                return self._cur_joiner(cur)(row[0])
+        return self._capture_bodies(cur, [first])[bytes(first[0])]
 
     def captures(self, inference_call_id: str) -> list[StoredCapture]:
         """Every stored capture of the call this id names (a call id, or a capture's id), and
@@ -554,15 +643,18 @@ class CaptureIndex(Backend):
 
     def _calls(self, cur: Cursor) -> str:
         """What to select calls from: the facts table, or (when captures share ids) the first
-        capture of every call, on its own columns, as a table named ``facts``."""
+        capture of every call (its fill where it has one), on its own columns, as a table named
+        ``facts``."""
         if not self._contested(cur):
             return "facts"
         cols = ", ".join(FACT_COLUMNS[:-1])
+        filled, unfilled = self._fill_conds()
+        fills = f" UNION ALL SELECT {cols} FROM call_fills" if self._fills else ""
         return (
             f"(SELECT {cols} FROM facts WHERE inference_call_id NOT IN (SELECT "
-            f"inference_call_id FROM fact_captures WHERE variant = 0 AND kept = 0) UNION ALL "
-            f"SELECT {cols} FROM fact_variants WHERE digest IN (SELECT digest FROM "
-            f"fact_captures WHERE variant = 1 AND kept = 1)) AS facts"
+            f"inference_call_id FROM fact_captures WHERE variant = 0 AND (kept = 0{filled})) "
+            f"UNION ALL SELECT {cols} FROM fact_variants WHERE digest IN (SELECT digest FROM "
+            f"fact_captures WHERE variant = 1 AND kept = 1{unfilled}){fills}) AS facts"
         )
 
     @staticmethod
@@ -600,7 +692,7 @@ class CaptureIndex(Backend):
         def q(cur: Cursor) -> tuple[bytes, str] | None:
             if self._contested(cur):
                 for c in _captures_in(cur, "call_id", {key}, " AND kept = 1"):
-                    return self._capture_bodies(cur, [c])[bytes(c[0])], c[_CALL_ID]
+                    return self._call_body(cur, c), c[_CALL_ID]
             for f in self._stored_facts(cur, "inference_call_id", {key}):
                 return bytes(f[-1]), key
             return None

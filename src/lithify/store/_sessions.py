@@ -318,7 +318,10 @@ class SessionQueries(CaptureIndex):
 
     def _fill_text(self, cur: Cursor) -> None:
         join = self._cur_joiner(cur)
-        for table, body in (("facts", self._fact_body), ("fact_variants", self._variant_body)):
+        tables = [("facts", self._fact_body), ("fact_variants", self._variant_body)]
+        if self._fills:  # a call read as its fill is in the fill's session
+            tables.append(("call_fills", self._variant_body))
+        for table, body in tables:
             source = self._fact_from if table == "facts" else table
             order = "session_id, sort_at, inference_call_id"
             stream = self._rows_of(

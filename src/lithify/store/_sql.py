@@ -16,6 +16,7 @@ from lithify.store._captures import (
     _ANY_CAPTURE,
     _DUPLICATE,
     _STORED,
+    _VARIANT,
     _CapturesBusy,
     _result,
     named,
@@ -49,7 +50,7 @@ from lithify.store._types import (
     TokenExists,
     TokenInfo,
 )
-from lithify.store.migrations import SCHEMA_VERSION_TABLE, SESSIONS_VERSION
+from lithify.store.migrations import FILLS_VERSION, SCHEMA_VERSION_TABLE, SESSIONS_VERSION
 
 # A write's facts rows as ordered, their outcomes, the sessions decided again, their text notes.
 _Noted = tuple[list[Any], list[int], set[str], list[TextNote | None]]
@@ -81,6 +82,7 @@ class SqlStore(SessionQueries):
     def _migrate(self) -> None:
         latest = self.migrations[-1].version if self.migrations else 0
         self._summarized = self._keep_summaries and latest >= SESSIONS_VERSION
+        self._fills = latest >= FILLS_VERSION
 
         def up_to_date(cur: Cursor) -> bool:
             cur.execute(_HAS_VERSIONS[self.dialect])
@@ -177,14 +179,28 @@ class SqlStore(SessionQueries):
                 outcomes.append(_DUPLICATE)
         if table == "facts":
             touched: set[str] = set()
+            fills: list[tuple[Any, ...]] = []
             self._keep_captures(
-                cur, ordered, outcomes, own, [] if collisions is None else collisions, touched
+                cur,
+                ordered,
+                outcomes,
+                own,
+                [] if collisions is None else collisions,
+                touched,
+                fills,
             )
             noted = [notes[i] for i in order] if len(notes) == len(rows) else [None] * len(rows)
+            # The fills' text too: a call read as its fill is in the fill's session.
+            written = (
+                [*ordered, *fills],
+                [*outcomes, *[_VARIANT] * len(fills)],
+                touched,
+                [*noted, *[None] * len(fills)],
+            )
             if sessions is None:
-                self._note_sessions(cur, ordered, outcomes, touched, noted)
+                self._note_sessions(cur, *written)
             else:
-                sessions.append((ordered, outcomes, touched, noted))
+                sessions.append(written)
         out = [_STORED] * len(rows)
         for j, i in enumerate(order):
             out[i] = outcomes[j]

@@ -408,6 +408,36 @@ _V7_POSTGRES = (
 _V8_POSTGRES = (_lz4("session_text.text", "sessions.texts"),)
 
 
+# A call is read as its first capture with the metadata it left empty taken from its other
+# captures (core/identity.py, fill): a span holds the model, usage and session, its log events
+# the messages. `call_fills` keeps, for each call whose read differs from its first capture,
+# that read as a fact, under the first capture's digest, with the query columns of `facts`; it
+# is derived from the captures, like the index, and rebuilt with it. The rank now puts a
+# capture without message parts last: the index is built again.
+def _v9(blob: str, text: str, bigint: str, json: str) -> tuple[str, ...]:
+    return (
+        "DELETE FROM fact_captures",
+        f"""CREATE TABLE call_fills (
+        digest {blob} PRIMARY KEY,
+        inference_call_id {text} NOT NULL,
+        model_call_id {text},
+        session_id {text},
+        trace_id {text},
+        span_id {text},
+        provider {text},
+        model {text},
+        source {text} NOT NULL,
+        started_at {text},
+        observed_at {text},
+        sort_at {text} NOT NULL,
+        input_tokens {bigint},
+        output_tokens {bigint},
+        degradations {json} NOT NULL,
+        ingested_at {text} NOT NULL,
+        body {blob} NOT NULL)""",
+    )
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "facts and feedback", _V1_SQLITE, _V1_POSTGRES),
     Migration(2, "ingest tokens; lz4 body compression", _V2_SQLITE, _V2_POSTGRES),
@@ -431,8 +461,17 @@ MIGRATIONS: tuple[Migration, ...] = (
         rebuild_sessions=True,
     ),
     Migration(8, "lz4 for the text index's documents (PostgreSQL)", (), _V8_POSTGRES),
+    Migration(
+        9,
+        "calls read with the metadata their other captures hold; captures without message "
+        "parts ranked last",
+        _v9("BLOB", "TEXT", "INTEGER", "TEXT"),
+        (*_v9("BYTEA", 'TEXT COLLATE "C"', "BIGINT", "JSONB"), _lz4("call_fills.body")),
+        rebuild_captures=True,
+    ),
 )
 
 SESSIONS_VERSION = 7  # the first version with the session summaries
+FILLS_VERSION = 9  # the first version with call_fills
 
 LATEST = MIGRATIONS[-1].version

@@ -953,9 +953,14 @@ def span_content(
     if content is not None:
         return content
     if _references(attrs, deg):
-        tools = _tools(attrs[TOOLS], deg) if _present(attrs, TOOLS) else []
-        return Content(SOURCE, tools=tools)
+        return Content(SOURCE, tools=span_tools(attrs, deg))
     return None
+
+
+def span_tools(attrs: dict[str, Any], deg: Degradations) -> list[ToolDefinition]:
+    """The tools a span says the call offered (``gen_ai.tool.definitions``), content or not:
+    Pydantic AI keeps them on a span whose messages are log events."""
+    return _tools(attrs[TOOLS], deg) if _present(attrs, TOOLS) else []
 
 
 def _attribute_events(value: Any, deg: Degradations) -> list[dict[str, Any]]:
@@ -1100,7 +1105,7 @@ def _event_content(
             )
     outputs = [*completion, *group.outputs()]
     if not group.b.captured([*prompt, *group.inputs, *outputs]):
-        return None  # capture off: the span is skipped as content_not_captured
+        return None  # capture off: a span of metadata only (telemetry.translate_span)
     tools = _tools(attrs[TOOLS], deg) if _present(attrs, TOOLS) else []
     return Content(SOURCE, [*prompt, *group.inputs], outputs, tools)
 

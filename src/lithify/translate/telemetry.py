@@ -15,7 +15,7 @@ from lithify.core.hashing import stable_hash
 from lithify.model import Feedback, InferenceCall, Skip
 from lithify.translate import feedback, genai, openinference, openllmetry
 from lithify.translate._common import Degradations
-from lithify.translate._telemetry import build, session_of, timing
+from lithify.translate._telemetry import Content, build, session_of, timing
 from lithify.translate.otlp import LogRecord, Span
 
 _EXTRACTORS = (genai.span_content, openllmetry.span_content, openinference.span_content)
@@ -50,6 +50,15 @@ def is_model_call(attrs: dict[str, Any]) -> bool:
     return any(k in attrs for k in _GENAI_MARKERS)
 
 
+def _convention(attrs: dict[str, Any]) -> str:
+    """The source of a span without content, by the convention its metadata keys follow."""
+    if "openinference.span.kind" in attrs or "llm.model_name" in attrs:
+        return openinference.SOURCE
+    if "llm.request.type" in attrs or any(k.startswith("traceloop.") for k in attrs):
+        return openllmetry.SOURCE
+    return genai.SOURCE
+
+
 def _span_identity(trace_id: str | None, span_id: str | None) -> tuple[Any, ...] | None:
     return ("otlp", trace_id, span_id) if trace_id and span_id else None
 
@@ -57,7 +66,8 @@ def _span_identity(trace_id: str | None, span_id: str | None) -> tuple[Any, ...]
 def translate_span(
     span: Span, *, under_agent: bool = False, raw: Any = None
 ) -> InferenceCall | Skip:
-    """One span to a fact; ``raw`` overrides what is kept (a flat attribute map keeps itself)."""
+    """One span to a fact; ``raw`` overrides what is kept (a flat attribute map keeps itself).
+    A model-call span without content gives its metadata only (``content_not_captured``)."""
     attrs = span.attributes
     if is_agent_span(attrs):
         # An agent run span may repeat the run's messages (Pydantic AI's pydantic_ai.all_messages
@@ -76,9 +86,18 @@ def translate_span(
         if content is not None:
             break
     else:
-        if is_model_call(attrs):
-            return Skip("content_not_captured", f"span {span.name!r} ({span.span_id})")
-        return Skip("not_genai", f"span {span.name!r}")
+        if not is_model_call(attrs):
+            return Skip("not_genai", f"span {span.name!r}")
+        if not (span.trace_id and span.span_id):
+            # Nothing could join it to the capture that holds the content.
+            return Skip("content_not_captured", f"span {span.name!r} without span context")
+        # Capture off, or the content on log events (openai-v2's default mode): the span still
+        # holds the call's model, usage, response id, sampling and session. A metadata-only
+        # capture of the call, ranked after any capture with messages (docs/store.md, Call
+        # identity). What an extractor counted before finding no content is not the fact's.
+        deg = Degradations()
+        deg.add("content_not_captured")
+        content = Content(_convention(attrs), tools=genai.span_tools(attrs, deg))
     deg.add("invalid_text", span.repaired)
     session = session_of(attrs)
     if session is None and under_agent and span.trace_id:

@@ -12,7 +12,7 @@ import shutil
 import tempfile
 import zipfile
 from collections.abc import Iterable, Iterator
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import IO, Any
 from urllib.parse import urlencode
@@ -100,18 +100,27 @@ CHART_HEIGHT = 120  # the overview chart's bars, in SVG units (the picture scale
 CHART_DAYS = 30  # the narrowest chart, in days
 
 
+def _date(text: str) -> date | None:
+    try:
+        return date.fromisoformat(text)
+    except ValueError:
+        return None
+
+
 def chart(activity: list[dict[str, Any]], key: str) -> dict[str, Any]:
     """Bars of ``key`` per day as SVG geometry: one unit-wide bar a day, gaps for days
-    without calls, heights scaled to the largest."""
-    if not activity:
+    without calls, heights scaled to the largest. Calls without a time (or with one that is no
+    date) have no day and no bar."""
+    dated = [(day, a) for a in activity if (day := _date(a["day"])) is not None]
+    if not dated:
         return {"width": 0, "height": CHART_HEIGHT, "bars": [], "max": 0}
-    first = datetime.fromisoformat(activity[0]["day"])
-    span = (datetime.fromisoformat(activity[-1]["day"]) - first).days + 1
+    first = dated[0][0]
+    span = (dated[-1][0] - first).days + 1
     width = max(span, CHART_DAYS)  # a short history stays narrow bars, at the right
-    top = max(a[key] for a in activity) or 1
+    top = max(a[key] for _, a in dated) or 1
     bars = []
-    for a in activity:
-        x = width - span + (datetime.fromisoformat(a["day"]) - first).days
+    for day, a in dated:
+        x = width - span + (day - first).days
         h = round(CHART_HEIGHT * a[key] / top, 2)
         bars.append({"x": x, "y": CHART_HEIGHT - h, "h": h, "day": a["day"], "value": a[key]})
     return {"width": width, "height": CHART_HEIGHT, "bars": bars, "max": top}
