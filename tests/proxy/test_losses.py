@@ -81,6 +81,11 @@ def reply(seen: Seen) -> Scripted:
             chunks=[packed[i : i + 7] for i in range(0, len(packed), 7)],
             chunked=True,
         )
+    if how == "big-headers":  # a gateway's trace header of 20 KB, and 150 more headers
+        body = wire.body(wire.CHAT, wire.Ctx(doc, answer(LONG), key, "gpt-4o-mini", wire.CREATED))
+        headers = [("X-Gateway-Trace", "t" * 20_000), ("Content-Type", "application/json")]
+        headers += [(f"X-Debug-{i}", str(i)) for i in range(150)]
+        return Scripted(headers=headers, chunks=[orjson.dumps(body)])
     if how == "big":
         big = answer("x" * 100_000)
         body = wire.body(wire.CHAT, wire.Ctx(doc, big, key, "gpt-4o-mini", wire.CREATED))
@@ -306,3 +311,17 @@ def test_a_small_spool_that_filled_takes_exchanges_again_once_drained(tmp_path: 
         reader.commit(reader.position)  # the store came back: everything recorded
         time.sleep(0.3)  # past the writer's rescan interval
         assert w.put(b"y" * 500), "the spool is drained, yet still refuses"
+
+
+def test_an_answer_with_large_headers_is_forwarded_and_recorded(proxy: ProxyProcess) -> None:
+    """aiohttp's client refuses a response header line over 8 KiB or more than 128 headers by
+    default: the proxy answered 502 and recorded nothing, though the upstream answered."""
+    hdrs = {"X-Test-How": "big-headers", "X-Test-Key": "bighead"}
+    client = _openai(through(None, proxy.url), default_headers=hdrs)
+    raw = client.chat.completions.with_raw_response.create(
+        model="gpt-4o-mini", messages=[{"role": "user", "content": "Weather?"}]
+    )
+    assert raw.headers["x-gateway-trace"] == "t" * 20_000 and raw.headers["x-debug-149"] == "149"
+    assert raw.parse().choices[0].message.content == LONG
+    [fact] = wait_calls(proxy.store, {"chatcmpl-bighead"})
+    assert _text(fact) == LONG

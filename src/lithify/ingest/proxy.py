@@ -60,6 +60,9 @@ DEFAULT_UPSTREAMS = {
     "gemini": "https://generativelanguage.googleapis.com",
 }
 KINDS = ("openai-chat", "openai-responses", "anthropic", "gemini")
+# What an upstream's answer may carry in headers: each line, and how many (docs/proxy.md).
+UPSTREAM_HEADER_BYTES = 64 * 1024
+UPSTREAM_HEADERS = 512
 
 
 # ---------------------------------------------------------------------------------------------
@@ -376,6 +379,12 @@ class Proxy:
             cookie_jar=aiohttp.DummyCookieJar(),  # clients must never share upstream cookies
             timeout=self._timeout,
             trust_env=False,
+            # aiohttp refuses a header line over 8 KiB or more than 128 headers: a gateway's
+            # trace or cookie header would turn an answer into a 502 that records nothing.
+            # Envoy's bound, 60 KiB, per line; bounded all the same (the upstream is trusted).
+            max_line_size=UPSTREAM_HEADER_BYTES,
+            max_field_size=UPSTREAM_HEADER_BYTES,
+            max_headers=UPSTREAM_HEADERS,
         )
         if self.config.recorder:
             self.recorder = RecorderProcess(
