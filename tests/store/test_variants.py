@@ -18,6 +18,7 @@ from lithify.core.codec import Decoder, encode
 from lithify.core.identity import Capture, agree, content_keys, fill, lack, part_count
 from lithify.derive.feedback import FeedbackIndex
 from lithify.derive.sessions import call_order_key, resolve_facts, sort_facts
+from lithify.export.source import from_facts
 from lithify.model import Feedback, InferenceCall, Message, ReasoningPart, TextPart
 from lithify.store import FactFilter, open_store, prepare
 from lithify.store.migrations import LATEST, MIGRATIONS
@@ -188,8 +189,14 @@ def test_the_capture_that_lacks_least_is_kept(new_store_url: Callable[[], str], 
             assert store.count_dropped() == 1
             assert store.count_richer_dropped() == len(richer)
             assert store.stats().richer_dropped == len(richer)  # what `lithify stats` shows
-            # On the dropped capture's own columns, as count_dropped.
             assert store.count_richer_dropped(FactFilter(session_id="no-such")) == 0
+            # On the call's columns: a capture without a session left out of a call in one
+            # counts for that session (an export of the session reports it).
+            only = FactFilter(session_id=kept.session_id)
+            assert (store.count_dropped(only), store.count_richer_dropped(only)) == (1, len(richer))
+            assert store.stats(only).richer_dropped == len(richer)
+            picked = from_facts([first, second], filters=only)
+            assert (picked.dropped, picked.richer) == (1, len(richer))
 
 
 def test_every_capture_of_a_call_can_be_listed_with_the_one_kept(store_url: str) -> None:
@@ -364,6 +371,11 @@ def test_any_captures_in_any_order_give_what_the_rule_gives(
             c for c in listed.values() if not c.first and part_count(c.fact) > read[c.call_id]
         ]
         assert store.count_richer_dropped() == len(lacking) == len(richer)
+        # Filtered, on the calls' columns: the store counts what fact files count.
+        for only in (FactFilter(session_id=s) for s in ("s1", "s2")):
+            picked = from_facts(captures, filters=only)
+            got = (store.count_dropped(only), store.count_richer_dropped(only))
+            assert got == (picked.dropped, picked.richer), only
     again: list[InferenceCall] = []
     resolve_facts([*captures, *captures], again)
     assert _encoded(again) == _encoded(richer)

@@ -106,13 +106,17 @@ def resolve(facts: Iterable[InferenceCall]) -> tuple[list[InferenceCall], list[I
 
 
 def _resolve(
-    facts: Iterable[InferenceCall], richer: list[InferenceCall] | None = None
+    facts: Iterable[InferenceCall],
+    richer: list[InferenceCall] | None = None,
+    left_out: dict[str, list[int]] | None = None,
 ) -> tuple[list[InferenceCall], list[InferenceCall], list[tuple[str, str, bool]]]:
     """The identity rule (``core.identity``) over ``facts``: the calls, each as its first
-    capture (named by its call id), in call order; the other captures of those calls (exact
-    copies included), in rank order; and ``(inference_call_id, call_id, first)`` of every
-    capture sharing an id, for ``identity.aliases``. ``richer`` receives the other captures
-    holding more message parts than their call's first capture (exact copies once).
+    capture (named by its call id, filled: ``identity.fill``), in call order; the other
+    captures of those calls (exact copies included), in rank order; and ``(inference_call_id,
+    call_id, first)`` of every capture sharing an id, for ``identity.aliases``. ``richer``
+    receives the other captures holding more message parts than their call's first capture
+    (exact copies once); ``left_out``, by call id, how many of each are the call's
+    (``[dropped, richer]``): a filter selects calls, and counts what they left out.
 
     Only captures sharing an id with another are ranked: every other one is a call of its own.
     """
@@ -134,27 +138,36 @@ def _resolve(
     if contested:
         contested.sort(key=lambda cf: cf[0].rank)
         seen: set[bytes] = set()
+        copies: list[bytes] = []
         unique: list[tuple[Capture, InferenceCall]] = []
         for c, f in contested:
             if c.digest in seen:
                 # The same capture twice (a redelivery): its original names its call, as a
                 # store, which keeps one copy, does.
                 dropped.append(f)
+                copies.append(c.digest)
             else:
                 seen.add(c.digest)
                 unique.append((c, f))
+        call_of: dict[bytes, str] = {}  # a capture's digest → its call's id
         read: dict[bytes, int] = {}  # a call → the parts field of its first capture's lack
         at: dict[bytes, int] = {}  # a call → its first capture's place in ``kept``
         others: dict[bytes, list[InferenceCall]] = {}  # a call → its other captures, ranked
         for (c, f), a in zip(unique, assign(c for c, _ in unique), strict=True):
             call_id = uncol(a.call_id) or ""
+            call_of[c.digest] = call_id
             names.append((f.inference_call_id, call_id, a.call == c.digest))
             if a.call != c.digest:
                 dropped.append(f)
                 others.setdefault(a.call, []).append(f)
+                if left_out is not None:
+                    left_out.setdefault(call_id, [0, 0])[0] += 1
                 # A call's first capture ranks before its others: ``read`` has it already.
-                if richer is not None and lacked_parts(c.lack) < read[a.call]:
-                    richer.append(f)
+                if lacked_parts(c.lack) < read[a.call]:
+                    if richer is not None:
+                        richer.append(f)
+                    if left_out is not None:
+                        left_out[call_id][1] += 1
                 continue
             read[c.digest] = lacked_parts(c.lack)
             at[c.digest] = len(kept)
@@ -164,6 +177,9 @@ def _resolve(
                 kept.append(f)
         for call, more in others.items():
             kept[at[call]] = fill(kept[at[call]], more)
+        if left_out is not None:
+            for digest in copies:
+                left_out.setdefault(call_of[digest], [0, 0])[0] += 1
     kept.sort(key=call_order_key)  # calls have distinct ids: no ties
     return kept, dropped, names
 
@@ -192,14 +208,18 @@ def sort_facts(
 
 
 def resolve_facts(
-    facts: Iterable[InferenceCall], richer: list[InferenceCall] | None = None
+    facts: Iterable[InferenceCall],
+    richer: list[InferenceCall] | None = None,
+    left_out: dict[str, list[int]] | None = None,
 ) -> tuple[list[InferenceCall], list[InferenceCall], dict[str, str]]:
     """``sort_facts`` (the kept facts), the dropped ones, and the other ids of kept calls that
     feedback may name (``FeedbackIndex`` aliases; a store gives them with ``call_aliases``).
     ``richer`` receives the dropped captures holding more message parts than the capture their
     call is read from, each distinct capture once (``DeriveStats.richer_dropped``; a store
-    counts them with ``count_richer_dropped``)."""
-    kept, dropped, names = _resolve(facts, richer)
+    counts them with ``count_richer_dropped``); ``left_out``, by call id, how many of the dropped
+    and of those richer captures are the call's (a store counts those of the calls a filter
+    selects the same way)."""
+    kept, dropped, names = _resolve(facts, richer, left_out)
     kept.sort(key=session_order_key)
     return kept, dropped, aliases(names)
 

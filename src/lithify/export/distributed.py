@@ -70,7 +70,7 @@ from lithify.export.pipeline import (
     token_budget,
 )
 from lithify.export.rows import Row
-from lithify.export.source import matcher
+from lithify.export.source import left_out_of, matcher
 from lithify.export.summary import ExportSummary
 from lithify.export.tokens import (
     TextCounter,
@@ -570,13 +570,15 @@ def _file_calls(paths: Sequence[Path], filters: FactFilter, partitions: int | No
     if partitions is None:
         partitions = max(1, -(-raw.size_bytes() // _PARTITION_BYTES))
     contested = _contested(calls, partitions)
-    dropped: list[InferenceCall] = []
-    richer: list[InferenceCall] = []
+    kept: list[InferenceCall] = []
+    per_call: dict[str, list[int]] = {}
     aliases: dict[str, str] = {}
     selected = calls
     if contested is not None:
         records = calls.filter(expr=contested).iter_rows()
-        kept, dropped, aliases = resolve_facts((_calls.decode(r["body"]) for r in records), richer)
+        kept, _, aliases = resolve_facts(
+            (_calls.decode(r["body"]) for r in records), left_out=per_call
+        )
         selected = calls.filter(expr=~contested)
         if kept:
             selected = selected.union(ray.data.from_items([_call_record(f) for f in kept]))
@@ -585,10 +587,9 @@ def _file_calls(paths: Sequence[Path], filters: FactFilter, partitions: int | No
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # Ray prefers expressions; this one is Python
             selected = selected.filter(lambda r: wanted(_calls.decode(r["body"])))
-    left_out = DeriveStats(
-        duplicates=sum(1 for f in dropped if wanted(f)),
-        richer_dropped=sum(1 for f in richer if wanted(f)),
-    )
+    # Only the contested calls have captures left out.
+    duplicates, richer = left_out_of(kept, per_call, filters)
+    left_out = DeriveStats(duplicates=duplicates, richer_dropped=richer)
     return selected, feedback, aliases, left_out, partitions
 
 

@@ -163,13 +163,27 @@ def from_facts(
     """The facts ``filters`` select among ``facts`` (any order, other captures of a call
     included), after the identity rule chose each call's capture, as a store does."""
     filters = replace(filters or FactFilter(), order="session")
-    richer: list[InferenceCall] = []
-    kept, dropped, aliases = resolve_facts(facts, richer)
+    per_call: dict[str, list[int]] = {}
+    kept, _, aliases = resolve_facts(facts, left_out=per_call)
     selected = select(kept, filters)
-    wanted = matcher(filters)
-    left_out = sum(1 for f in dropped if wanted(f))  # as a store counts them: with no limit
-    lacking = sum(1 for f in richer if wanted(f))
+    left_out, lacking = left_out_of(kept, per_call, filters)
     return Selection(selected, list(feedback), aliases, left_out, len(selected), richer=lacking)
+
+
+def left_out_of(
+    calls: Iterable[InferenceCall], per_call: dict[str, list[int]], filters: FactFilter
+) -> tuple[int, int]:
+    """The captures the identity rule left out of the calls ``filters`` matches (on the calls'
+    columns, as a store counts them: with no limit), and of those the richer ones
+    (``resolve_facts``' ``left_out``)."""
+    wanted = matcher(filters)
+    dropped = richer = 0
+    for f in calls:
+        n = per_call.get(f.inference_call_id)
+        if n is not None and wanted(f):
+            dropped += n[0]
+            richer += n[1]
+    return dropped, richer
 
 
 def select(kept: Iterable[InferenceCall], filters: FactFilter) -> list[InferenceCall]:

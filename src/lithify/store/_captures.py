@@ -87,6 +87,8 @@ _RANK = "(lack, sort_at, inference_call_id, digest)"
 _ANY_CAPTURE = "SELECT 1 FROM fact_captures LIMIT 1"
 # The first captures of the calls read as their fills (``identity.fill``).
 _FILLED = "(SELECT digest FROM call_fills)"
+# The columns filters read (``fact_where``), which fact_captures and call_fills both have.
+_FILTERED = ("session_id", "model", "source", "provider", "trace_id", "sort_at")
 
 # What became of each inserted row: a new call, a redelivery, or another capture of a call.
 _STORED, _DUPLICATE, _VARIANT = range(3)
@@ -657,25 +659,33 @@ class CaptureIndex(Backend):
             f"fact_captures WHERE variant = 1 AND kept = 1{unfilled}){fills}) AS facts"
         )
 
-    @staticmethod
-    def _dropped_sql(where: str) -> str:
-        return f"SELECT COUNT(*) FROM fact_captures{_and(where, 'kept = 0')}"
+    def _left_out_sql(self, where: str, cond: str | None = None) -> str:
+        """Counts the dropped captures (``kept = 0``) of the calls ``where`` matches: each
+        joined to its call's first capture (``k``: ``call`` is that capture's digest) and fill
+        (``f``), the filters applied to the call's columns, not the capture's own (a proxy's
+        capture without a session belongs to the session of the span read in its place)."""
+        if self._fills:
+            cols = [f"COALESCE(f.{c}, k.{c}) AS {c}" for c in _FILTERED]
+            join = " LEFT JOIN call_fills AS f ON f.digest = d.call"
+        else:
+            cols, join = [f"k.{c} AS {c}" for c in _FILTERED], ""
+        return (
+            f"SELECT COUNT(*) FROM (SELECT {', '.join(cols)}, d.lack AS lack, k.lack AS read_lack "
+            f"FROM fact_captures AS d JOIN fact_captures AS k ON k.digest = d.call{join} "
+            f"WHERE d.kept = 0) AS x{_and(where, cond)}"
+        )
 
     def count_dropped(self, filters: FactFilter | None = None) -> int:
-        """Captures the capture rule drops (other captures of stored calls) that ``filters``
-        match, on their own columns: what ``order="session"`` reads leaves out."""
+        """Captures the capture rule drops (other captures of stored calls) of the calls
+        ``filters`` match: what ``order="session"`` reads leaves out."""
         where, params = fact_where(filters)
-        return self._scalar(self._dropped_sql(where), params)
+        return self._scalar(self._left_out_sql(where), params)
 
-    @staticmethod
-    def _richer_dropped_sql(where: str) -> str:
-        # The dropped captures ``where`` matches (on their own columns, as ``count_dropped``),
-        # each joined to its call's first capture (``call`` is that capture's digest), where
-        # the parts field of its lack is the lower: it holds more parts than the one read.
-        return (
-            f"SELECT COUNT(*) FROM (SELECT call, lack FROM fact_captures"
-            f"{_and(where, 'kept = 0')}) AS d JOIN fact_captures AS k ON k.digest = d.call "
-            f"WHERE {lacked_parts_sql('d.lack')} < {lacked_parts_sql('k.lack')}"
+    def _richer_dropped_sql(self, where: str) -> str:
+        # The parts field of a dropped capture's lack is the lower: it holds more parts than
+        # the capture read.
+        return self._left_out_sql(
+            where, f"{lacked_parts_sql('lack')} < {lacked_parts_sql('read_lack')}"
         )
 
     def count_richer_dropped(self, filters: FactFilter | None = None) -> int:

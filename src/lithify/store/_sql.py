@@ -484,7 +484,7 @@ class SqlStore(SessionQueries):
             top = sorted(cur.fetchall(), key=lambda r: (-r[1], r[0]))
             cur.execute(self._degradations_sql.format(facts=calls, where=where), params)
             deg = sorted(cur.fetchall(), key=lambda r: (-r[2], r[0]))
-            cur.execute(self._dropped_sql(where), params)
+            cur.execute(self._left_out_sql(where), params)
             dropped = cur.fetchone()[0]
             cur.execute(
                 f"SELECT COUNT(*) FROM fact_captures{_and(where, 'kept = 1 AND collided = 1')}",
