@@ -21,6 +21,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -30,7 +31,7 @@ import msgspec
 import orjson
 import pytest
 
-from lithify.derive.sessions import sort_facts
+from lithify.derive.sessions import DeriveStats, sort_facts
 from lithify.ingest.files import read_file
 from lithify.model import InferenceCall, Skip
 from tests.helpers import assert_valid_messages
@@ -72,6 +73,10 @@ class Producer:
     # Whether the content states each output's finish reason (Pydantic AI's format 1 log
     # records do not: their gen_ai.choice has none).
     finish_reasons: bool = True
+    # "python": the script runs in .venv-producers-<env>; "node": a Node.js project in
+    # tests/producers/<env>/ (package-lock.json, node_modules from producers-setup), driven by a
+    # stdlib-only script run with this interpreter.
+    runtime: str = "python"
 
     @property
     def env(self) -> str:
@@ -207,6 +212,22 @@ PRODUCERS = {
             content="logs",
             finish_reasons=False,
         ),
+        # The Vercel AI SDK (TypeScript, `ai` 6.x with @ai-sdk/openai's Chat Completions model)
+        # and its own spans: per scenario the run span (ai.generateText / ai.streamText), two
+        # call spans (….doGenerate / ….doStream) and two ai.toolCall spans, exported by the OTel
+        # JS SDK's real OTLP/HTTP exporters. Session: `metadata: {sessionId}`.
+        Producer(
+            "vercel-ai",
+            "run_vercel_ai.py",
+            (),
+            "vercel-ai",
+            spans=5,
+            logs=0,
+            records_tools=True,
+            records_response_id=True,
+            session="weather-session-",
+            runtime="node",
+        ),
     )
 }
 CASES = [(p, s) for p in PRODUCERS for s in SCENARIOS]
@@ -233,7 +254,15 @@ def _clean_env() -> dict[str, str]:
 def _run(producer: Producer, out: Path) -> str | None:
     """Run one producer into ``out``; the reason it failed, if it did."""
     python = ROOT / f".venv-producers-{producer.env}" / "bin" / "python"
-    if not python.exists():
+    if producer.runtime == "node":
+        python = Path(sys.executable)
+        if not (PRODUCERS_DIR / producer.env / "node_modules").is_dir():
+            pytest.fail(
+                f"tests/producers/{producer.env}/node_modules is missing: run"
+                " `bash scripts/producers-setup` (scripts/test does it for you)",
+                pytrace=False,
+            )
+    elif not python.exists():
         pytest.fail(
             f"producer venv {python.parent.parent.name} is missing: run `bash scripts/producers-setup`"
             " (scripts/test does it for you)",
@@ -393,6 +422,16 @@ def _pins(req: Path) -> Iterator[tuple[str, str]]:
             yield name.strip().lower().replace("_", "-"), version.strip()
 
 
+def _node_pins(lock: Path) -> dict[str, str]:
+    """The packages a package-lock.json (v3) installs at the top of node_modules, by name."""
+    packages = orjson.loads(lock.read_bytes())["packages"]
+    return {
+        path.removeprefix("node_modules/"): meta["version"]
+        for path, meta in packages.items()
+        if path.startswith("node_modules/") and path.count("node_modules/") == 1
+    }
+
+
 def _walk_spans(doc: dict[str, Any]) -> Iterator[dict[str, Any]]:
     for rs in doc.get("resourceSpans", []):
         for ss in rs.get("scopeSpans", []):
@@ -405,7 +444,10 @@ def test_producer_runs_and_writes_otlp(name: str, produced: Callable[[str], Path
     p = PRODUCERS[name]
     out = produced(name)
     manifest = orjson.loads((out / "manifest.json").read_bytes())
-    pins = dict(_pins(PRODUCERS_DIR / f"requirements-{p.env}.txt"))
+    if p.runtime == "node":
+        pins = _node_pins(PRODUCERS_DIR / p.env / "package-lock.json")
+    else:
+        pins = dict(_pins(PRODUCERS_DIR / f"requirements-{p.env}.txt"))
     for package, version in manifest["versions"].items():
         assert pins.get(package.lower()) == version, (package, version, "venv differs from pins")
     for scenario in SCENARIOS:
@@ -596,6 +638,27 @@ def test_provider_traffic_gives_the_same_messages(
         if p.records_tools:
             assert _b(w.tools) == _b(t.tools)
         assert w.model_call_id == ex["answer"]["id"]
+
+
+@pytest.mark.parametrize(
+    ("name", "scenario"), [(n, s) for n, s in CASES if not PRODUCERS[n].records_tools], ids=str
+)
+def test_the_proxy_gives_the_calls_the_tools_the_instrumentation_leaves_out(
+    name: str, scenario: str, produced: Callable[[str], Path]
+) -> None:
+    """openai-v2 records no tool definitions: its rows would be flagged undefined_tool_call.
+    The same calls recorded by the proxy (their wire traffic, converted as the proxy's recorder
+    converts it) share their response ids and content: one call each, read from the telemetry's
+    capture with the session, its tools filled from the proxy's (docs/store.md, Call identity)."""
+    folder = produced(name) / scenario
+    wire = [r for r in _results(folder / "exchanges.json") if isinstance(r, InferenceCall)]
+    stats = DeriveStats()
+    calls = sort_facts([*_calls(folder), *wire], stats)
+    assert len(calls) == CALLS and stats.duplicates == len(wire)
+    for call, ex in zip(calls, _exchanges(folder), strict=True):
+        assert _b(call.tools) == expected_tools(ex["request"]) != []
+        assert call.session_id is not None and call.session_id == call.trace_id
+        assert call.model_call_id == ex["answer"]["id"] and call.source.name == "otel-genai"
 
 
 # The instrumentation format each Pydantic AI producer ran with (2.68.0 defaults to 5).

@@ -44,6 +44,9 @@ class Content:
     input_messages: list[Message] = field(default_factory=list)
     output_messages: list[Message] = field(default_factory=list)
     tools: list[ToolDefinition] = field(default_factory=list)
+    # Metadata fields the convention reads itself (provider, model, request, tokens,
+    # model_call_id), replacing what the shared keys give (``metadata``).
+    metadata: dict[str, Any] = field(default_factory=dict)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -389,7 +392,7 @@ def build(
 ) -> InferenceCall:
     if output_schema(attrs):
         deg.add("output_schema")
-    fields = metadata(attrs)
+    fields = dict(content.metadata) if content.metadata else metadata(attrs)
     fields.update(times)
     fields["session_id"] = session_id
     fields["trace_id"] = trace_id

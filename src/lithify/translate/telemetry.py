@@ -1,9 +1,10 @@
 """Telemetry to facts: one span (or one log-event group) in, one fact or one skip out.
 
-The message content of a span follows one of three conventions, tried in order: the OTel GenAI
-semantic conventions (``genai``), OpenLLMetry's flattened attributes (``openllmetry``) and
-OpenInference (``openinference``). The metadata (model, provider, usage, sampling parameters,
-session) is read here, once, from whichever keys the span carries.
+The message content of a span follows one of four conventions, tried in order: the OTel GenAI
+semantic conventions (``genai``), OpenLLMetry's flattened attributes (``openllmetry``),
+OpenInference (``openinference``) and the Vercel AI SDK's own keys (``vercel_ai``). The
+metadata (model, provider, usage, sampling parameters, session) is read here, once, from
+whichever keys the span carries.
 """
 
 from __future__ import annotations
@@ -13,12 +14,17 @@ from typing import Any
 
 from lithify.core.hashing import stable_hash
 from lithify.model import Feedback, InferenceCall, Skip
-from lithify.translate import feedback, genai, openinference, openllmetry
+from lithify.translate import feedback, genai, openinference, openllmetry, vercel_ai
 from lithify.translate._common import Degradations
 from lithify.translate._telemetry import Content, build, session_of, timing
 from lithify.translate.otlp import LogRecord, Span
 
-_EXTRACTORS = (genai.span_content, openllmetry.span_content, openinference.span_content)
+_EXTRACTORS = (
+    genai.span_content,
+    openllmetry.span_content,
+    openinference.span_content,
+    vercel_ai.span_content,
+)
 
 _AGENT_OPERATIONS = frozenset({"invoke_agent", "create_agent"})
 _GENAI_MARKERS = (
@@ -34,6 +40,8 @@ def is_agent_span(attrs: dict[str, Any]) -> bool:
     if isinstance(op, str) and op in _AGENT_OPERATIONS:
         return True
     if str(attrs.get("openinference.span.kind", "")).upper() == "AGENT":
+        return True
+    if vercel_ai.is_run_span(attrs):  # ai.generateText, ai.streamText: the run around its calls
         return True
     return str(attrs.get("traceloop.span.kind")) in ("agent", "workflow")
 
@@ -56,6 +64,8 @@ def _convention(attrs: dict[str, Any]) -> str:
         return openinference.SOURCE
     if "llm.request.type" in attrs or any(k.startswith("traceloop.") for k in attrs):
         return openllmetry.SOURCE
+    if vercel_ai.is_call_span(attrs):
+        return vercel_ai.SOURCE
     return genai.SOURCE
 
 
@@ -97,9 +107,14 @@ def translate_span(
         # identity). What an extractor counted before finding no content is not the fact's.
         deg = Degradations()
         deg.add("content_not_captured")
-        content = Content(_convention(attrs), tools=genai.span_tools(attrs, deg))
+        if vercel_ai.is_call_span(attrs):  # recordInputs and recordOutputs off
+            content = vercel_ai.metadata_only(attrs, deg)
+        else:
+            content = Content(_convention(attrs), tools=genai.span_tools(attrs, deg))
     deg.add("invalid_text", span.repaired)
     session = session_of(attrs)
+    if session is None and content.source == vercel_ai.SOURCE:
+        session = vercel_ai.session_of(attrs)
     if session is None and under_agent and span.trace_id:
         session = span.trace_id
     return build(
