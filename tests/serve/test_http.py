@@ -162,6 +162,7 @@ def test_spans_without_content_are_stored_with_their_metadata_and_a_warning(
     assert resp.partial_success.rejected_spans == 0  # a warning, not a rejection
     message = resp.partial_success.error_message
     assert "2 model-call spans carried no message content: stored with their metadata" in message
+    assert "send the application's OTLP logs here too" in message  # what to do about it
     assert store.count() == 2
 
 

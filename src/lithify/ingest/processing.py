@@ -56,7 +56,8 @@ _WARN = {
 # Spans without content are kept for their metadata (degradation content_not_captured).
 _METADATA_ONLY = (
     "{n} model-call {unit} carried no message content: stored with their metadata only, read "
-    f"with the content of their log events when those hold it (else {_CAPTURE_ON})"
+    "with the content of their log events when those arrive (send the application's OTLP logs "
+    f"here too: openai-v2 and Pydantic AI write the messages there), else {_CAPTURE_ON}"
 )
 
 
