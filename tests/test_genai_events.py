@@ -21,7 +21,7 @@ from lithify.model import (
     UriPart,
 )
 from lithify.translate import Skip, genai, translate_document, translate_protobuf
-from lithify.translate._common import Degradations
+from lithify.translate._common import Degradations, synthesized_call_id
 from lithify.translate.otlp import Span
 from lithify.translate.telemetry import translate_span
 from tests.test_genai import (
@@ -323,13 +323,16 @@ def test_vertexai_events() -> None:
         # Its made-up id names the call the model gave none: the result answers that call.
         Message("tool", [ToolCallResponsePart(call_id, {"temp_c": 21})]),
     ]
-    # The call in the message takes the id of its repeat in `tool_calls`, and is there once.
+    # The call in the message takes the id of its repeat in `tool_calls`, and is there once;
+    # that id (`log_1`) is one Vertex AI made up, `<name>_<index>`: the call gets the id the
+    # Gemini translator gives a call the API sent without one (docs/sources/otel-genai.md).
+    log_id = synthesized_call_id("gemini", "log", {"x": 1}, 0)
     assert f.output_messages == [
         Message(
-            "assistant", [TextPart("It is 21C."), ToolCallPart("log_1", "log", {"x": 1})], "stop"
+            "assistant", [TextPart("It is 21C."), ToolCallPart(log_id, "log", {"x": 1})], "stop"
         )
     ]
-    assert f.degradations == {"opaque_reasoning": 2, "synthesized_id": 1}
+    assert f.degradations == {"opaque_reasoning": 2, "synthesized_id": 2}
 
 
 def test_vertexai_events_with_content_capture_off_are_not_captured() -> None:

@@ -77,6 +77,11 @@ class Producer:
     # tests/producers/<env>/ (package-lock.json, node_modules from producers-setup), driven by a
     # stdlib-only script run with this interpreter.
     runtime: str = "python"
+    # The provider API the producer talks to: "openai-chat" (fake_openai.py) or "gemini"
+    # (fake_gemini.py: the Gemini API; its facts are checked by the Gemini tests below).
+    wire: str = "openai-chat"
+    # Log records of the streamed scenario, when they differ from the plain one's.
+    stream_logs: int | None = None
 
     @property
     def env(self) -> str:
@@ -228,9 +233,58 @@ PRODUCERS = {
             session="weather-session-",
             runtime="node",
         ),
+        # The Gemini side (run_gemini.py, fake_gemini.py: thinking answers, calls without ids).
+        # opentelemetry-instrumentation-google-genai on the google-genai SDK, util-genai's
+        # experimental semconv (its only mode): content on the span and on one operation.details
+        # log record per call, under a hand-written invoke_agent span.
+        Producer(
+            "google-genai",
+            "run_gemini.py",
+            ("--producer", "google-genai"),
+            "otel-genai",
+            spans=3,
+            logs=2,
+            records_tools=True,
+            records_response_id=True,
+            session="agent",
+            wire="gemini",
+        ),
+        # Google ADK's own telemetry, its default schema (2): invoke_workflow > invoke_agent >
+        # generate_content spans (semconv content) and execute_tool spans, one operation.details
+        # log record per call. No response id; the session is the ADK session id.
+        Producer(
+            "adk",
+            "run_gemini.py",
+            ("--producer", "adk"),
+            "otel-genai",
+            spans=7,
+            logs=2,
+            records_tools=True,
+            records_response_id=False,
+            session="weather-session-",
+            wire="gemini",
+        ),
+        # ADK's legacy schema (ADK_TELEMETRY_SCHEMA_VERSION_OPT_IN=1): invocation > invoke_agent
+        # > call_llm (gcp.vertex.agent.llm_request / llm_response JSON) > generate_content (no
+        # content: per-message log events, one gen_ai.choice per streamed chunk).
+        Producer(
+            "adk-v1",
+            "run_gemini.py",
+            ("--producer", "adk", "--schema", "1"),
+            "adk",
+            spans=9,
+            logs=8,
+            records_tools=True,
+            records_response_id=False,
+            session="weather-session-",
+            venv="adk",
+            wire="gemini",
+            stream_logs=22,
+        ),
     )
 }
-CASES = [(p, s) for p in PRODUCERS for s in SCENARIOS]
+# The OpenAI-side producers; the Gemini side's cases are GEMINI_CASES.
+CASES = [(p, s) for p in PRODUCERS if PRODUCERS[p].wire == "openai-chat" for s in SCENARIOS]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -454,9 +508,10 @@ def test_producer_runs_and_writes_otlp(name: str, produced: Callable[[str], Path
         folder = out / scenario
         counts = manifest["scenarios"][scenario]
         assert counts["calls"] == CALLS
-        assert (counts["spans"], counts["logs"]) == (p.spans, p.logs)
+        logs = p.stream_logs if scenario == "stream" and p.stream_logs is not None else p.logs
+        assert (counts["spans"], counts["logs"]) == (p.spans, logs)
         assert (folder / "traces.pb").stat().st_size > 0
-        assert (folder / "logs.pb").exists() == (folder / "logs.json").exists() == (p.logs > 0)
+        assert (folder / "logs.pb").exists() == (folder / "logs.json").exists() == (logs > 0)
         spans = list(_walk_spans(orjson.loads((folder / "traces.json").read_bytes())))
         assert len(spans) == p.spans
         for s in spans:
@@ -466,11 +521,20 @@ def test_producer_runs_and_writes_otlp(name: str, produced: Callable[[str], Path
             assert isinstance(s["kind"], int)
         for ex in _exchanges(folder):
             assert ex["stream"] == (scenario == "stream")
-            if ex["stream"]:
+            if p.wire == "gemini":
+                assert ex["path"].endswith(
+                    ":streamGenerateContent?alt=sse" if ex["stream"] else ":generateContent"
+                )
+                assert (
+                    ex["response"].startswith("data: ")
+                    if ex["stream"]
+                    else "candidates" in ex["response"]
+                )
+            elif ex["stream"]:
                 assert ex["response"].endswith("data: [DONE]\n\n")
             else:
                 assert ex["response"]["object"] == "chat.completion"
-        if UPDATE_EXAMPLES and scenario == "plain" and p.content == "traces":
+        if UPDATE_EXAMPLES and scenario == "plain" and p.content == "traces" and p.wire != "gemini":
             EXAMPLES.mkdir(exist_ok=True)
             for signal in ("traces", "logs"):
                 if (folder / f"{signal}.json").exists():
@@ -700,6 +764,165 @@ def test_pydantic_ai_agent_run_span_is_no_model_call(
     agent = f"span {agents[0]['name']!r}"
     assert [r.reason for r in results if isinstance(r, Skip) and r.detail == agent] == ["not_genai"]
     assert len(_facts(results)) == CALLS  # metadata-only where the content is on log events
+
+
+# ---------------------------------------------------------------------------------------------
+# the Gemini side: google-genai under the OTel instrumentation, and Google ADK's own telemetry
+
+GEMINI_CASES = [(p, s) for p in PRODUCERS if PRODUCERS[p].wire == "gemini" for s in SCENARIOS]
+GEMINI_MODEL = "gemini-2.5-flash"  # fake_gemini.MODEL, requested and answered
+GEMINI_RESULTS = {  # what the application returned for each city (run_gemini.RESULTS)
+    "Paris": {"result": '{"temperature": 18, "unit": "celsius", "conditions": "cloudy"}'},
+    "Zürich": {"result": "12 °C, light rain"},
+}
+# Spans that are no model call, per producer: agent, workflow and tool spans.
+GEMINI_NOT_CALLS = {
+    "google-genai": ["invoke_agent weather-agent"],
+    "adk": [
+        "execute_tool get_weather",
+        "execute_tool get_weather",
+        "execute_tool (merged)",
+        "invoke_agent weather_agent",
+        "invoke_workflow weather_agent",
+    ],
+    "adk-v1": [
+        "execute_tool get_weather",
+        "execute_tool get_weather",
+        "execute_tool (merged)",
+        "invoke_agent weather_agent",
+        "invocation",
+    ],
+}
+
+
+def _thoughts_as_text(messages: list[Any]) -> list[Any]:
+    """Messages as ADK's schema-2 spans record them: a thought is a text part (ADK writes no
+    ``thought`` marker), and the text (reasoning included) of a message is one string, as
+    streamed pieces are recorded one part per chunk."""
+    out = []
+    for m in messages:
+        text = "".join(p["content"] for p in m["parts"] if p["type"] in ("text", "reasoning"))
+        rest = [p for p in m["parts"] if p["type"] not in ("text", "reasoning")]
+        out.append({**m, "parts": ([{"type": "text", "content": text}] if text else []) + rest})
+    return out
+
+
+@pytest.mark.parametrize(("name", "scenario"), GEMINI_CASES)
+def test_gemini_producers_give_the_provider_traffic(
+    name: str, scenario: str, produced: Callable[[str], Path]
+) -> None:
+    """Every capture (span, log events; for ADK's legacy format the call_llm span, its
+    generate_content child and that child's log events) read as a store reads them gives one call
+    per model call, and that call says what the fake Gemini API was sent and answered: the
+    messages, part for part, equal the recorded exchange converted by lithify's Gemini translator
+    (tool-call ids included: the ids the writers make up are replaced by the ids the Gemini
+    translator gives calls the API sent without one), plus the tool calls, results, text, model,
+    usage, tools, sampling, finish reasons and session checked against the scripted answer."""
+    p = PRODUCERS[name]
+    folder = produced(name) / scenario
+    for signal in ("traces", "logs"):  # both encodings give the same facts
+        pb, js = _results(folder / f"{signal}.pb"), _results(folder / f"{signal}.json")
+        assert [_b(r) for r in pb] == [_b(r) for r in js], signal
+    spans = _results(folder / "traces.json")
+    assert sorted(r.detail for r in spans if isinstance(r, Skip)) == sorted(
+        f"span {n!r}" for n in GEMINI_NOT_CALLS[name]
+    )
+    assert {r.reason for r in spans if isinstance(r, Skip)} == {"not_genai"}
+    captures = _facts(spans) + _facts(_results(folder / "logs.json"))
+    stats = DeriveStats()
+    calls = sort_facts(captures, stats)
+    wire = [r for r in _results(folder / "exchanges.json") if isinstance(r, InferenceCall)]
+    exchanges = _exchanges(folder)
+    assert len(calls) == len(wire) == len(exchanges) == CALLS, [_b(c) for c in calls]
+    assert stats.richer_dropped == 0 and stats.duplicates == len(captures) - CALLS
+    for call, w, ex in zip(calls, wire, exchanges, strict=True):
+        answer = ex["answer"]
+        assert_valid_messages(call)
+        assert call.source.name == p.source
+        if name == "adk":
+            assert _thoughts_as_text(_b(call.input_messages)) == _thoughts_as_text(
+                _b(w.input_messages)
+            )
+            assert _thoughts_as_text(_b(call.output_messages)) == _thoughts_as_text(
+                _b(w.output_messages)
+            )
+        else:
+            assert _b(call.input_messages) == _b(w.input_messages)
+            assert _b(call.output_messages) == _b(w.output_messages)
+        assert _b(call.tools) == _b(w.tools) != []
+        (out,) = _b(call.output_messages)
+        calls_made = [x for x in out["parts"] if x["type"] == "tool_call"]
+        assert [(c["name"], c["arguments"]) for c in calls_made] == [
+            (c["name"], c["args"]) for c in answer["calls"]
+        ]
+        text = "".join(x["content"] for x in out["parts"] if x["type"] == "text")
+        assert text.endswith(answer["text"])
+        assert out["finish_reason"] == w.output_messages[0].finish_reason == "stop"
+        inputs = _b(call.input_messages)
+        results = [x for m in inputs for x in m["parts"] if x["type"] == "tool_call_response"]
+        if results:  # the second call: each result answers its own call
+            asked = {
+                c["id"]: c["arguments"]["city"]
+                for c in inputs[-3]["parts"]
+                if c["type"] == "tool_call"
+            }
+            assert [(r["result"], asked[r["id"]]) for r in results] == [
+                (GEMINI_RESULTS[city], city) for city in ("Paris", "Zürich")
+            ]
+        assert call.model == w.model == GEMINI_MODEL
+        assert (
+            (call.input_tokens, call.output_tokens)
+            == (
+                answer["usage"]["input_tokens"],
+                answer["usage"]["output_tokens"],
+            )
+            == (w.input_tokens, w.output_tokens)
+        )
+        if p.records_response_id:
+            assert call.model_call_id == w.model_call_id == answer["id"]
+        else:
+            assert call.model_call_id is None  # the source records none
+        # ADK's schema-2 spans record max_tokens alone of the sampling parameters.
+        assert call.request == ({"max_tokens": 256} if name == "adk" else SAMPLING)
+        if p.session == "agent":
+            assert call.session_id == call.trace_id
+        else:
+            assert call.session_id == p.session + scenario
+        assert call.degradations == {"synthesized_id": 2}  # thought signatures are not recorded
+        assert b"x-goog-api-key" not in orjson.dumps(_b(call))
+    replay = _b(calls[1].input_messages[len(calls[0].input_messages)])
+    answered = _b(calls[0].output_messages[0])
+    if name == "adk":  # streamed, the answer is recorded in pieces, the replay whole
+        replay, answered = _thoughts_as_text([replay])[0], _thoughts_as_text([answered])[0]
+    assert replay["parts"] == answered["parts"]
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_adk_call_llm_and_its_generate_content_span_are_one_call(
+    scenario: str, produced: Callable[[str], Path]
+) -> None:
+    """ADK's legacy format describes each model call twice: its call_llm span (the request and
+    response JSON, the session) and the generate_content span under it (metadata, and the
+    content on that span's log events). The call_llm fact takes the child's identity, so the
+    identity rule reads the three captures as one call, read from call_llm's, whose session
+    ranks it first."""
+    folder = produced("adk-v1") / scenario
+    spans = _facts(_results(folder / "traces.json"))
+    by_name = {f.source.name: f for f in spans if f.input_messages}
+    assert set(by_name) == {"adk"}
+    children = [f for f in spans if not f.input_messages]
+    assert len(children) == CALLS and all(
+        f.degradations == {"content_not_captured": 1} for f in children
+    )
+    adk_facts = [f for f in spans if f.source.name == "adk"]
+    assert sorted(f.inference_call_id for f in adk_facts) == sorted(
+        f.inference_call_id for f in children
+    )
+    for fact in adk_facts:
+        (child,) = [c for c in children if c.inference_call_id == fact.inference_call_id]
+        assert child.parent_span_id == fact.span_id  # the call_llm span is the child's parent
+    calls = sort_facts([*spans, *_facts(_results(folder / "logs.json"))])
+    assert [c.source.name for c in calls] == ["adk"] * CALLS
 
 
 EXAMPLE_FILES = sorted(p.name for p in EXAMPLES.glob("*.json")) if EXAMPLES.is_dir() else []

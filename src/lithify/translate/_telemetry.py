@@ -17,6 +17,8 @@ from lithify.model import (
     Part,
     ServerToolCallPart,
     ServerToolCallResponsePart,
+    ToolCallPart,
+    ToolCallResponsePart,
     ToolDefinition,
 )
 from lithify.translate import anthropic, gemini, openai_chat, openai_responses
@@ -26,6 +28,7 @@ from lithify.translate._common import (
     file_part,
     finish_fields,
     modality_of,
+    synthesized_call_id,
     url_part,
 )
 from lithify.translate.openai_common import (
@@ -376,6 +379,70 @@ def timing(start: int | None, end: int | None) -> dict[str, Any]:
     }
 
 
+# Providers whose telemetry writers (the google-genai OTel instrumentation, Google ADK's own
+# spans, `gcp.vertex.agent` being ADK's name for itself) make up tool-call ids: Gemini sends
+# calls without ids, and they write `<name>_<index>`, the index being the part's place in its
+# Content; ADK gives calls ids of its own, `adk-<uuid4>`, which it strips before each request.
+_GOOGLE_PROVIDERS = frozenset(
+    {"gemini", "gcp.gemini", "gcp.vertex_ai", "gcp.gen_ai", "vertex_ai", "gcp.vertex.agent"}
+)
+_MADE_UP = re.compile(r"^(.+)_(\d{1,6})$")
+_ADK_ID = re.compile(r"^adk-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+
+
+def google_call_ids(
+    inputs: list[Message], outputs: list[Message], deg: Degradations
+) -> tuple[list[Message], list[Message]]:
+    """Messages with the ids Google's telemetry writers make up for id-less Gemini calls replaced
+    by the id the Gemini translator gives such a call (``synthesized_call_id("gemini", name,
+    arguments, ordinal among the turn's calls)``, counted ``synthesized_id``), so the span and the
+    exchange it records give the same parts; each result written ``<name>_<index>`` (its own
+    index, not its call's: the made-up ids pair a turn's results with the wrong calls) answers the
+    oldest unanswered such call of its name in the latest assistant turn
+    (docs/sources/otel-genai.md, Google GenAI). A call id is taken as made up only when it is
+    ``<its name>_<n>`` with ``n`` at least the part's own place in the message (the writers drop
+    parts they cannot read, never add any), or ADK's ``adk-<uuid4>`` (a result with such an id
+    takes its call's new id)."""
+    pending: dict[str, list[str]] = {}
+    renamed: dict[str, str] = {}
+    changed = False
+
+    def one(message: Message) -> Message:
+        nonlocal pending, changed
+        parts = list(message.parts)
+        calls = 0
+        turn: dict[str, list[str]] = {}
+        for j, part in enumerate(parts):
+            if isinstance(part, ToolCallPart):
+                m = _MADE_UP.match(part.id)
+                if (m and m.group(1) == part.name and int(m.group(2)) >= j) or _ADK_ID.match(
+                    part.id
+                ):
+                    new = synthesized_call_id("gemini", part.name, part.arguments, calls)
+                    renamed[part.id] = new
+                    parts[j] = ToolCallPart(new, part.name, part.arguments)
+                    turn.setdefault(part.name, []).append(new)
+                    deg.add("synthesized_id")
+                calls += 1
+            elif isinstance(part, ToolCallResponsePart):
+                m = _MADE_UP.match(part.id)
+                queue = pending.get(m.group(1)) if m else None
+                if _ADK_ID.match(part.id) and part.id in renamed:
+                    parts[j] = ToolCallResponsePart(renamed[part.id], part.result)
+                elif queue:
+                    parts[j] = ToolCallResponsePart(queue.pop(0), part.result)
+        if calls:
+            pending = turn  # results answer the latest model turn
+        if parts == list(message.parts):
+            return message
+        changed = True
+        return Message(message.role, parts, message.finish_reason)
+
+    new_inputs = [one(m) for m in inputs]
+    new_outputs = [one(m) for m in outputs]
+    return (new_inputs, new_outputs) if changed else (inputs, outputs)
+
+
 def build(
     content: Content,
     deg: Degradations,
@@ -393,12 +460,15 @@ def build(
     if output_schema(attrs):
         deg.add("output_schema")
     fields = dict(content.metadata) if content.metadata else metadata(attrs)
+    inputs, outputs = content.input_messages, content.output_messages
+    if fields.get("provider") in _GOOGLE_PROVIDERS and (inputs or outputs):
+        inputs, outputs = google_call_ids(inputs, outputs, deg)
     fields.update(times)
     fields["session_id"] = session_id
     fields["trace_id"] = trace_id
     fields["span_id"] = span_id
     fields["parent_span_id"] = parent_span_id
-    fields["input_messages"] = content.input_messages
-    fields["output_messages"] = content.output_messages
+    fields["input_messages"] = inputs
+    fields["output_messages"] = outputs
     fields["tools"] = content.tools
     return finish_fields(content.source, deg, identity, raw, screened, fields)

@@ -485,8 +485,12 @@ class _Builder:
         for i, obj in enumerate(_items(_strict(value, self.deg), self.deg)):
             fr = None
             if output:
-                fr = finish_reason(obj.get("finish_reason")) if isinstance(obj, dict) else None
-                if fr is None and finish_reasons and i < len(finish_reasons):
+                stated = obj.get("finish_reason") if isinstance(obj, dict) else None
+                fr = finish_reason(stated)
+                # An empty reason is stated: a piece of a streamed answer, not yet finished
+                # (Google ADK writes one output message per chunk, `""` until the last), which
+                # the span's reasons, one per choice, do not describe.
+                if fr is None and stated != "" and finish_reasons and i < len(finish_reasons):
                     fr = finish_reason(finish_reasons[i])
             out.extend(self.message(obj, "assistant" if output else None, (section, i), fr))
         return out
@@ -857,7 +861,7 @@ def _fast_messages(
         fr = None
         if reasons is not None:
             fr = finish_reason(m.finish_reason)
-            if fr is None and i < len(reasons):
+            if fr is None and m.finish_reason != "" and i < len(reasons):  # as in messages()
                 fr = finish_reason(reasons[i])
         parts, results = _fast_parts(m.parts, deg)
         if results:
@@ -1045,7 +1049,40 @@ class _EventGroup:
             self._results = []
 
     def outputs(self) -> list[Message]:
-        return [m for _, _, ms in sorted(self.choices, key=lambda c: c[:2]) for m in ms]
+        out: list[tuple[int, list[Message]]] = []
+        for order, _, ms in sorted(self.choices, key=lambda c: c[:2]):
+            if out and out[-1][0] == order and _pieces(out[-1][1], ms):
+                # Several choice events of one index: the pieces of one streamed choice (Google
+                # ADK's stable-semconv logs write one per chunk), joined back into one answer.
+                out[-1] = (order, [_joined(out[-1][1][0], ms[0])])
+            else:
+                out.append((order, list(ms)))
+        return [m for _, ms in out for m in ms]
+
+
+def _pieces(prev: list[Message], ms: list[Message]) -> bool:
+    """Whether two choice events of one index can be one answer: one assistant message each,
+    the first not finished (a piece states no finish reason until the last)."""
+    return (
+        len(prev) == len(ms) == 1
+        and prev[0].role == ms[0].role == "assistant"
+        and prev[0].finish_reason is None
+    )
+
+
+def _joined(prev: Message, piece: Message) -> Message:
+    """A choice and its next streamed piece: a text (or reasoning) piece continues the text (or
+    reasoning) the choice ends with; other parts follow in order."""
+    parts = list(prev.parts)
+    for part in piece.parts:
+        last = parts[-1] if parts else None
+        if isinstance(part, TextPart) and isinstance(last, TextPart):
+            parts[-1] = TextPart(last.content + part.content)
+        elif isinstance(part, ReasoningPart) and isinstance(last, ReasoningPart):
+            parts[-1] = ReasoningPart(last.content + part.content)
+        else:
+            parts.append(part)
+    return Message("assistant", parts, piece.finish_reason)
 
 
 def _without_repeats(payload: dict[str, Any], results: list[tuple[Any, Any]]) -> dict[str, Any]:

@@ -1,8 +1,9 @@
 """Telemetry to facts: one span (or one log-event group) in, one fact or one skip out.
 
-The message content of a span follows one of four conventions, tried in order: the OTel GenAI
+The message content of a span follows one of five conventions, tried in order: the OTel GenAI
 semantic conventions (``genai``), OpenLLMetry's flattened attributes (``openllmetry``),
-OpenInference (``openinference``) and the Vercel AI SDK's own keys (``vercel_ai``). The
+OpenInference (``openinference``), the Vercel AI SDK's own keys (``vercel_ai``) and Google
+ADK's ``call_llm`` JSON (``adk``). The
 metadata (model, provider, usage, sampling parameters, session) is read here, once, from
 whichever keys the span carries.
 """
@@ -14,7 +15,7 @@ from typing import Any
 
 from lithify.core.hashing import stable_hash
 from lithify.model import Feedback, InferenceCall, Skip
-from lithify.translate import feedback, genai, openinference, openllmetry, vercel_ai
+from lithify.translate import adk, feedback, genai, openinference, openllmetry, vercel_ai
 from lithify.translate._common import Degradations
 from lithify.translate._telemetry import Content, build, session_of, timing
 from lithify.translate.otlp import LogRecord, Span
@@ -24,6 +25,7 @@ _EXTRACTORS = (
     openllmetry.span_content,
     openinference.span_content,
     vercel_ai.span_content,
+    adk.span_content,
 )
 
 _AGENT_OPERATIONS = frozenset({"invoke_agent", "create_agent"})
@@ -74,10 +76,12 @@ def _span_identity(trace_id: str | None, span_id: str | None) -> tuple[Any, ...]
 
 
 def translate_span(
-    span: Span, *, under_agent: bool = False, raw: Any = None
+    span: Span, *, under_agent: bool = False, raw: Any = None, call_span: str | None = None
 ) -> InferenceCall | Skip:
     """One span to a fact; ``raw`` overrides what is kept (a flat attribute map keeps itself).
-    A model-call span without content gives its metadata only (``content_not_captured``)."""
+    A model-call span without content gives its metadata only (``content_not_captured``).
+    ``call_span``: the span that describes the same provider call (under an ADK ``call_llm``
+    span), whose identity the fact takes so the two are read as one call."""
     attrs = span.attributes
     if is_agent_span(attrs):
         # An agent run span may repeat the run's messages (Pydantic AI's pydantic_ai.all_messages
@@ -115,13 +119,15 @@ def translate_span(
     session = session_of(attrs)
     if session is None and content.source == vercel_ai.SOURCE:
         session = vercel_ai.session_of(attrs)
+    if session is None:
+        session = adk.session_of(attrs)
     if session is None and under_agent and span.trace_id:
         session = span.trace_id
     return build(
         content,
         deg,
         attrs,
-        identity=_span_identity(span.trace_id, span.span_id),
+        identity=_span_identity(span.trace_id, call_span or span.span_id),
         raw=span.to_raw() if raw is None else raw,
         trace_id=span.trace_id,
         span_id=span.span_id,
@@ -152,8 +158,21 @@ def translate_spans(spans: Iterable[Span]) -> Iterator[InferenceCall | Skip]:
             pid = parents.get(pid)
         return False
 
+    # ADK's call_llm span and the generate_content span under it (ADK's own, or the google-genai
+    # instrumentation's) describe one provider call: the call_llm fact takes the child's identity.
+    calls: dict[str, str] = {}
+    if any(adk.is_call_llm(s.attributes) for s in batch):
+        for s in batch:
+            child = s.parent_span_id and s.span_id and not adk.is_call_llm(s.attributes)
+            if child and is_model_call(s.attributes):
+                calls.setdefault(s.parent_span_id, s.span_id)
+
     for span in batch:
-        yield translate_span(span, under_agent=bool(agents) and under_agent(span))
+        yield translate_span(
+            span,
+            under_agent=bool(agents) and under_agent(span),
+            call_span=calls.get(span.span_id) if span.span_id and calls else None,
+        )
 
 
 def translate_attributes(attrs: dict[str, Any], *, raw: Any = None) -> InferenceCall | Skip:
