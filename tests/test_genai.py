@@ -17,6 +17,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord as PbLogRecord
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as PbSpan
 
+from lithify.core import identity
 from lithify.model import (
     DEGRADATION_REASONS,
     NO_FACT_REASONS,
@@ -542,7 +543,9 @@ def test_a_content_free_model_span_is_a_metadata_only_fact() -> None:
     span = Span(TRACE, SPAN, SPAN2, "chat gpt-4o", 3, T0, T0 + 5_000_000, dict(METADATA))
     f = translate_span(span)
     assert isinstance(f, InferenceCall), f
-    assert (f.input_messages, f.output_messages, f.tools) == ([], [], [])
+    # No part; the finish reason it states, as an output without parts (identity.fill).
+    assert (f.input_messages, f.tools) == ([], [])
+    assert f.output_messages == [Message("assistant", [], "stop")]
     assert f.degradations == {"content_not_captured": 1}
     assert f.source.name == "otel-genai"
     assert (f.provider, f.model, f.model_call_id) == ("openai", "gpt-4o-2024-08-06", "chatcmpl-9")
@@ -1053,7 +1056,11 @@ def _check(result: InferenceCall | Skip) -> None:
     assert set(result.degradations) <= set(DEGRADATION_REASONS)
     if "content_not_captured" in result.degradations:  # a span's metadata, nothing else
         assert result.degradations["content_not_captured"] == 1
-        assert (result.input_messages, result.output_messages) == ([], [])
+        # No part: at most the finish reasons the span states, as outputs without parts.
+        assert result.input_messages == [] and identity.part_count(result) == 0
+        outputs = result.output_messages
+        assert all(m.role == "assistant" for m in outputs)
+        assert not outputs or any(m.finish_reason is not None for m in outputs)
         assert result.span_id is not None and result.raw["kind"] == "otlp_span"
     for m in [*result.input_messages, *result.output_messages]:
         for p in m.parts:

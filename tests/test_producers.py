@@ -31,6 +31,7 @@ import msgspec
 import orjson
 import pytest
 
+from lithify.core import identity
 from lithify.derive.sessions import DeriveStats, sort_facts
 from lithify.ingest.files import read_file
 from lithify.model import InferenceCall, Skip
@@ -70,9 +71,6 @@ class Producer:
     # message log events, the spans holding the metadata alone: each call is read from its log
     # events, filled with its span's metadata, as a store and fact files read it).
     content: str = "traces"
-    # Whether the content states each output's finish reason (Pydantic AI's format 1 log
-    # records do not: their gen_ai.choice has none).
-    finish_reasons: bool = True
     # "python": the script runs in .venv-producers-<env>; "node": a Node.js project in
     # tests/producers/<env>/ (package-lock.json, node_modules from producers-setup), driven by a
     # stdlib-only script run with this interpreter.
@@ -215,7 +213,6 @@ PRODUCERS = {
             session="conversation",
             venv="pydantic-ai-v1",
             content="logs",
-            finish_reasons=False,
         ),
         # The Vercel AI SDK (TypeScript, `ai` 6.x with @ai-sdk/openai's Chat Completions model)
         # and its own spans: per scenario the run span (ai.generateText / ai.streamText), two
@@ -439,11 +436,11 @@ def expected_input(request: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def expected_output(answer: dict[str, Any], *, finish: bool = True) -> list[dict[str, Any]]:
-    """The canonical output message; ``finish=False``: a source that records no finish reason."""
+def expected_output(answer: dict[str, Any]) -> list[dict[str, Any]]:
+    """The canonical output message."""
     reason = {"tool_calls": "tool_call"}.get(answer["finish_reason"], answer["finish_reason"])
     parts = [*_reasoning(answer), *_text(answer["content"]), *_tool_calls(answer["tool_calls"])]
-    return [{"role": "assistant", "parts": parts, "finish_reason": reason if finish else None}]
+    return [{"role": "assistant", "parts": parts, "finish_reason": reason}]
 
 
 def expected_tools(request: dict[str, Any]) -> list[dict[str, Any]]:
@@ -580,10 +577,14 @@ def test_facts_match_the_provider_traffic(
     skips = [r.reason for r in results if isinstance(r, Skip)]
     assert skips == ["not_genai"] * (p.spans - CALLS)
     if p.content == "logs":
-        # The spans hold the calls' metadata and no message; the log events the messages. Each
-        # call is read from its log events with its span's metadata filled in.
-        for span in facts:
-            assert (span.input_messages, span.output_messages) == ([], [])
+        # The spans hold the calls' metadata and no message part (the finish reasons as
+        # outputs without parts); the log events the messages. Each call is read from its log
+        # events with its span's metadata (and finish reasons, where they state none) filled in.
+        for span, ex in zip(facts, exchanges, strict=True):
+            assert span.input_messages == [] and identity.part_count(span) == 0
+            assert [m.finish_reason for m in span.output_messages] == [
+                m["finish_reason"] for m in expected_output(ex["answer"])
+            ]
             assert span.degradations == {"content_not_captured": 1}
         events = _results(folder / "logs.json")
         assert not [r for r in events if isinstance(r, Skip)]
@@ -595,7 +596,7 @@ def test_facts_match_the_provider_traffic(
         assert_valid_messages(fact)
         assert fact.source.name == p.source
         assert _b(fact.input_messages) == expected_input(request)
-        assert _b(fact.output_messages) == expected_output(answer, finish=p.finish_reasons)
+        assert _b(fact.output_messages) == expected_output(answer)
         assert _b(fact.tools) == (expected_tools(request) if p.records_tools else [])
         assert fact.provider == "openai"
         assert fact.model == answer["model"] == MODEL
@@ -688,12 +689,7 @@ def test_provider_traffic_gives_the_same_messages(
     assert len(wire) == len(telemetry) == len(exchanges) == CALLS
     for w, t, ex in zip(wire, telemetry, exchanges, strict=True):
         assert _b(w.input_messages) == _b(t.input_messages)
-        if not p.finish_reasons:  # the records state no finish reason
-            assert [(m.role, _b(m.parts)) for m in w.output_messages] == [
-                (m.role, _b(m.parts)) for m in t.output_messages
-            ]
-        else:
-            assert _b(w.output_messages) == _b(t.output_messages)
+        assert _b(w.output_messages) == _b(t.output_messages)
         assert (w.model, w.input_tokens, w.output_tokens) == (
             t.model,
             t.input_tokens,

@@ -18,7 +18,7 @@ from lithify.derive.sessions import (
     iter_sessions,
     sort_facts,
 )
-from lithify.model import TextPart
+from lithify.model import Message, TextPart
 from tests.derive.helpers import EXAMPLES, assistant, at, call, facts_of, user, with_
 
 
@@ -172,26 +172,43 @@ _VALUES: dict[str, list[Any]] = {
 }
 
 
-@settings(max_examples=200, deadline=None)
+_FINISHES = [None, "stop", "length"]
+# An other capture's outputs: none, one (a span's finish reason: no part), or two (another
+# number of outputs than the first capture's: no reason of theirs is taken).
+_OUTPUTS = st.one_of(
+    st.just([]),
+    st.sampled_from(_FINISHES).map(lambda r: [Message("assistant", [], r)]),
+    st.just([Message("assistant", [], "length"), Message("assistant", [], "stop")]),
+)
+
+
+@settings(max_examples=300, deadline=None)
 @given(
     first=st.fixed_dictionaries({k: st.sampled_from(_VALUES[k]) for k in _FIELDS}),
+    finish=st.sampled_from(_FINISHES),
     others=st.lists(
-        st.fixed_dictionaries({k: st.sampled_from(_VALUES[k]) for k in _FIELDS}), max_size=3
+        st.tuples(
+            st.fixed_dictionaries({k: st.sampled_from(_VALUES[k]) for k in _FIELDS}), _OUTPUTS
+        ),
+        max_size=3,
     ),
 )
 def test_a_fill_only_adds_what_the_first_capture_left_empty(
-    first: dict[str, Any], others: list[dict[str, Any]]
+    first: dict[str, Any], finish: str | None, others: list[tuple[dict[str, Any], list[Message]]]
 ) -> None:
-    base = call("c", [user("q")], [assistant(TextPart("a"))])
+    base = call("c", [user("q")], [Message("assistant", [TextPart("a")], finish)])
     head = with_(base, **first, raw={"n": -1})
-    rest = [with_(base, input_messages=[], **o, raw={"n": i}) for i, o in enumerate(others)]
+    rest = [
+        with_(base, input_messages=[], output_messages=out, **o, raw={"n": i})
+        for i, (o, out) in enumerate(others)
+    ]
     got = fill(head, rest)
-    assert (got.input_messages, got.output_messages, got.raw, got.degradations) == (
+    assert (got.input_messages, got.raw, got.degradations) == (
         head.input_messages,
-        head.output_messages,
         head.raw,
         head.degradations,
     )
+    assert [m.parts for m in got.output_messages] == [m.parts for m in head.output_messages]
     for k in _FIELDS:
         mine = getattr(head, k)
         if mine not in (None, {}):
@@ -199,3 +216,8 @@ def test_a_fill_only_adds_what_the_first_capture_left_empty(
         else:  # the first other capture that has it, else still empty
             found = [getattr(r, k) for r in rest if getattr(r, k) not in (None, {})]
             assert getattr(got, k) == (found[0] if found else mine)
+    # A finish reason: the first capture's, else the first other one-output capture's.
+    reasons = [r.output_messages[0].finish_reason for r in rest if len(r.output_messages) == 1]
+    stated = [r for r in reasons if r is not None]
+    assert got.output_messages[0].finish_reason == (finish or (stated[0] if stated else None))
+    assert (got is head) == (got == head)  # unchanged is the very capture (stores test `is`)

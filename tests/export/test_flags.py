@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import msgspec
 import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -37,7 +38,10 @@ KEEP_ALL = tuple(sorted(DEFAULT_DROP))
 
 
 def _one(
-    finish: str = "stop", *, answer: str = "Sunny.", degradations: dict[str, int] | None = None
+    finish: str | None = "stop",
+    *,
+    answer: str = "Sunny.",
+    degradations: dict[str, int] | None = None,
 ) -> list[InferenceCall]:
     return [
         fact(
@@ -107,6 +111,25 @@ def test_each_flag_is_set_and_decides_whether_the_row_is_written(
         assert summary.flags[flag] >= 1
         dropped = run_export(facts, tmp_path / "dropped", kind="sft", drop_flags=(flag,))
         assert dropped.rows["train"] < len(kept)
+
+
+def test_an_answer_cut_short_that_only_its_span_says_is_cut_is_flagged(tmp_path: Path) -> None:
+    """Pydantic AI 1.x in log-event mode: the gen_ai.choice states no finish reason, the span
+    (a metadata-only capture of the same call) says `length`. The call is read from the log
+    events with the span's finish reason, so the cut answer is flagged, not taught as whole."""
+    (log,) = _one(None, answer="Sunny and")
+    span = msgspec.structs.replace(
+        log,
+        input_messages=[],
+        output_messages=[Message("assistant", [], "length")],
+        degradations={"content_not_captured": 1},
+        raw={"span": 1},
+    )
+    for i, facts in enumerate(([log, span], [span, log])):
+        kept = _rows(tmp_path / f"k{i}", facts, kind="sft", keep_flags=KEEP_ALL)
+        assert [r["metadata"]["flags"] for r in kept] == [["truncated_target"]]
+        summary = run_export(facts, tmp_path / f"d{i}", kind="sft")
+        assert summary.rows["train"] == 0 and summary.skipped["flagged"] == 1
 
 
 def test_a_tool_result_without_its_call_is_flagged_in_canonical_rows(tmp_path: Path) -> None:

@@ -60,12 +60,17 @@ def _span_and_log() -> tuple[InferenceCall, InferenceCall]:
 def _metadata_span_and_log() -> tuple[InferenceCall, InferenceCall]:
     """A span that recorded the call's metadata and no message (openai-v2's default mode), and
     the log events of the same span: the messages, without session, model, usage or response
-    id. The call is read from the log events, filled with the span's metadata."""
-    log = make_fact("span-2", trace_id="t2", span_id="s2", observed_at=T1, raw={"log": 2})
+    id. The call is read from the log events, filled with the span's metadata. The log events
+    state no finish reason (Pydantic AI 1.x): the span's, an output without parts, says the
+    answer was cut."""
+    cut = [Message("assistant", [TextPart("Let me")], None)]
+    log = make_fact(
+        "span-2", trace_id="t2", span_id="s2", observed_at=T1, output_messages=cut, raw={"log": 2}
+    )
     span = msgspec.structs.replace(
         log,
         input_messages=[],
-        output_messages=[],
+        output_messages=[Message("assistant", [], "length")],
         session_id="conv-2",
         model="gpt-5",
         input_tokens=40,
@@ -445,7 +450,7 @@ def test_a_version_2_store_opens_migrated_and_keeps_its_facts(store_url: str) ->
     with open_store(store_url, migrations=MIGRATIONS[:2]) as old:
         assert old.schema_version() == 2
     with open_store(store_url) as store:
-        assert store.schema_version() == LATEST == 9
+        assert store.schema_version() == LATEST == 10
         assert store.count() == 2
         assert same(store.get_fact(span.inference_call_id), span)
         assert _encoded(store.iter_facts(SESSION)) == _encoded(sort_facts([span, other]))
@@ -513,6 +518,27 @@ def test_a_version_8_store_reads_its_calls_filled(store_url: str) -> None:
             "chatcmpl-2",
         )
         assert read.input_messages == log.input_messages and read.degradations == {}
+        assert read.output_messages == [Message("assistant", [TextPart("Let me")], "length")]
+
+
+def test_a_version_9_store_reads_its_calls_with_the_finish_reasons_filled(store_url: str) -> None:
+    """Version 9 filled a call's metadata, not the finish reason its log events left null:
+    opened by this version, the fills are made again and the cut answer reads as cut."""
+    span, log = _metadata_span_and_log()
+    with open_store(store_url) as store:
+        store.insert_facts(CAPTURES)
+    # A fill as version 9 left none for this call: dropped, and version 10 forgotten.
+    raw_execute(store_url, "DELETE FROM call_fills", "DELETE FROM schema_version WHERE version > 9")
+    with open_store(store_url, migrations=MIGRATIONS[:9]) as old:
+        assert old.schema_version() == 9
+        read = old.get_fact(span.inference_call_id)
+        assert read is not None and read.output_messages == log.output_messages
+    with open_store(store_url) as store:
+        assert store.schema_version() == LATEST == 10
+        assert _encoded(store.iter_facts(SESSION)) == _encoded(sort_facts(CAPTURES))
+        read = store.get_fact(span.inference_call_id)
+        assert read is not None and read.output_messages[0].finish_reason == "length"
+        assert read.session_id == "conv-2"
 
 
 def test_a_new_call_sharing_an_id_with_a_variant_joins_its_call(store_url: str) -> None:

@@ -71,7 +71,8 @@ def lack(fact: InferenceCall) -> int:
 
 
 # What a call's first capture may leave empty and another capture of the call may hold: the
-# call's metadata, never its messages, degradations or raw (those stay the capture's own).
+# call's metadata, never its messages (but for a finish reason left null), degradations or raw
+# (those stay the capture's own).
 _FILLED = (
     "session_id",
     "trace_id",
@@ -97,18 +98,32 @@ def _empty(value: Any) -> bool:
 def fill(first: InferenceCall, others: Iterable[InferenceCall]) -> InferenceCall:
     """The fact a call is read as: its first capture, each metadata field it left empty (None,
     or no tools or request parameters at all) taken from the first of the call's other captures
-    (in rank order) that has it. A span may hold a call's model, usage, session and response id
-    while its log events hold the messages (docs/store.md, Call identity)."""
+    (in rank order) that has it, and so is each output message's finish reason it left null
+    (from a capture with as many output messages). A span may hold a call's model, usage,
+    session, response id and finish reasons while its log events hold the messages
+    (docs/store.md, Call identity)."""
     missing = [name for name in _FILLED if _empty(getattr(first, name))]
-    if not missing:
+    outputs = first.output_messages
+    unfinished = [i for i, m in enumerate(outputs) if m.finish_reason is None]
+    if not missing and not unfinished:
         return first
     found: dict[str, Any] = {}
+    reasons: dict[int, str] = {}
     for other in others:
         for name in missing:
             if name not in found and not _empty(value := getattr(other, name)):
                 found[name] = value
-        if len(found) == len(missing):
+        if len(other.output_messages) == len(outputs):
+            for i in unfinished:
+                if i not in reasons and (reason := other.output_messages[i].finish_reason):
+                    reasons[i] = reason
+        if len(found) == len(missing) and len(reasons) == len(unfinished):
             break
+    if reasons:
+        found["output_messages"] = [
+            Message(m.role, m.parts, reasons[i]) if i in reasons else m
+            for i, m in enumerate(outputs)
+        ]
     return msgspec.structs.replace(first, **found) if found else first
 
 

@@ -438,6 +438,12 @@ def _v9(blob: str, text: str, bigint: str, json: str) -> tuple[str, ...]:
     )
 
 
+# A call's read now also takes the finish reason of an output message its first capture left
+# null from its other captures (a span's gen_ai.response.finish_reasons beside log events that
+# state none): the fills are made again, with the index they are derived with.
+_V10 = ("DELETE FROM fact_captures",)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "facts and feedback", _V1_SQLITE, _V1_POSTGRES),
     Migration(2, "ingest tokens; lz4 body compression", _V2_SQLITE, _V2_POSTGRES),
@@ -467,6 +473,13 @@ MIGRATIONS: tuple[Migration, ...] = (
         "parts ranked last",
         _v9("BLOB", "TEXT", "INTEGER", "TEXT"),
         (*_v9("BYTEA", 'TEXT COLLATE "C"', "BIGINT", "JSONB"), _lz4("call_fills.body")),
+        rebuild_captures=True,
+    ),
+    Migration(
+        10,
+        "calls read with the finish reasons their other captures hold",
+        _V10,
+        _V10,
         rebuild_captures=True,
     ),
 )

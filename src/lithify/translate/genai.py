@@ -967,6 +967,19 @@ def span_tools(attrs: dict[str, Any], deg: Degradations) -> list[ToolDefinition]
     return _tools(attrs[TOOLS], deg) if _present(attrs, TOOLS) else []
 
 
+def span_finishes(attrs: dict[str, Any]) -> list[Message]:
+    """The finish reasons a span states (``gen_ai.response.finish_reasons``) as output messages
+    without parts, one a choice: what a span whose messages are log events knows of its answers.
+    Pydantic AI 1.x writes its ``gen_ai.choice`` events without one; the span's then marks a
+    truncated answer as truncated when the call is read (``identity.fill``)."""
+    reasons = [
+        finish_reason(r) for r in _finish_reasons(attrs.get("gen_ai.response.finish_reasons"))
+    ]
+    if not any(r is not None for r in reasons):
+        return []
+    return [Message("assistant", [], r) for r in reasons]
+
+
 def _attribute_events(value: Any, deg: Degradations) -> list[dict[str, Any]]:
     """Pydantic AI's ``events`` attribute (instrumentation format 1, ``event_mode='attributes'``)
     as span events: each entry is an event's body merged with its attributes, named by its

@@ -114,7 +114,11 @@ def translate_span(
         if vercel_ai.is_call_span(attrs):  # recordInputs and recordOutputs off
             content = vercel_ai.metadata_only(attrs, deg)
         else:
-            content = Content(_convention(attrs), tools=genai.span_tools(attrs, deg))
+            content = Content(
+                _convention(attrs),
+                output_messages=genai.span_finishes(attrs),
+                tools=genai.span_tools(attrs, deg),
+            )
     deg.add("invalid_text", span.repaired)
     session = session_of(attrs)
     if session is None and content.source == vercel_ai.SOURCE:
