@@ -217,7 +217,8 @@ class Consumers:
     def rows(self, export: str, split: str = "train") -> list[dict[str, Any]]:
         """The rows of a JSONL export, as written."""
         path = self.folder(export) / f"{split}.jsonl"
-        return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+        text = path.read_text(encoding="utf-8")
+        return [json.loads(line) for line in text.split("\n") if line]  # not at U+2028
 
 
 def clean_env(**extra: str) -> dict[str, str]:

@@ -88,7 +88,7 @@ def start_proxy(
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=fh)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        for line in log.read_text().splitlines():
+        for line in log.read_text().split("\n"):
             if '"event":"listening"' in line:
                 ev = orjson.loads(line)
                 if ev["pid"] == proc.pid:

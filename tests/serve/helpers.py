@@ -259,7 +259,7 @@ def start_server(
     deadline = time.monotonic() + 60
     seen = 0
     while time.monotonic() < deadline:
-        lines = log.read_text().splitlines()
+        lines = log.read_text().split("\n")
         for line in lines[seen:]:
             if '"event":"listening"' in line:
                 ev = orjson.loads(line)
