@@ -31,7 +31,7 @@ from tests.fakes import wire  # noqa: E402
 from tests.fakes.answers import Answer, Call, answer  # noqa: E402
 from tests.fakes.provider import FakeProvider  # noqa: E402
 
-# The same conversation as fake_openai.py (and harness.py), in Gemini's terms.
+# The same conversation as fake_openai.py (and common.py), in Gemini's terms.
 CALLS = (
     Call.of("get_weather", {"city": "Paris", "unit": "celsius"}),
     Call.of("get_weather", {"city": "Zürich", "unit": "celsius"}),

@@ -1,21 +1,16 @@
-"""What every producer script shares: the OTel SDK with in-memory exporters, the weather-agent
-conversation driven through the real ``openai`` SDK, and writing the capture as OTLP.
+"""What the OpenAI producer scripts share: httpx aliased to httpx2 before any instrumentation
+loads, and the weather-agent conversation (common.py's) driven through the real ``openai`` SDK
+against ``fake_openai.py``, both scenarios run and written by common.py.
 
-Runs inside a producer venv (never in lithify's own). The capture of one scenario is written as
-``traces.pb`` / ``logs.pb`` (the exact ExportTraceServiceRequest / ExportLogsServiceRequest bytes
-the OTLP/protobuf exporters send, from ``opentelemetry-exporter-otlp-proto-common``) and
-``traces.json`` / ``logs.json`` (OTLP/JSON from ``opentelemetry-exporter-otlp-json-common``: hex
-ids, integer enums, 64-bit integers as strings), plus ``exchanges.json`` from the fake provider.
+Runs inside a producer venv (never in lithify's own).
 """
 
 from __future__ import annotations
 
 import contextlib
-import importlib.metadata
 import json
 import os
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -26,94 +21,27 @@ import httpx2
 
 httpx2.alias_httpx()
 
+from common import (  # noqa: E402
+    PARAMETERS,
+    RESULTS,
+    SAMPLING,
+    SYSTEM,
+    TOOL_DESCRIPTION,
+    TOOL_NAME,
+    USER,
+    Capture,
+    run_scenarios,
+    versions,
+)
 from fake_openai import FakeOpenAI  # noqa: E402
-from opentelemetry import trace  # noqa: E402
-from opentelemetry._logs import set_logger_provider  # noqa: E402
-from opentelemetry.exporter.otlp.json.common._log_encoder import (  # noqa: E402
-    encode_logs as encode_logs_json,
-)
-from opentelemetry.exporter.otlp.json.common.trace_encoder import (  # noqa: E402
-    encode_spans as encode_spans_json,
-)
-from opentelemetry.exporter.otlp.proto.common._log_encoder import encode_logs  # noqa: E402
-from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans  # noqa: E402
-from opentelemetry.sdk._logs import LoggerProvider  # noqa: E402
-from opentelemetry.sdk._logs.export import (  # noqa: E402
-    InMemoryLogRecordExporter,
-    SimpleLogRecordProcessor,
-)
-from opentelemetry.sdk.resources import Resource  # noqa: E402
-from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import (  # noqa: E402
-    InMemorySpanExporter,
-)
 
-SYSTEM = "You are a weather assistant. Call get_weather once per city, then answer briefly."
-USER = "What's the weather in Paris and in Zürich right now?"
 TOOLS: list[dict[str, Any]] = [
     {
         "type": "function",
-        "function": {
-            "name": "get_weather",
-            "description": "Current weather for one city.",
-            "parameters": {
-                "type": "object",
-                "properties": {
-                    "city": {"type": "string", "description": "City name"},
-                    "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
-                },
-                "required": ["city"],
-                "additionalProperties": False,
-            },
-        },
+        "function": {"name": TOOL_NAME, "description": TOOL_DESCRIPTION, "parameters": PARAMETERS},
     }
 ]
-# One result a JSON string, one plain text: a tool result must stay the string the model saw.
-RESULTS = {
-    "Paris": '{"temperature": 18, "unit": "celsius", "conditions": "cloudy"}',
-    "Zürich": "12 °C, light rain",
-}
 REQUEST_MODEL = "gpt-4o-mini"
-SAMPLING: dict[str, Any] = {"temperature": 0.2, "max_tokens": 256, "seed": 7}
-
-
-class Capture:
-    """The SDK wired to in-memory exporters, installed as the global providers."""
-
-    def __init__(self, service: str) -> None:
-        resource = Resource.create({"service.name": service})
-        self.spans = InMemorySpanExporter()
-        self.logs = InMemoryLogRecordExporter()
-        self.tracer_provider = TracerProvider(resource=resource)
-        self.tracer_provider.add_span_processor(SimpleSpanProcessor(self.spans))
-        self.logger_provider = LoggerProvider(resource=resource)
-        self.logger_provider.add_log_record_processor(SimpleLogRecordProcessor(self.logs))
-        trace.set_tracer_provider(self.tracer_provider)
-        set_logger_provider(self.logger_provider)
-
-    def clear(self) -> None:
-        self.spans.clear()
-        self.logs.clear()
-
-    def write(self, out: Path) -> dict[str, int]:
-        """Write the captured spans and logs in both OTLP encodings; return their counts."""
-        self.tracer_provider.force_flush()
-        self.logger_provider.force_flush()
-        spans = list(self.spans.get_finished_spans())
-        logs = list(self.logs.get_finished_logs())
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "traces.pb").write_bytes(encode_spans(spans).SerializeToString())
-        _write_json(out / "traces.json", encode_spans_json(spans).to_dict())
-        # An exporter sends no request for an empty batch: no logs, no logs files.
-        if logs:
-            (out / "logs.pb").write_bytes(encode_logs(logs).SerializeToString())
-            _write_json(out / "logs.json", encode_logs_json(logs).to_dict())
-        return {"spans": len(spans), "logs": len(logs)}
-
-
-def _write_json(path: Path, doc: Any) -> None:
-    path.write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n", "utf-8")
 
 
 def _assistant_from_stream(stream: Any) -> dict[str, Any]:
@@ -171,16 +99,6 @@ def converse(client: Any, *, stream: bool) -> None:
     raise RuntimeError("the fake provider never gave a final answer")
 
 
-def versions(*names: str) -> dict[str, str]:
-    out = {}
-    for n in names:
-        try:
-            out[n] = importlib.metadata.version(n)
-        except importlib.metadata.PackageNotFoundError:
-            out[n] = "missing"
-    return out
-
-
 def run(
     *,
     producer: str,
@@ -196,29 +114,18 @@ def run(
     """
     from openai import OpenAI
 
+    def play(fake: FakeOpenAI, scenario: str, stream: bool) -> None:
+        client = OpenAI(
+            base_url=fake.base_url, api_key="sk-test-not-a-real-key-0000", max_retries=0
+        )
+        with wrap(capture, scenario):
+            converse(client, stream=stream)
+        client.close()
+
     manifest: dict[str, Any] = {
         "producer": producer,
         "python": sys.version.split()[0],
         "versions": versions("openai", "httpx2", "opentelemetry-sdk", *packages),
         "env": {k: v for k, v in sorted(os.environ.items()) if k.startswith("OTEL_")},
-        "scenarios": {},
     }
-    for scenario, stream in (("plain", False), ("stream", True)):
-        capture.clear()
-        started = time.perf_counter()
-        with FakeOpenAI(id_prefix=scenario) as fake:
-            client = OpenAI(
-                base_url=fake.base_url, api_key="sk-test-not-a-real-key-0000", max_retries=0
-            )
-            with wrap(capture, scenario):
-                converse(client, stream=stream)
-            client.close()
-        folder = out / scenario
-        counts = capture.write(folder)
-        fake.dump(folder / "exchanges.json")
-        manifest["scenarios"][scenario] = {
-            **counts,
-            "calls": len(fake.exchanges),
-            "seconds": round(time.perf_counter() - started, 3),
-        }
-    _write_json(out / "manifest.json", manifest)
+    run_scenarios(capture=capture, out=out, manifest=manifest, fake=FakeOpenAI, play=play)

@@ -2,7 +2,7 @@
 SDK's real exporters and batch processors, as an application does, to ENDPOINT (a running
 ``lithify serve`` in tests/serve).
 
-The same spans and log records also go to the harness's in-memory exporters and are written as
+The same spans and log records also go to common.py's in-memory exporters and are written as
 OTLP files (``traces.pb`` …), so a test can convert exactly the telemetry that was sent.
 
 Usage (inside .venv-producers-openai-v2 for protobuf, .venv-producers-openai-v2-json for JSON,
@@ -28,6 +28,7 @@ from typing import Any
 # run_otel sets the instrumentation's OTEL_* variables (from --semconv) before it loads.
 from run_otel import agent_span, instrumentor  # isort: skip
 
+import common
 import harness  # aliases httpx to httpx2 before any instrumentation loads
 from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
@@ -111,7 +112,7 @@ def main() -> None:
         k, _, v = h.partition("=")
         headers[k] = urllib.parse.unquote(v)
 
-    capture = harness.Capture("lithify-producer-openai-v2-live")
+    capture = common.Capture("lithify-producer-openai-v2-live")
     calls: list[dict[str, Any]] = []
     span_exporter, log_exporter = exporters(
         args.encoding, args.endpoint.rstrip("/"), headers, args.compression

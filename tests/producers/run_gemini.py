@@ -15,9 +15,10 @@ Google ADK's own telemetry, both talking to ``fake_gemini.py``.
   ``gcp.vertex.agent.llm_request`` / ``llm_response`` JSON, and ADK's stable-semconv
   ``generate_content`` span and per-message log events).
 
-Written per scenario as run_otel.py does (harness.py is not imported: it aliases httpx to httpx2,
-and the google-genai SDK 2.x talks through httpx): ``traces.pb`` / ``traces.json``,
-``logs.pb`` / ``logs.json`` and ``exchanges.json``, and ``manifest.json``.
+Written per scenario by common.py, as run_otel.py's are (harness.py, the OpenAI side, is not
+imported: it aliases httpx to httpx2, and the google-genai SDK 2.x talks through httpx):
+``traces.pb`` / ``traces.json``, ``logs.pb`` / ``logs.json`` and ``exchanges.json``, and
+``manifest.json``.
 
 Usage (inside the producer venv): ``python run_gemini.py OUT --producer google-genai`` or
 ``python run_gemini.py OUT --producer adk [--schema 1]``
@@ -27,29 +28,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
-import importlib.metadata
-import json
 import os
 import sys
-import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import common  # imports no instrumentation: the environment below is still read when they load
 
-def _arg(argv: list[str], name: str, default: str) -> str:
-    """An option read before argparse: the environment must be set before imports."""
-    for i, arg in enumerate(argv):
-        if arg == name and i + 1 < len(argv):
-            return argv[i + 1]
-        if arg.startswith(name + "="):
-            return arg.split("=", 1)[1]
-    return default
-
-
-PRODUCER = _arg(sys.argv[1:], "--producer", "google-genai")
-SCHEMA = _arg(sys.argv[1:], "--schema", "2")
+PRODUCER = common.early_option(sys.argv[1:], "--producer", "google-genai")
+SCHEMA = common.early_option(sys.argv[1:], "--schema", "2")
 os.environ.setdefault("OTEL_SEMCONV_STABILITY_OPT_IN", "gen_ai_latest_experimental")
 if PRODUCER == "adk" and SCHEMA == "1":
     # The legacy format: call_llm spans with ADK's JSON (ADK_CAPTURE_MESSAGE_CONTENT_IN_SPANS
@@ -60,47 +47,13 @@ if PRODUCER == "adk" and SCHEMA == "1":
 else:
     os.environ.setdefault("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "span_and_event")
 
+from common import PARAMETERS, RESULTS, SYSTEM, TOOL_DESCRIPTION, TOOL_NAME, USER  # noqa: E402
 from fake_gemini import MODEL, FakeGemini  # noqa: E402
-from opentelemetry import trace  # noqa: E402
-from opentelemetry._logs import set_logger_provider  # noqa: E402
-from opentelemetry.exporter.otlp.json.common._log_encoder import (  # noqa: E402
-    encode_logs as encode_logs_json,
-)
-from opentelemetry.exporter.otlp.json.common.trace_encoder import (  # noqa: E402
-    encode_spans as encode_spans_json,
-)
-from opentelemetry.exporter.otlp.proto.common._log_encoder import encode_logs  # noqa: E402
-from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans  # noqa: E402
-from opentelemetry.sdk._logs import LoggerProvider  # noqa: E402
-from opentelemetry.sdk._logs.export import (  # noqa: E402
-    InMemoryLogRecordExporter,
-    SimpleLogRecordProcessor,
-)
-from opentelemetry.sdk.resources import Resource  # noqa: E402
-from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import (  # noqa: E402
-    InMemorySpanExporter,
-)
-from opentelemetry.trace import SpanKind  # noqa: E402
 
-# The conversation of harness.py, word for word.
-SYSTEM = "You are a weather assistant. Call get_weather once per city, then answer briefly."
-USER = "What's the weather in Paris and in Zürich right now?"
-PARAMETERS: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "city": {"type": "string", "description": "City name"},
-        "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
-    },
-    "required": ["city"],
-    "additionalProperties": False,
+# common.py's sampling under the Gemini API's names.
+SAMPLING: dict[str, Any] = {
+    ("max_output_tokens" if k == "max_tokens" else k): v for k, v in common.SAMPLING.items()
 }
-RESULTS = {
-    "Paris": '{"temperature": 18, "unit": "celsius", "conditions": "cloudy"}',
-    "Zürich": "12 °C, light rain",
-}
-SAMPLING: dict[str, Any] = {"temperature": 0.2, "max_output_tokens": 256, "seed": 7}
 API_KEY = "test"
 
 PACKAGES = {
@@ -111,42 +64,6 @@ PACKAGES = {
     ),
     "adk": ("google-genai", "google-adk"),
 }
-
-
-class Capture:
-    """The SDK wired to in-memory exporters, installed as the global providers (harness.py's)."""
-
-    def __init__(self, service: str) -> None:
-        resource = Resource.create({"service.name": service})
-        self.spans = InMemorySpanExporter()
-        self.logs = InMemoryLogRecordExporter()
-        self.tracer_provider = TracerProvider(resource=resource)
-        self.tracer_provider.add_span_processor(SimpleSpanProcessor(self.spans))
-        self.logger_provider = LoggerProvider(resource=resource)
-        self.logger_provider.add_log_record_processor(SimpleLogRecordProcessor(self.logs))
-        trace.set_tracer_provider(self.tracer_provider)
-        set_logger_provider(self.logger_provider)
-
-    def clear(self) -> None:
-        self.spans.clear()
-        self.logs.clear()
-
-    def write(self, out: Path) -> dict[str, int]:
-        self.tracer_provider.force_flush()
-        self.logger_provider.force_flush()
-        spans = list(self.spans.get_finished_spans())
-        logs = list(self.logs.get_finished_logs())
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "traces.pb").write_bytes(encode_spans(spans).SerializeToString())
-        _write_json(out / "traces.json", encode_spans_json(spans).to_dict())
-        if logs:
-            (out / "logs.pb").write_bytes(encode_logs(logs).SerializeToString())
-            _write_json(out / "logs.json", encode_logs_json(logs).to_dict())
-        return {"spans": len(spans), "logs": len(logs)}
-
-
-def _write_json(path: Path, doc: Any) -> None:
-    path.write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n", "utf-8")
 
 
 def get_weather(city: str, unit: str = "celsius") -> str:
@@ -160,21 +77,6 @@ def get_weather(city: str, unit: str = "celsius") -> str:
 
 
 # --- google-genai under opentelemetry-instrumentation-google-genai ----------------------------
-
-
-@contextlib.contextmanager
-def _agent_span(capture: Capture) -> Iterator[None]:
-    """An agent span around the tool loop, as run_otel.py writes it."""
-    tracer = capture.tracer_provider.get_tracer("lithify.producers.agent")
-    attrs = {
-        "gen_ai.operation.name": "invoke_agent",
-        "gen_ai.agent.name": "weather-agent",
-        "gen_ai.provider.name": "gcp.gemini",
-    }
-    with tracer.start_as_current_span(
-        "invoke_agent weather-agent", kind=SpanKind.INTERNAL, attributes=attrs
-    ):
-        yield
 
 
 def _joined(parts: list[Any]) -> list[Any]:
@@ -212,8 +114,8 @@ def converse_genai(base_url: str, *, stream: bool) -> None:
             types.Tool(
                 function_declarations=[
                     types.FunctionDeclaration(
-                        name="get_weather",
-                        description="Current weather for one city.",
+                        name=TOOL_NAME,
+                        description=TOOL_DESCRIPTION,
                         parameters_json_schema=PARAMETERS,
                     )
                 ]
@@ -254,15 +156,15 @@ def converse_genai(base_url: str, *, stream: bool) -> None:
     raise RuntimeError("the fake provider never gave a final answer")
 
 
-def run_genai(capture: Capture, base_url: str, scenario: str, stream: bool) -> None:
-    with _agent_span(capture):
+def run_genai(capture: common.Capture, base_url: str, scenario: str, stream: bool) -> None:
+    with common.agent_span(capture, "gcp.gemini"):
         converse_genai(base_url, stream=stream)
 
 
 # --- Google ADK -------------------------------------------------------------------------------
 
 
-def run_adk(capture: Capture, base_url: str, scenario: str, stream: bool) -> None:
+def run_adk(capture: common.Capture, base_url: str, scenario: str, stream: bool) -> None:
     from google.adk.agents import LlmAgent
     from google.adk.agents.run_config import RunConfig, StreamingMode
     from google.adk.models.google_llm import Gemini
@@ -297,16 +199,6 @@ def run_adk(capture: Capture, base_url: str, scenario: str, stream: bool) -> Non
     asyncio.run(go())
 
 
-def versions(*names: str) -> dict[str, str]:
-    out = {}
-    for n in names:
-        try:
-            out[n] = importlib.metadata.version(n)
-        except importlib.metadata.PackageNotFoundError:
-            out[n] = "missing"
-    return out
-
-
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("out", type=Path)
@@ -316,7 +208,7 @@ def main() -> None:
     os.environ["GOOGLE_API_KEY"] = API_KEY
     for k in ("GOOGLE_GENAI_USE_VERTEXAI", "GOOGLE_CLOUD_PROJECT", "GEMINI_API_KEY"):
         os.environ.pop(k, None)
-    capture = Capture(f"lithify-producer-{args.producer}")
+    capture = common.Capture(f"lithify-producer-{args.producer}")
     if args.producer == "google-genai":
         from opentelemetry.instrumentation.google_genai import GoogleGenAiSdkInstrumentor
 
@@ -329,24 +221,16 @@ def main() -> None:
     manifest: dict[str, Any] = {
         "producer": args.producer,
         "python": sys.version.split()[0],
-        "versions": versions("opentelemetry-sdk", *PACKAGES[args.producer]),
+        "versions": common.versions("opentelemetry-sdk", *PACKAGES[args.producer]),
         "env": {k: v for k, v in sorted(os.environ.items()) if k.startswith(("OTEL_", "ADK_"))},
-        "scenarios": {},
     }
-    for scenario, stream in (("plain", False), ("stream", True)):
-        capture.clear()
-        started = time.perf_counter()
-        with FakeGemini(id_prefix=scenario) as fake:
-            run(capture, fake.base_url, scenario, stream)
-        folder = args.out / scenario
-        counts = capture.write(folder)
-        fake.dump(folder / "exchanges.json")
-        manifest["scenarios"][scenario] = {
-            **counts,
-            "calls": len(fake.exchanges),
-            "seconds": round(time.perf_counter() - started, 3),
-        }
-    _write_json(args.out / "manifest.json", manifest)
+    common.run_scenarios(
+        capture=capture,
+        out=args.out,
+        manifest=manifest,
+        fake=FakeGemini,
+        play=lambda fake, scenario, stream: run(capture, fake.base_url, scenario, stream),
+    )
 
 
 if __name__ == "__main__":

@@ -31,6 +31,7 @@ from typing import Any
 os.environ.setdefault("OTEL_SEMCONV_STABILITY_OPT_IN", "gen_ai_latest_experimental")
 os.environ.setdefault("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "span_and_event")
 
+import common
 import harness  # aliases httpx to httpx2 before any instrumentation loads
 from fake_openai import FakeOpenAI
 from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
@@ -75,7 +76,7 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "image.png").write_bytes(image)
 
-    capture = harness.Capture(f"lithify-producer-{name}-image")
+    capture = common.Capture(f"lithify-producer-{name}-image")
     calls: list[dict[str, Any]] = []
     if name == "openinference":
         from openinference.instrumentation.openai import OpenAIInstrumentor as OIInstrumentor
@@ -120,7 +121,7 @@ def main() -> None:
         )
         with agent_span(capture, "image"):
             client.chat.completions.create(
-                model=harness.REQUEST_MODEL, messages=messages, **harness.SAMPLING
+                model=harness.REQUEST_MODEL, messages=messages, **common.SAMPLING
             )
         client.close()
     counts = capture.write(args.out / "image")
@@ -130,7 +131,7 @@ def main() -> None:
     (args.out / "exports.json").write_text(json.dumps(calls, indent=2) + "\n")
     manifest = {
         "producer": f"{name}-image",
-        "versions": harness.versions("openai", *packages),
+        "versions": common.versions("openai", *packages),
         "counts": counts,
     }
     (args.out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")

@@ -12,6 +12,7 @@ import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
+import common
 import harness  # aliases httpx to httpx2 before any instrumentation loads
 from openinference.instrumentation import using_session
 from openinference.instrumentation.openai import OpenAIInstrumentor
@@ -28,7 +29,7 @@ def session_id(scenario: str) -> str:
 
 
 @contextlib.contextmanager
-def session(capture: harness.Capture, scenario: str) -> Iterator[None]:
+def session(capture: common.Capture, scenario: str) -> Iterator[None]:
     with using_session(session_id(scenario)):
         yield
 
@@ -37,7 +38,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("out", type=Path)
     args = p.parse_args()
-    capture = harness.Capture("lithify-producer-openinference")
+    capture = common.Capture("lithify-producer-openinference")
     OpenAIInstrumentor().instrument(tracer_provider=capture.tracer_provider)
     harness.run(
         producer="openinference",

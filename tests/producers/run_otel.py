@@ -21,30 +21,20 @@ import argparse
 import contextlib
 import os
 import sys
-from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
-
-def _semconv_arg(argv: list[str]) -> str:
-    """``--semconv``, read before argparse: the environment must be set before imports."""
-    for i, arg in enumerate(argv):
-        if arg == "--semconv" and i + 1 < len(argv):
-            return argv[i + 1]
-        if arg.startswith("--semconv="):
-            return arg.split("=", 1)[1]
-    return "latest"
-
+import common  # imports no instrumentation: the environment below is still read when they load
 
 # Read by the instrumentations when they load: set before importing them.
-if _semconv_arg(sys.argv[1:]) == "default":
+if common.early_option(sys.argv[1:], "--semconv", "latest") == "default":
     os.environ.pop("OTEL_SEMCONV_STABILITY_OPT_IN", None)
     os.environ.setdefault("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "true")
 else:
     os.environ.setdefault("OTEL_SEMCONV_STABILITY_OPT_IN", "gen_ai_latest_experimental")
     os.environ.setdefault("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "span_and_event")
 
-import harness  # noqa: E402  # aliases httpx to httpx2 before any instrumentation loads
-from opentelemetry.trace import SpanKind  # noqa: E402
+import harness  # aliases httpx to httpx2 before any instrumentation loads
 
 PACKAGES = {
     "openai-v2": ("opentelemetry-instrumentation-openai-v2", "opentelemetry-util-genai"),
@@ -70,20 +60,9 @@ def instrumentor(name: str, semconv: str = "latest") -> object:
     return OpenAIInstrumentor()
 
 
-@contextlib.contextmanager
-def agent_span(capture: harness.Capture, scenario: str) -> Iterator[None]:
-    """An agent span around the tool loop, as agent frameworks write it: the calls under it
-    share its trace, which is their session when nothing more explicit names one."""
-    tracer = capture.tracer_provider.get_tracer("lithify.producers.agent")
-    attrs = {
-        "gen_ai.operation.name": "invoke_agent",
-        "gen_ai.agent.name": "weather-agent",
-        "gen_ai.provider.name": "openai",
-    }
-    with tracer.start_as_current_span(
-        "invoke_agent weather-agent", kind=SpanKind.INTERNAL, attributes=attrs
-    ):
-        yield
+def agent_span(capture: common.Capture, scenario: str) -> contextlib.AbstractContextManager[Any]:
+    """common.py's agent span, for an OpenAI agent (harness.run's ``wrap``)."""
+    return common.agent_span(capture, "openai")
 
 
 def main() -> None:
@@ -94,7 +73,7 @@ def main() -> None:
     args = p.parse_args()
     if args.semconv == "default" and args.instrumentation != "openai-v2":
         p.error("--semconv default: openai-v2 only")
-    capture = harness.Capture(f"lithify-producer-{args.instrumentation}")
+    capture = common.Capture(f"lithify-producer-{args.instrumentation}")
     inst = instrumentor(args.instrumentation, args.semconv)
     inst.instrument(  # type: ignore[attr-defined]
         tracer_provider=capture.tracer_provider, logger_provider=capture.logger_provider

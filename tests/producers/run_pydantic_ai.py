@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import sys
-import time
 import warnings
 from collections.abc import AsyncIterable
 from pathlib import Path
 from typing import Any, Literal
 
+import common
 import harness  # aliases httpx to httpx2 before pydantic-ai loads
 from fake_openai import FakeOpenAI
 
@@ -40,7 +41,7 @@ MODES: dict[str, dict[str, Any]] = {
 }
 
 
-def settings(mode: str, capture: harness.Capture) -> Any:
+def settings(mode: str, capture: common.Capture) -> Any:
     from pydantic_ai.models.instrumented import InstrumentationSettings
 
     kwargs: dict[str, Any] = {"tracer_provider": capture.tracer_provider, **MODES[mode]}
@@ -63,8 +64,8 @@ def agent(base_url: str, instrument: Any) -> tuple[Any, Any]:
     weather = Agent(
         model,
         name="weather-agent",
-        instructions=harness.SYSTEM,
-        model_settings={"temperature": 0.2, "max_tokens": 256, "seed": 7},
+        instructions=common.SYSTEM,
+        model_settings=dict(common.SAMPLING),
     )
     # A constructor argument up to 1.x, a property since: the property works in both.
     weather.instrument = instrument
@@ -77,7 +78,7 @@ def agent(base_url: str, instrument: Any) -> tuple[Any, Any]:
             city: City name
             unit: Temperature unit
         """
-        return harness.RESULTS[city]
+        return common.RESULTS[city]
 
     return weather, client
 
@@ -91,9 +92,9 @@ async def converse(base_url: str, instrument: Any, *, stream: bool) -> str:
     weather, client = agent(base_url, instrument)
     try:
         if stream:
-            result = await weather.run(harness.USER, event_stream_handler=_drain)
+            result = await weather.run(common.USER, event_stream_handler=_drain)
         else:
-            result = await weather.run(harness.USER)
+            result = await weather.run(common.USER)
     finally:
         await client.close()
     return str(result.output)
@@ -104,33 +105,28 @@ def main() -> None:
     p.add_argument("out", type=Path)
     p.add_argument("--mode", choices=sorted(MODES), required=True)
     args = p.parse_args()
-    capture = harness.Capture(f"lithify-producer-pydantic-ai-{args.mode}")
+    capture = common.Capture(f"lithify-producer-pydantic-ai-{args.mode}")
     instrument = settings(args.mode, capture)
+
+    def play(fake: FakeOpenAI, scenario: str, stream: bool) -> dict[str, Any]:
+        return {"output": asyncio.run(converse(fake.base_url, instrument, stream=stream))}
+
     manifest: dict[str, Any] = {
         "producer": f"pydantic-ai {args.mode}",
         "python": sys.version.split()[0],
-        "versions": harness.versions("openai", "httpx2", "opentelemetry-sdk", *PACKAGES),
+        "versions": common.versions("openai", "httpx2", "opentelemetry-sdk", *PACKAGES),
         "instrumentation": {
             "version": instrument.version,
             "event_mode": getattr(instrument, "event_mode", None),
         },
-        "scenarios": {},
     }
-    for scenario, stream in (("plain", False), ("stream", True)):
-        capture.clear()
-        started = time.perf_counter()
-        with FakeOpenAI(id_prefix=scenario, reasoning=True) as fake:
-            output = asyncio.run(converse(fake.base_url, instrument, stream=stream))
-        folder = args.out / scenario
-        counts = capture.write(folder)
-        fake.dump(folder / "exchanges.json")
-        manifest["scenarios"][scenario] = {
-            **counts,
-            "calls": len(fake.exchanges),
-            "output": output,
-            "seconds": round(time.perf_counter() - started, 3),
-        }
-    harness._write_json(args.out / "manifest.json", manifest)
+    common.run_scenarios(
+        capture=capture,
+        out=args.out,
+        manifest=manifest,
+        fake=functools.partial(FakeOpenAI, reasoning=True),
+        play=play,
+    )
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 // the real `@ai-sdk/openai` Chat Completions model, against tests/producers/fake_openai.py.
 //
 // One scenario per run: `plain` (generateText) or `stream` (streamText), each the weather tool loop
-// of harness.py (system + user message, two parallel get_weather calls, their results, the final
+// of common.py (system + user message, two parallel get_weather calls, their results, the final
 // answer: two model calls, `stopWhen: stepCountIs(5)`). The spans go through the OTel SDK's real
 // OTLP/HTTP exporters — protobuf (`@opentelemetry/exporter-trace-otlp-proto`) and JSON
 // (`@opentelemetry/exporter-trace-otlp-http`) — to a receiver in this process, which writes the
@@ -24,7 +24,7 @@ import { resourceFromAttributes } from '@opentelemetry/resources';
 import { BatchSpanProcessor, NodeTracerProvider } from '@opentelemetry/sdk-trace-node';
 import { generateText, jsonSchema, stepCountIs, streamText, tool } from 'ai';
 
-// The conversation of harness.py, word for word.
+// The conversation of common.py, word for word.
 const SYSTEM = 'You are a weather assistant. Call get_weather once per city, then answer briefly.';
 const USER = "What's the weather in Paris and in Zürich right now?";
 const RESULTS = {
