@@ -193,7 +193,7 @@ def test_option_choices_written_out_for_the_help_are_the_stages_own() -> None:
 
 def test_help_lists_every_command_in_order_and_each_command_has_its_help() -> None:
     """Commands are registered lazily: the list and each command's own help are still whole."""
-    from lithify.cli.commands import COMMANDS
+    from lithify.cli.registry import COMMANDS
 
     top = runner.invoke(app, ["--help"], env={"COLUMNS": "200"})
     assert top.exit_code == 0

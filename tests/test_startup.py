@@ -4,13 +4,22 @@ are bench/startup.py's."""
 
 from __future__ import annotations
 
+import fcntl
+import functools
+import os
+import pty
+import struct
 import subprocess
 import sys
+import termios
 from pathlib import Path
 from typing import Annotated
 
 import orjson
+import pytest
 import typer
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.conftest import CORPUS
 
@@ -74,15 +83,25 @@ def test_version_from_the_entry_point_is_typers_answer() -> None:
 RICH = {"rich", "markdown_it", "pygments"}
 
 
-def test_help_imports_no_command_module_no_stage_and_no_rich() -> None:
-    for args in (["--help"], ["-h"], []):
+def test_help_imports_no_typer_no_command_module_and_no_stage() -> None:
+    """A lone --help or -h is answered by the entry point from registry.py, without typer."""
+    for args in (["--help"], ["-h"]):
         loaded = _loaded(*args)
-        assert {m for m in loaded if m.startswith("lithify.cli.")} == {
-            "lithify.cli.commands",
-            "lithify.cli.values",
-        }, args
+        assert {m for m in loaded if m.startswith("lithify.cli.")} == {"lithify.cli.registry"}
         assert _stages(loaded) == set()
-        assert _top(loaded) & {*RICH, "msgspec", "numpy", "pydantic"} == set()
+        assert _top(loaded) & {"typer", "click", *RICH, "msgspec", "numpy", "pydantic"} == set()
+
+
+def test_help_without_arguments_imports_no_command_module_no_stage_and_no_rich() -> None:
+    """`lithify` alone is typer's (its help, exit code 2), still without a command module."""
+    loaded = _loaded()
+    assert {m for m in loaded if m.startswith("lithify.cli.")} == {
+        "lithify.cli.commands",
+        "lithify.cli.registry",
+        "lithify.cli.values",
+    }
+    assert _stages(loaded) == set()
+    assert _top(loaded) & {*RICH, "msgspec", "numpy", "pydantic"} == set()
 
 
 def test_a_commands_help_imports_its_module_and_no_stage() -> None:
@@ -99,7 +118,8 @@ def test_help_lists_each_command_with_its_own_summary() -> None:
     from typer.testing import CliRunner
 
     from lithify.cli import app
-    from lithify.cli.commands import COMMANDS, summary
+    from lithify.cli.commands import summary
+    from lithify.cli.registry import COMMANDS
 
     group = typer.main.get_command(app)
     for name, (_, _, written) in COMMANDS.items():
@@ -111,6 +131,160 @@ def test_help_lists_each_command_with_its_own_summary() -> None:
     listed = " ".join(top.split("\nCommands:\n")[1].split())
     assert listed == " ".join(f"{name} {entry[2]}" for name, entry in COMMANDS.items())
     assert "\nOptions:\n" in top and "╭" not in top  # click's plain sections
+
+
+# The entry point, and the typer app it hands the rest to, each run as the installed script runs
+# them: the program is `lithify` either way.
+_ENTRY = "import sys\nsys.argv[0] = 'lithify'\nfrom lithify.cli import main\nmain()\n"
+_TYPER = "import sys\nsys.argv[0] = 'lithify'\nfrom lithify.cli.commands import app\napp()\n"
+
+
+def _run(code: str, *args: str, **env: str) -> tuple[int, bytes, bytes]:
+    done = subprocess.run(
+        [sys.executable, "-c", code, *args],
+        capture_output=True,
+        check=False,
+        env={"PATH": "/usr/bin:/bin", **env},
+    )
+    return done.returncode, done.stdout, done.stderr
+
+
+def _same_help(columns: str | None, flag: str = "--help") -> bytes:
+    """What the entry point printed for ``flag`` (COLUMNS ``columns``, stdout a pipe), checked
+    to be what typer prints, exit code and stderr included."""
+    env = {} if columns is None else {"COLUMNS": columns}
+    fast = _run(_ENTRY, flag, **env)
+    assert fast == _run(_TYPER, flag, **env), (columns, flag)
+    assert fast[0] == 0 and fast[1].startswith(b"Usage: lithify [OPTIONS] COMMAND")
+    return fast[1]
+
+
+_WIDTHS = ["40", "50", "51", "52", "60", "79", "80", "81", "100", "200", "0", "-3", "x", None]
+
+
+@pytest.mark.parametrize(
+    ("columns", "flag"), [(c, ("--help", "-h")[i % 2]) for i, c in enumerate(_WIDTHS)]
+)
+def test_help_from_the_entry_point_is_typers_page(columns: str | None, flag: str) -> None:
+    """The page registry.py writes is the one typer's group prints, at every width click
+    chooses from COLUMNS (the terminal's columns, at most 80, less 2, at least 50; 80 columns
+    when COLUMNS is not a positive number and stdout no terminal)."""
+    _same_help(columns, flag)
+
+
+@settings(max_examples=5, deadline=None)
+@given(st.integers(min_value=-2, max_value=400))
+def test_help_from_the_entry_point_is_typers_page_at_any_width(columns: int) -> None:
+    _same_help(str(columns))
+
+
+def _typer_page(prog: str, width: int) -> str:
+    group = _group()
+    ctx = group.make_context(prog, ["--help"], resilient_parsing=True, terminal_width=width)
+    return ctx.get_help() + "\n"  # click's echo adds the newline
+
+
+@functools.cache
+def _group() -> typer.core.TyperGroup:
+    from lithify.cli import app
+
+    return typer.main.get_command(app)  # type: ignore[return-value]
+
+
+@given(
+    st.text(st.characters(codec="ascii", exclude_categories=("Cc",)), max_size=80),
+    st.integers(min_value=1, max_value=300),
+)
+def test_help_page_is_clicks_for_any_program_name_and_width(prog: str, width: int) -> None:
+    """Wrapping as click's formatter wraps, whatever the program is called (a long name moves
+    the usage's arguments to a line of their own) and however wide the page."""
+    from lithify.cli.registry import help_page
+
+    assert help_page(prog, width) == _typer_page(prog, width)
+
+
+@pytest.mark.parametrize("columns", [64, 120])
+def test_help_from_the_entry_point_at_the_terminals_width(columns: int) -> None:
+    """Without COLUMNS, click reads the width of the terminal stdout is: so does the entry
+    point."""
+
+    def on_terminal(code: str) -> bytes:
+        main, child = pty.openpty()
+        fcntl.ioctl(child, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
+        proc = subprocess.Popen(
+            [sys.executable, "-c", code, "--help"], stdout=child, env={"PATH": "/usr/bin:/bin"}
+        )
+        os.close(child)
+        out = b""
+        while True:
+            try:
+                chunk = os.read(main, 4096)
+            except OSError:  # EIO: the child is gone and the terminal closed
+                break
+            if not chunk:
+                break
+            out += chunk
+        os.close(main)
+        assert proc.wait() == 0
+        return out
+
+    from lithify.cli.registry import help_page
+
+    page = on_terminal(_ENTRY)
+    assert page == on_terminal(_TYPER)
+    # The terminal's width, not the 80 columns of no terminal; the terminal writes \r\n.
+    assert page.decode() == help_page("lithify", min(columns, 80) - 2).replace("\n", "\r\n")
+
+
+def test_help_from_the_entry_point_to_a_closed_pipe_is_typers_answer() -> None:
+    """`lithify --help | true`: typer exits 1, quietly; so does the entry point (and its
+    --version)."""
+
+    def closed(code: str, flag: str) -> tuple[int, bytes]:
+        read, write = os.pipe()
+        os.close(read)
+        done = subprocess.run(
+            [sys.executable, "-c", code, flag],
+            stdout=write,
+            stderr=subprocess.PIPE,
+            check=False,
+            env={"PATH": "/usr/bin:/bin"},  # stdout buffered: the exit's flush fails too
+        )
+        os.close(write)
+        return done.returncode, done.stderr
+
+    for flag in ("--help", "--version"):
+        assert closed(_ENTRY, flag) == closed(_TYPER, flag) == (1, b""), flag
+
+
+def test_help_from_the_installed_script_is_typers_page() -> None:
+    """The console script (its own `__main__`, the program named by its path) too."""
+    exe = Path(sys.executable).with_name("lithify")
+    done = subprocess.run(
+        [str(exe), "-h"],
+        capture_output=True,
+        check=False,
+        env={"PATH": "/usr/bin:/bin", "COLUMNS": "70"},
+    )
+    assert (done.returncode, done.stdout, done.stderr) == _run(_TYPER, "-h", COLUMNS="70")
+
+
+def test_help_left_to_typer_when_it_would_do_otherwise() -> None:
+    """Asked for shell completion, `lithify --help` is typer's business."""
+    env = {"_LITHIFY_COMPLETE": "bash_source"}
+    fast = _run(_ENTRY, "--help", **env)
+    assert fast == _run(_TYPER, "--help", **env) and not fast[1].startswith(b"Usage:")
+
+
+def test_the_help_texts_live_in_the_registry() -> None:
+    """commands.py makes the group from registry.py's table and texts, not copies of them."""
+    from lithify.cli import commands, registry
+
+    assert commands.COMMANDS is registry.COMMANDS
+    group = _group()
+    assert group.help == registry.HELP
+    (version,) = (p for p in group.params if p.name == "version")
+    assert version.help == registry.VERSION_HELP
 
 
 def test_convert_imports_only_what_converting_needs(tmp_path: Path) -> None:
@@ -127,6 +301,7 @@ def test_convert_imports_only_what_converting_needs(tmp_path: Path) -> None:
         "lithify.cli.engine",
         "lithify.cli.exits",
         "lithify.cli.options",
+        "lithify.cli.registry",
         "lithify.cli.values",
     }
     for stage in ("lithify.store", "lithify.export", "lithify.derive", "lithify.ui"):
@@ -134,6 +309,23 @@ def test_convert_imports_only_what_converting_needs(tmp_path: Path) -> None:
     # --json prints no table: rich is not needed at all; and its text and path values are read
     # without typer's pydantic coercion (cli/values.py).
     assert _top(loaded) & {*RICH, "pydantic"} == set()
+
+
+def test_convert_compiles_no_pattern_it_does_not_use(tmp_path: Path) -> None:
+    """The Gemini translator's JSON-path pattern (about 8 ms to compile: ranges up to U+10FFFF)
+    waits for a stream of partial arguments; converting OTLP/JSON imports the module, not it."""
+    src = CORPUS / "otlp" / "util_genai_openai_v2_chat_tool_call.otlp.json"
+    probe = (
+        "import sys\nsys.argv[0] = 'lithify'\nfrom lithify.cli import main\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "gemini = sys.modules['lithify.translate.gemini']\n"
+        "sys.stderr.write(str(gemini._path_step.cache_info().currsize))\n"
+    )
+    args = ["convert", str(src), "-o", str(tmp_path / "facts.jsonl"), "--json"]
+    done = subprocess.run(
+        [sys.executable, "-c", probe, *args], capture_output=True, check=True, env={}
+    )
+    assert done.stderr.splitlines()[-1] == b"0"  # tests/test_gemini.py streams paths through it
 
 
 def test_convert_of_protobuf_imports_protobuf(tmp_path: Path) -> None:

@@ -1,6 +1,7 @@
-"""The `lithify` command group: every command registered by name, in the order `lithify --help`
-lists them, its module imported when the command is run or its help shown, not before; each
-module imports the stages it uses inside its functions (docs/development.md, Start-up)."""
+"""The `lithify` command group: every command registered by name (registry.py's ``COMMANDS``), in
+the order `lithify --help` lists them, its module imported when the command is run or its help
+shown, not before; each module imports the stages it uses inside its functions
+(docs/development.md, Start-up)."""
 
 from __future__ import annotations
 
@@ -15,69 +16,8 @@ from typer.core import TyperCommand, TyperGroup
 from typer.models import CommandInfo
 
 from lithify import __version__
+from lithify.cli.registry import COMMANDS, HELP, VERSION_HELP
 from lithify.cli.values import plain_value, plain_values
-
-# name: (module, attribute, summary), in the order `lithify --help` lists them (typer lists a group
-# such as `token` after the commands). The summary is the first paragraph of the command's help,
-# written out so that `lithify --help` imports no command module; tests/test_startup.py checks
-# each against the command's own.
-COMMANDS: dict[str, tuple[str, str, str]] = {
-    "convert": (
-        "lithify.cli.convert",
-        "convert_cmd",
-        "Convert telemetry and provider payloads into canonical facts, one JSON object per line.",
-    ),
-    "import": (
-        "lithify.cli.convert",
-        "import_cmd",
-        "Import whatever `lithify convert` reads (and feedback documents), or what it writes "
-        "(fact files, plain or .gz), into the fact store.",
-    ),
-    "facts": (
-        "lithify.cli.facts",
-        "facts_cmd",
-        "List stored facts (newest last), or show one in full.",
-    ),
-    "stats": (
-        "lithify.cli.facts",
-        "stats_cmd",
-        "Counts of stored facts by model, provider, source, session and degradation reason, "
-        "with tokens.",
-    ),
-    "demo": (
-        "lithify.cli.demo",
-        "demo_cmd",
-        "The main job on the shipped example telemetry: import it into the store, derive the "
-        "sessions, and export SFT and NeMo Gym rows into a folder.",
-    ),
-    "serve": (
-        "lithify.cli.serve",
-        "serve_cmd",
-        "Receive OTLP traces and logs over HTTP (protobuf or JSON, gzip) and gRPC; store their "
-        "facts.",
-    ),
-    "export": (
-        "lithify.cli.export",
-        "export_cmd",
-        "Export training rows: SFT conversations, NeMo Gym rows, preference pairs, RL rows.",
-    ),
-    "proxy": (
-        "lithify.cli.proxy",
-        "proxy_cmd",
-        "Forward model calls to the providers unchanged and record each one as a fact.",
-    ),
-    "ui": (
-        "lithify.cli.ui",
-        "ui_cmd",
-        "Read sessions and curate them before training: a web viewer over the store, with a "
-        "JSON twin of every page.",
-    ),
-    "token": (
-        "lithify.cli.serve",
-        "token_app",
-        "Ingest tokens for `lithify serve` (Authorization: Bearer <token>).",
-    ),
-}
 
 
 def summary(help_text: str | None) -> str:
@@ -173,7 +113,7 @@ class _LazyGroup(TyperGroup):
 app = typer.Typer(
     name="lithify",
     cls=_LazyGroup,
-    help="Turn LLM agent telemetry and provider traffic into canonical facts and training data.",
+    help=HELP,
     no_args_is_help=True,
     add_completion=False,
     rich_markup_mode=None,
@@ -197,7 +137,7 @@ def _main(
             is_eager=True,
             # Not LITHIFY_VERSION: a deployment may well set that, and every command would exit.
             allow_from_autoenv=False,
-            help="Show the version.",
+            help=VERSION_HELP,
         ),
     ] = False,
 ) -> None:

@@ -661,15 +661,21 @@ def _mergeable(prev: dict[str, Any], part: dict[str, Any]) -> bool:
     return not (prev.get("thoughtSignature") and part.get("thoughtSignature"))
 
 
-# A JSON path (RFC 9535) as Vertex names a streamed argument: ``$``, then member names
-# (``.name``, ``['name']``, ``["name"]``) and array indexes (``[0]``).
-_PATH_STEP = re.compile(
-    r"\.([A-Za-z_\x80-\U0010ffff][\w\x80-\U0010ffff]*)"  # .name (any non-ASCII letter too)
-    r"|\[(\d+)\]"  # [0]
-    r"|\['((?:[^'\\]|\\.)*)'\]"  # ['name']
-    r"|\[\"((?:[^\"\\]|\\.)*)\"\]",  # ["name"]
-    re.ASCII,
-)
+@cache
+def _path_step() -> re.Pattern[str]:
+    """A step of a JSON path (RFC 9535) as Vertex names a streamed argument: ``$``, then member
+    names (``.name``, ``['name']``, ``["name"]``) and array indexes (``[0]``). Compiled on first
+    use: its ranges up to U+10FFFF take about 8 ms to compile, which every conversion would pay
+    at import (genai imports this module) for the few streams of partial arguments."""
+    return re.compile(
+        r"\.([A-Za-z_\x80-\U0010ffff][\w\x80-\U0010ffff]*)"  # .name (any non-ASCII letter too)
+        r"|\[(\d+)\]"  # [0]
+        r"|\['((?:[^'\\]|\\.)*)'\]"  # ['name']
+        r"|\[\"((?:[^\"\\]|\\.)*)\"\]",  # ["name"]
+        re.ASCII,
+    )
+
+
 _ARG_VALUES = (("stringValue", str), ("numberValue", int | float), ("boolValue", bool))
 
 
@@ -679,7 +685,7 @@ def _json_path(text: Any) -> list[str | int] | None:
     steps: list[str | int] = []
     at = 1
     while at < len(text):
-        m = _PATH_STEP.match(text, at)
+        m = _path_step().match(text, at)
         if m is None:
             return None
         name, index, single, double = m.groups()
