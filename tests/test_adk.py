@@ -277,6 +277,19 @@ def test_an_id_that_cannot_be_the_parts_index_is_kept() -> None:
     assert not deg
 
 
+def test_an_answer_streamed_in_pieces_has_its_made_up_ids_replaced() -> None:
+    """An output message may be a streamed answer's pieces joined (google-genai 0.7b2's
+    experimental mode writes one output message per chunk, each numbering its parts from 0):
+    there ``n`` need only be at least the calls before it; each result answers its own call."""
+    calls = [ToolCallPart("f_0", "f", {"x": 1}), ToolCallPart("f_1", "f", {"x": 2})]
+    pieces = Message("assistant", [TextPart("a"), TextPart("b"), *calls], "stop")
+    deg = Degradations()
+    _, (out,) = google_call_ids([], [pieces], deg)
+    ids = [synthesized_call_id("gemini", "f", {"x": k}, k - 1) for k in (1, 2)]
+    assert [p.id for p in out.parts[2:]] == ids
+    assert deg == {"synthesized_id": 2}
+
+
 # ---------------------------------------------------------------------------------------------
 # streamed answers recorded one piece per chunk
 

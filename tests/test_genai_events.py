@@ -27,6 +27,7 @@ from lithify.translate.telemetry import translate_span
 from tests.test_genai import (
     BASE,
     SPAN,
+    SPAN2,
     T0,
     TRACE,
     Rec,
@@ -210,6 +211,202 @@ def test_google_genai_default_mode_events() -> None:
         Message("assistant", [ReasoningPart("Warm weather."), TextPart("It is 21C.")], "stop")
     ]
     assert f.degradations == {"opaque_reasoning": 1, "synthesized_id": 1}
+
+
+def test_google_genai_default_mode_calls_get_the_gemini_ids_in_every_call() -> None:
+    # 0.7b2 (semconv 1.30 events) writes the SDK's Content as the API gave it: the calls carry
+    # no id, none made up. A call and its replay in the next request (another span) get the id
+    # the Gemini translator gives an id-less call, so the two calls, and the exchange, agree.
+    paris = {"id": None, "args": {"city": "Paris"}, "name": "get_weather"}
+    zurich = {"id": None, "args": {"city": "Zürich"}, "name": "get_weather"}
+
+    def result(text: str) -> dict[str, Any]:
+        return _gpart(
+            function_response={"id": None, "name": "get_weather", "response": {"r": text}}
+        )
+
+    turn = _gcontent(
+        "model",
+        _gpart(text="Two cities.", thought=True),
+        _gpart(function_call=paris, thought_signature=b"sig"),
+        _gpart(function_call=zurich),
+    )
+    ask = ("gen_ai.user.message", _gcontent("user", _gpart(text="Paris and Zürich?")))
+    attrs = {"gen_ai.system": "gemini"}
+    recs: list[Rec] = [
+        (*ask, attrs, TRACE, SPAN, T0),
+        (
+            "gen_ai.choice",
+            {"index": 0, **turn, "finish_reason": "STOP"},
+            attrs,
+            TRACE,
+            SPAN,
+            T0 + 1,
+        ),
+        (*ask, attrs, TRACE, SPAN2, T0 + 2),
+        ("gen_ai.user.message", turn, attrs, TRACE, SPAN2, T0 + 3),
+        (
+            "gen_ai.user.message",
+            _gcontent("user", result("18C"), result("12C")),
+            attrs,
+            TRACE,
+            SPAN2,
+            T0 + 4,
+        ),
+    ]
+    first, second = _facts(list(translate_document(json_logs(recs))))
+    ids = [
+        synthesized_call_id("gemini", "get_weather", c["args"], k)
+        for k, c in enumerate((paris, zurich))
+    ]
+    assert first.output_messages == [
+        Message(
+            "assistant",
+            [
+                ReasoningPart("Two cities."),
+                ToolCallPart(ids[0], "get_weather", {"city": "Paris"}),
+                ToolCallPart(ids[1], "get_weather", {"city": "Zürich"}),
+            ],
+            "stop",
+        )
+    ]
+    assert second.input_messages[1] == Message("assistant", first.output_messages[0].parts)
+    assert second.input_messages[2:] == [
+        Message("tool", [ToolCallResponsePart(ids[0], {"r": "18C"})]),
+        Message("tool", [ToolCallResponsePart(ids[1], {"r": "12C"})]),
+    ]
+    assert first.degradations == second.degradations == {"opaque_reasoning": 1, "synthesized_id": 2}
+
+
+def test_google_genai_default_mode_streamed_chunks_are_one_choice() -> None:
+    # Streamed, 0.7b2 writes a gen_ai.choice per chunk, its `index` counting candidates across
+    # the chunks (0, 1, 2, ...); only the last chunk states a finish reason.
+    chunks = [
+        _gcontent("model", _gpart(text="Two ", thought=True)),
+        _gcontent("model", _gpart(text="cities.", thought=True)),
+        _gcontent("model", _gpart(text="It is ")),
+        _gcontent("model", _gpart(text="21C."), _gpart(function_call={"name": "log", "args": {}})),
+    ]
+    records = [("gen_ai.user.message", _gcontent("user", _gpart(text="Weather?")))]
+    for i, chunk in enumerate(chunks):
+        reason = {"finish_reason": "STOP"} if i == len(chunks) - 1 else {}
+        records.append(("gen_ai.choice", {"index": i, **chunk, **reason}))
+    f = _events(records, {"gen_ai.system": "gemini"})
+    log_id = synthesized_call_id("gemini", "log", {}, 0)
+    assert f.output_messages == [
+        Message(
+            "assistant",
+            [ReasoningPart("Two cities."), TextPart("It is 21C."), ToolCallPart(log_id, "log", {})],
+            "stop",
+        )
+    ]
+    # Two candidates streamed (candidate_count=2) end twice: their pieces cannot be told apart,
+    # and they are left as written, never joined across candidates.
+    two = [
+        ("gen_ai.choice", {"index": 0, **_gcontent("model", _gpart(text="Bl"))}),
+        ("gen_ai.choice", {"index": 1, **_gcontent("model", _gpart(text="Re"))}),
+        (
+            "gen_ai.choice",
+            {"index": 2, **_gcontent("model", _gpart(text="ue.")), "finish_reason": "STOP"},
+        ),
+        (
+            "gen_ai.choice",
+            {"index": 3, **_gcontent("model", _gpart(text="d.")), "finish_reason": "STOP"},
+        ),
+    ]
+    g = _events(records[:1] + two, {"gen_ai.system": "gemini"})
+    assert [m.parts for m in g.output_messages] == [
+        [TextPart("Bl")],
+        [TextPart("Re")],
+        [TextPart("ue.")],
+        [TextPart("d.")],
+    ]
+
+
+def test_google_genai_0x_experimental_ids_are_replaced_without_a_provider() -> None:
+    # 0.7b2 with OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental (util-genai 0.3b0):
+    # semconv messages with made-up ids `<name>_<index>`, and neither gen_ai.system nor
+    # gen_ai.provider.name on the span or its operation.details record. The instrumentation's
+    # scope names the writer: the ids are replaced, and each result answers its own call.
+    scope = {"name": "opentelemetry.instrumentation.google_genai", "version": "0.7b2"}
+
+    def call(city: str, k: int) -> dict[str, Any]:
+        args = {"city": city}
+        return {
+            "type": "tool_call",
+            "id": f"get_weather_{k}",
+            "name": "get_weather",
+            "arguments": args,
+        }
+
+    def result(text: str, k: int) -> dict[str, Any]:
+        return {"type": "tool_call_response", "id": f"get_weather_{k}", "response": {"r": text}}
+
+    inputs = [
+        text("user", "Paris and Zürich?"),
+        {
+            "role": "assistant",
+            "parts": [{"type": "text", "content": "Two."}, call("Paris", 1), call("Zürich", 2)],
+        },
+        {"role": "user", "parts": [result("18C", 0), result("12C", 1)]},
+    ]
+    attrs = {
+        "gen_ai.operation.name": "generate_content",
+        "gen_ai.request.model": "gemini-2.5-flash",
+        "code.function.name": "google.genai.Models.generate_content",
+        genai.INPUT: _dumps(inputs),
+        genai.OUTPUT: _dumps([{**text("assistant", "Done."), "finish_reason": "stop"}]),
+    }
+    span = Span(TRACE, SPAN, None, "generate_content", 3, T0, T0 + 5, attrs, scope=scope)
+    ids = [
+        synthesized_call_id("gemini", "get_weather", {"city": c}, k)
+        for k, c in enumerate(("Paris", "Zürich"))
+    ]
+    expected = [
+        Message("user", [TextPart("Paris and Zürich?")]),
+        Message(
+            "assistant",
+            [
+                TextPart("Two."),
+                ToolCallPart(ids[0], "get_weather", {"city": "Paris"}),
+                ToolCallPart(ids[1], "get_weather", {"city": "Zürich"}),
+            ],
+        ),
+        Message("tool", [ToolCallResponsePart(ids[0], {"r": "18C"})]),
+        Message("tool", [ToolCallResponsePart(ids[1], {"r": "12C"})]),
+    ]
+    f = translate_span(span)
+    assert isinstance(f, InferenceCall) and f.provider is None
+    assert f.input_messages == expected
+    assert f.degradations == {"synthesized_id": 2}
+    # The operation.details record: no operation name or model either, only the scope.
+    details = {k: v for k, v in attrs.items() if k.startswith("gen_ai.") and "messages" in k}
+    doc = json_logs([(genai.OPERATION_DETAILS, None, details, TRACE, SPAN, T0)])
+    doc["resourceLogs"][0]["scopeLogs"][0]["scope"] = scope
+    (g,) = _facts(list(translate_document(doc)))
+    assert g.input_messages == expected
+    # Another writer's `<name>_<n>` ids without a Google provider stay as written.
+    other = translate_span(Span(TRACE, SPAN, None, "generate_content", 3, T0, T0 + 5, attrs))
+    assert isinstance(other, InferenceCall)
+    assert other.input_messages[1].parts[1] == ToolCallPart(
+        "get_weather_1", "get_weather", {"city": "Paris"}
+    )
+
+
+def test_google_genai_default_mode_with_capture_off_is_not_captured() -> None:
+    # 0.7b2's default mode without OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true
+    # (its default) writes every event's content as the placeholder "<elided>": no words of the
+    # conversation, so no fact (the span is the call's metadata-only capture).
+    records = [
+        ("gen_ai.system.message", {"content": "<elided>"}),
+        ("gen_ai.user.message", {"content": "<elided>"}),
+        ("gen_ai.choice", {"index": 0, "content": "<elided>", "finish_reason": "STOP"}),
+    ]
+    recs: list[Rec] = [
+        (n, b, {"gen_ai.system": "gemini"}, TRACE, SPAN, T0 + i) for i, (n, b) in enumerate(records)
+    ]
+    results = list(translate_document(json_logs(recs)))
+    assert results == [Skip("content_not_captured", f"events of span {SPAN} carry no content")]
 
 
 def test_google_genai_spoken_answer_is_its_transcript_then_its_sound() -> None:

@@ -246,6 +246,40 @@ PRODUCERS = {
             session="agent",
             wire="gemini",
         ),
+        # The same instrumentation's last 0.x release (0.7b2, util-genai 0.3b0) in its default
+        # mode (semconv 1.30, content capture `true`): the span has the metadata and no content,
+        # the messages are per-message log events (gen_ai.system.message, a gen_ai.user.message
+        # per entry of contents, a gen_ai.choice per candidate: one per streamed chunk).
+        Producer(
+            "google-genai-legacy",
+            "run_gemini.py",
+            ("--producer", "google-genai", "--semconv", "default"),
+            "otel-genai",
+            spans=3,
+            logs=8,
+            records_tools=False,
+            records_response_id=False,
+            session="agent",
+            wire="gemini",
+            content="logs",
+            stream_logs=22,
+        ),
+        # 0.7b2 opted in (OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental, capture
+        # span_and_event): util-genai 0.3b0's semconv messages on the span and on one
+        # operation.details record, ids made up, thoughts as text, and no provider name.
+        Producer(
+            "google-genai-legacy-experimental",
+            "run_gemini.py",
+            ("--producer", "google-genai"),
+            "otel-genai",
+            spans=3,
+            logs=2,
+            records_tools=True,
+            records_response_id=False,
+            session="agent",
+            venv="google-genai-legacy",
+            wire="gemini",
+        ),
         # Google ADK's own telemetry, its default schema (2): invoke_workflow > invoke_agent >
         # generate_content spans (semconv content) and execute_tool spans, one operation.details
         # log record per call. No response id; the session is the ADK session id.
@@ -779,6 +813,8 @@ GEMINI_RESULTS = {  # what the application returned for each city (run_gemini.RE
 # Spans that are no model call, per producer: agent, workflow and tool spans.
 GEMINI_NOT_CALLS = {
     "google-genai": ["invoke_agent weather-agent"],
+    "google-genai-legacy": ["invoke_agent weather-agent"],
+    "google-genai-legacy-experimental": ["invoke_agent weather-agent"],
     "adk": [
         "execute_tool get_weather",
         "execute_tool get_weather",
@@ -794,6 +830,23 @@ GEMINI_NOT_CALLS = {
         "invocation",
     ],
 }
+
+
+# Producers whose spans write a thought as a text part (no `thought` marker, no reasoning part),
+# streamed a text part per chunk.
+THOUGHTS_AS_TEXT = {"adk", "google-genai-legacy-experimental"}
+# Producers whose output tokens are candidatesTokenCount alone (google-genai instrumentation 0.x):
+# the thoughts' tokens (thoughtsTokenCount, part of the wire's output tokens) are not recorded.
+CANDIDATE_TOKENS_ONLY = {"google-genai-legacy", "google-genai-legacy-experimental"}
+
+
+def _gemini_usage(exchange: dict[str, Any]) -> dict[str, Any]:
+    """The ``usageMetadata`` the fake Gemini API answered with (streamed: the last chunk's)."""
+    response = exchange["response"]
+    if isinstance(response, str):
+        frames = [line[6:] for line in response.splitlines() if line.startswith("data: ")]
+        response = orjson.loads(frames[-1])
+    return response["usageMetadata"]
 
 
 def _thoughts_as_text(messages: list[Any]) -> list[Any]:
@@ -840,7 +893,7 @@ def test_gemini_producers_give_the_provider_traffic(
         answer = ex["answer"]
         assert_valid_messages(call)
         assert call.source.name == p.source
-        if name == "adk":
+        if name in THOUGHTS_AS_TEXT:
             assert _thoughts_as_text(_b(call.input_messages)) == _thoughts_as_text(
                 _b(w.input_messages)
             )
@@ -850,7 +903,10 @@ def test_gemini_producers_give_the_provider_traffic(
         else:
             assert _b(call.input_messages) == _b(w.input_messages)
             assert _b(call.output_messages) == _b(w.output_messages)
-        assert _b(call.tools) == _b(w.tools) != []
+        if p.records_tools:
+            assert _b(call.tools) == _b(w.tools) != []
+        else:  # google-genai 0.x's default mode writes no tool definitions
+            assert call.tools == [] != w.tools
         (out,) = _b(call.output_messages)
         calls_made = [x for x in out["parts"] if x["type"] == "tool_call"]
         assert [(c["name"], c["arguments"]) for c in calls_made] == [
@@ -871,14 +927,22 @@ def test_gemini_producers_give_the_provider_traffic(
                 (GEMINI_RESULTS[city], city) for city in ("Paris", "Zürich")
             ]
         assert call.model == w.model == GEMINI_MODEL
-        assert (
-            (call.input_tokens, call.output_tokens)
-            == (
-                answer["usage"]["input_tokens"],
-                answer["usage"]["output_tokens"],
+        if name in CANDIDATE_TOKENS_ONLY:
+            usage = _gemini_usage(ex)
+            assert (call.input_tokens, call.output_tokens) == (
+                usage["promptTokenCount"],
+                usage["candidatesTokenCount"],
             )
-            == (w.input_tokens, w.output_tokens)
-        )
+            assert call.output_tokens == w.output_tokens - usage.get("thoughtsTokenCount", 0)
+        else:
+            assert (
+                (call.input_tokens, call.output_tokens)
+                == (
+                    answer["usage"]["input_tokens"],
+                    answer["usage"]["output_tokens"],
+                )
+                == (w.input_tokens, w.output_tokens)
+            )
         if p.records_response_id:
             assert call.model_call_id == w.model_call_id == answer["id"]
         else:
@@ -889,11 +953,16 @@ def test_gemini_producers_give_the_provider_traffic(
             assert call.session_id == call.trace_id
         else:
             assert call.session_id == p.session + scenario
-        assert call.degradations == {"synthesized_id": 2}  # thought signatures are not recorded
+        if name == "google-genai-legacy":  # the SDK's Content, thought signatures included
+            assert (
+                call.degradations == w.degradations == {"synthesized_id": 2, "opaque_reasoning": 1}
+            )
+        else:
+            assert call.degradations == {"synthesized_id": 2}  # thought signatures are not recorded
         assert b"x-goog-api-key" not in orjson.dumps(_b(call))
     replay = _b(calls[1].input_messages[len(calls[0].input_messages)])
     answered = _b(calls[0].output_messages[0])
-    if name == "adk":  # streamed, the answer is recorded in pieces, the replay whole
+    if name in THOUGHTS_AS_TEXT:  # streamed, the answer is recorded in pieces, the replay whole
         replay, answered = _thoughts_as_text([replay])[0], _thoughts_as_text([answered])[0]
     assert replay["parts"] == answered["parts"]
 

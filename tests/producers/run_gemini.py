@@ -6,7 +6,10 @@ Google ADK's own telemetry, both talking to ``fake_gemini.py``.
   ``gen_ai.client.inference.operation.details`` log events (``…CAPTURE_MESSAGE_CONTENT=
   span_and_event``). The weather tool loop driven by hand with ``client.models.generate_content``
   (``generate_content_stream`` when streamed), under a hand-written ``invoke_agent`` span as in
-  run_otel.py.
+  run_otel.py. ``--semconv default`` (a 0.x instrumentation, requirements-google-genai-legacy.txt):
+  its semconv 1.30 path instead, no ``OTEL_SEMCONV_STABILITY_OPT_IN`` and content capture
+  ``true``: the span holds the metadata, the messages are per-message log events
+  (``gen_ai.system.message``, ``gen_ai.user.message``, ``gen_ai.choice``).
 - ``--producer adk``: a Google ADK ``LlmAgent`` with one function tool, run by its ``Runner`` and
   ``InMemorySessionService``; ADK's own spans and log records (no other instrumentation
   installed). ``--schema 2`` (ADK's default: semconv-aligned, ``invoke_workflow``, a
@@ -20,7 +23,8 @@ imported: it aliases httpx to httpx2, and the google-genai SDK 2.x talks through
 ``traces.pb`` / ``traces.json``, ``logs.pb`` / ``logs.json`` and ``exchanges.json``, and
 ``manifest.json``.
 
-Usage (inside the producer venv): ``python run_gemini.py OUT --producer google-genai`` or
+Usage (inside the producer venv): ``python run_gemini.py OUT --producer google-genai
+[--semconv default]`` or
 ``python run_gemini.py OUT --producer adk [--schema 1]``
 """
 
@@ -37,8 +41,14 @@ import common  # imports no instrumentation: the environment below is still read
 
 PRODUCER = common.early_option(sys.argv[1:], "--producer", "google-genai")
 SCHEMA = common.early_option(sys.argv[1:], "--schema", "2")
+SEMCONV = common.early_option(sys.argv[1:], "--semconv", "experimental")
 os.environ.setdefault("OTEL_SEMCONV_STABILITY_OPT_IN", "gen_ai_latest_experimental")
-if PRODUCER == "adk" and SCHEMA == "1":
+if PRODUCER == "google-genai" and SEMCONV == "default":
+    # The instrumentation's semconv 1.30 path (0.x only; 1.x has no other): no opt-in, per-
+    # message log events whose content needs the legacy `true`.
+    os.environ.pop("OTEL_SEMCONV_STABILITY_OPT_IN", None)
+    os.environ.setdefault("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "true")
+elif PRODUCER == "adk" and SCHEMA == "1":
     # The legacy format: call_llm spans with ADK's JSON (ADK_CAPTURE_MESSAGE_CONTENT_IN_SPANS
     # defaults on) and stable-semconv log events, whose content needs the legacy `true`.
     os.environ["ADK_TELEMETRY_SCHEMA_VERSION_OPT_IN"] = "1"
@@ -204,6 +214,12 @@ def main() -> None:
     p.add_argument("out", type=Path)
     p.add_argument("--producer", choices=sorted(PACKAGES), required=True)
     p.add_argument("--schema", choices=("1", "2"), default="2")
+    p.add_argument(
+        "--semconv",
+        choices=("experimental", "default"),
+        default="experimental",
+        help="google-genai: `default` runs a 0.x instrumentation's semconv 1.30 path",
+    )
     args = p.parse_args()
     os.environ["GOOGLE_API_KEY"] = API_KEY
     for k in ("GOOGLE_GENAI_USE_VERTEXAI", "GOOGLE_CLOUD_PROJECT", "GEMINI_API_KEY"):

@@ -386,6 +386,10 @@ def timing(start: int | None, end: int | None) -> dict[str, Any]:
 _GOOGLE_PROVIDERS = frozenset(
     {"gemini", "gcp.gemini", "gcp.vertex_ai", "gcp.gen_ai", "vertex_ai", "gcp.vertex.agent"}
 )
+# The instrumentation scopes of those writers, for the records that name no provider: the
+# google-genai instrumentation's 0.x experimental mode (util-genai 0.3b0) writes neither
+# gen_ai.system nor gen_ai.provider.name, on the span or on its operation.details record.
+_GOOGLE_SCOPES = frozenset({"opentelemetry.instrumentation.google_genai"})
 _MADE_UP = re.compile(r"^(.+)_(\d{1,6})$")
 _ADK_ID = re.compile(r"^adk-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 
@@ -402,12 +406,14 @@ def google_call_ids(
     (docs/sources/otel-genai.md, Google GenAI). A call id is taken as made up only when it is
     ``<its name>_<n>`` with ``n`` at least the part's own place in the message (the writers drop
     parts they cannot read, never add any), or ADK's ``adk-<uuid4>`` (a result with such an id
-    takes its call's new id)."""
+    takes its call's new id). In an output message, which may be the pieces of a streamed answer
+    joined (each piece's parts counted from 0 by the writer), ``n`` need only be at least the
+    number of calls before it."""
     pending: dict[str, list[str]] = {}
     renamed: dict[str, str] = {}
     changed = False
 
-    def one(message: Message) -> Message:
+    def one(message: Message, output: bool) -> Message:
         nonlocal pending, changed
         parts = list(message.parts)
         calls = 0
@@ -415,9 +421,10 @@ def google_call_ids(
         for j, part in enumerate(parts):
             if isinstance(part, ToolCallPart):
                 m = _MADE_UP.match(part.id)
-                if (m and m.group(1) == part.name and int(m.group(2)) >= j) or _ADK_ID.match(
-                    part.id
-                ):
+                made_up = (
+                    m and m.group(1) == part.name and int(m.group(2)) >= (calls if output else j)
+                )
+                if made_up or _ADK_ID.match(part.id):
                     new = synthesized_call_id("gemini", part.name, part.arguments, calls)
                     renamed[part.id] = new
                     parts[j] = ToolCallPart(new, part.name, part.arguments)
@@ -438,8 +445,8 @@ def google_call_ids(
         changed = True
         return Message(message.role, parts, message.finish_reason)
 
-    new_inputs = [one(m) for m in inputs]
-    new_outputs = [one(m) for m in outputs]
+    new_inputs = [one(m, False) for m in inputs]
+    new_outputs = [one(m, True) for m in outputs]
     return (new_inputs, new_outputs) if changed else (inputs, outputs)
 
 
@@ -456,12 +463,18 @@ def build(
     session_id: str | None,
     times: dict[str, Any],
     screened: bool = False,
+    scope: dict[str, Any] | None = None,
 ) -> InferenceCall:
+    """A fact from a span's or log record's content and metadata; ``scope``: the
+    instrumentation scope that wrote it (names a Google writer when no provider does)."""
     if output_schema(attrs):
         deg.add("output_schema")
     fields = dict(content.metadata) if content.metadata else metadata(attrs)
     inputs, outputs = content.input_messages, content.output_messages
-    if fields.get("provider") in _GOOGLE_PROVIDERS and (inputs or outputs):
+    google = fields.get("provider") in _GOOGLE_PROVIDERS or (
+        fields.get("provider") is None and (scope or {}).get("name") in _GOOGLE_SCOPES
+    )
+    if google and (inputs or outputs):
         inputs, outputs = google_call_ids(inputs, outputs, deg)
     fields.update(times)
     fields["session_id"] = session_id

@@ -50,6 +50,7 @@ from lithify.translate._common import (
     finish_reason,
     json_value,
     parse_arguments,
+    synthesized_call_id,
     synthesized_id,
     tool_definition,
 )
@@ -223,6 +224,9 @@ class _Builder:
         # Tool calls recorded without their arguments: what instrumentations keep of a call
         # with content capture off (its name and id), so they are no captured content.
         self.uncaptured = 0
+        # Gemini ``function_call`` parts so far in the part list being read: an id-less one's
+        # ordinal among its turn's calls, as the Gemini translator counts them.
+        self.gemini_calls = 0
 
     def captured(self, messages: list[Message]) -> bool:
         """Whether ``messages`` hold any content beyond calls recorded without arguments."""
@@ -230,10 +234,19 @@ class _Builder:
 
     # -- ids --
 
-    def call_id(self, raw_id: Any, name: str, pos: tuple[Any, ...]) -> str:
+    def call_id(
+        self, raw_id: Any, name: str, pos: tuple[Any, ...], *, gemini: tuple[Any, int] | None = None
+    ) -> str:
+        """The call's id, else one synthesized: from the call itself for a Gemini part
+        (``gemini``: its arguments and ordinal; the Gemini translator's id, the same in the
+        response and in every later request that replays it), else from the span and the
+        part's place."""
         id_ = _id(raw_id)
         if id_ is None:
-            id_ = synthesized_id(self.seed, *pos)
+            if gemini is not None:
+                id_ = synthesized_call_id("gemini", name, *gemini)
+            else:
+                id_ = synthesized_id(self.seed, *pos)
             self.deg.add("synthesized_id")
         self.pending.append((name, id_))
         return id_
@@ -333,7 +346,10 @@ class _Builder:
         if isinstance(call, dict):
             name = _name(call.get("name"))
             args = parse_arguments(call.get("args"), self.deg)
-            return [ToolCallPart(self.call_id(call.get("id"), name, pos), name, args)]
+            ordinal = self.gemini_calls
+            self.gemini_calls += 1
+            id_ = self.call_id(call.get("id"), name, pos, gemini=(call.get("args"), ordinal))
+            return [ToolCallPart(id_, name, args)]
         rid = self.response_id(response.get("id"), response.get("name"), pos)
         result = response.get("response")
         # As the Gemini translator reads it, so a span and its exchange agree.
@@ -353,6 +369,7 @@ class _Builder:
                 self.deg.add("unsupported_content")
             return []
         out: list[Part] = []
+        self.gemini_calls = 0
         for j, p in enumerate(items):
             if _is_gemini(p):
                 out.extend(self._gemini(p, (*pos, j)))
@@ -1015,6 +1032,11 @@ def _event_payload(body: Any, attributes: dict[str, Any], deg: Degradations) -> 
     return payload
 
 
+# What opentelemetry-instrumentation-google-genai 0.x writes as an event's content with content
+# capture off (generate_content.py, ``_CONTENT_ELIDED``).
+ELIDED = "<elided>"
+
+
 class _EventGroup:
     """Messages of one call gathered from its per-message events, in event order."""
 
@@ -1024,6 +1046,8 @@ class _EventGroup:
         self.reasons = reasons or []
         self.inputs: list[Message] = []
         self.choices: list[tuple[int, int, list[Message]]] = []
+        # Whether every choice holds a whole Gemini ``Content`` (google-genai 0.x's events).
+        self.gemini_choices = True
         self.count = 0
         # The tool events since the last other event: (id, content) of each, in order.
         self._results: list[tuple[Any, Any]] = []
@@ -1031,6 +1055,9 @@ class _EventGroup:
     def add(self, name: str, payload: dict[str, Any]) -> None:
         pos = ("event", self.count)
         self.count += 1
+        if payload.get("content") == ELIDED:
+            # google-genai 0.x with content capture off: a placeholder, not the message's words.
+            payload = {k: v for k, v in payload.items() if k != "content"}
         if name == CHOICE:
             msg = payload.get("message")
             if isinstance(msg, str | bytes):
@@ -1040,6 +1067,8 @@ class _EventGroup:
             elif "tool_calls" in payload and "tool_calls" not in msg:
                 # OpenLLMetry and Vertex AI put the choice's tool calls beside its message.
                 msg = {**msg, "tool_calls": payload["tool_calls"]}
+            content = payload.get("content")
+            self.gemini_choices &= isinstance(content, dict) and "parts" in content
             index = as_int(payload.get("index"))
             order = index if index is not None else len(self.choices)
             fr = finish_reason(payload.get("finish_reason"))
@@ -1070,7 +1099,26 @@ class _EventGroup:
                 out[-1] = (order, [_joined(out[-1][1][0], ms[0])])
             else:
                 out.append((order, list(ms)))
+        if self.gemini_choices and _chunks([ms for _, ms in out]):
+            # google-genai 0.x streamed: a choice event per chunk, `index` counting candidates
+            # across chunks (0, 1, 2, …), only the last stating a finish reason: the pieces of
+            # one choice. Two streamed candidates end twice and are left as written.
+            joined = out[0][1][0]
+            for _, ms in out[1:]:
+                joined = _joined(joined, ms[0])
+            return [joined]
         return [m for _, ms in out for m in ms]
+
+
+def _chunks(choices: list[list[Message]]) -> bool:
+    """Whether choices of successive indexes are the chunks of one streamed choice: more than
+    one, each one assistant message, none finished but the last, which is."""
+    return (
+        len(choices) > 1
+        and all(len(ms) == 1 and ms[0].role == "assistant" for ms in choices)
+        and all(ms[0].finish_reason is None for ms in choices[:-1])
+        and choices[-1][0].finish_reason is not None
+    )
 
 
 def _pieces(prev: list[Message], ms: list[Message]) -> bool:
@@ -1223,6 +1271,7 @@ def _details_fact(r: LogRecord) -> InferenceCall | Skip:
             "started_at": None,
             "observed_at": ns_to_rfc3339(_record_time(r)),
         },
+        scope=r.scope,
     )
 
 
@@ -1256,6 +1305,7 @@ def _group_fact(records: list[LogRecord]) -> InferenceCall | Skip:
             "started_at": ns_to_rfc3339(min(times)) if times else None,
             "observed_at": ns_to_rfc3339(max(times)) if times else None,
         },
+        scope=first.scope,
     )
 
 

@@ -139,6 +139,7 @@ def translate_span(
         session_id=session,
         times=timing(span.start_time_unix_nano, span.end_time_unix_nano),
         screened=span.screened and raw is None,
+        scope=span.scope,
     )
 
 
