@@ -37,7 +37,7 @@ def test_lines_of_two_processes_on_one_stderr_pipe_never_cut_each_other() -> Non
         handler.flush()
         assert child.wait(60) == 0
     reader.join(60)
-    docs = [orjson.loads(line) for line in received.split("\n") if line]  # every line whole
+    docs = [orjson.loads(line) for line in received.splitlines()]  # every line whole
     # Lines the writer could not keep up with are dropped and counted, by design.
     proxy_lines = sorted(d["proxy"] for d in docs if "proxy" in d)
     assert len(proxy_lines) == len(set(proxy_lines)) == n - handler.dropped
