@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -393,14 +394,24 @@ def test_google_genai_0x_experimental_ids_are_replaced_without_a_provider() -> N
     )
 
 
-def test_google_genai_default_mode_with_capture_off_is_not_captured() -> None:
+@pytest.mark.parametrize(
+    "choice",
+    [
+        {"index": 0, "content": "<elided>", "finish_reason": "STOP"},  # google-genai 0.7b2
+        {"content": "<elided>", "index": 0},  # Google ADK (schema 2), no finish reason stated
+    ],
+)
+def test_google_genai_default_mode_with_capture_off_is_not_captured(
+    choice: dict[str, Any],
+) -> None:
     # 0.7b2's default mode without OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true
-    # (its default) writes every event's content as the placeholder "<elided>": no words of the
-    # conversation, so no fact (the span is the call's metadata-only capture).
+    # (its default), and ADK's own log records likewise, write every event's content as the
+    # placeholder "<elided>": no words of the conversation, so no fact (the span is the call's
+    # metadata-only capture).
     records = [
         ("gen_ai.system.message", {"content": "<elided>"}),
         ("gen_ai.user.message", {"content": "<elided>"}),
-        ("gen_ai.choice", {"index": 0, "content": "<elided>", "finish_reason": "STOP"}),
+        ("gen_ai.choice", choice),
     ]
     recs: list[Rec] = [
         (n, b, {"gen_ai.system": "gemini"}, TRACE, SPAN, T0 + i) for i, (n, b) in enumerate(records)
