@@ -211,7 +211,8 @@ class _Walker:
             # The user's decision on an MCP call the model asked to make: a turn of the user's.
             approval = as_str(item.get("approval_request_id"))
             self.add(Message("user", [ServerToolCallResponsePart(approval, dict(item))]))
-        elif kind == "item_reference":
+        elif kind == "item_reference" or (kind is None and _bare_reference(item)):
+            # The reference makes `type` optional: an item of nothing but an `id` is one too.
             self.deg.add("content_reference")
             self.flush()
         elif kind == "compaction":
@@ -318,6 +319,11 @@ class _Walker:
     def done(self) -> list[Message]:
         self.flush()
         return self.messages
+
+
+def _bare_reference(item: dict[str, Any]) -> bool:
+    """An ``item_reference`` without its optional ``type``: ``{"id": …}`` and nothing else."""
+    return as_str(item.get("id")) is not None and set(item) <= {"id", "type"}
 
 
 def _content_part(p: Any, deg: Degradations) -> list[Part]:
@@ -540,7 +546,11 @@ class _Stream:
         if not isinstance(key, int) or isinstance(key, bool):
             key = self.by_id.get(item_id, item_id) if item_id else len(self.items)
         if key not in self.items:
+            # An item known only from its deltas (its output_item.added never came): a message
+            # there is the model's, as every message of a response's output is.
             self.items[key] = {"type": kind, "id": item_id}
+            if kind == "message":
+                self.items[key]["role"] = "assistant"
         if item_id:
             self.by_id.setdefault(item_id, key)
         return self.items[key]
@@ -582,8 +592,15 @@ class _Stream:
             part = self._part(data, "content", "refusal" if attr == "refusal" else "output_text")
             _write(part, attr, text, data.get(attr) if kind.endswith(".done") else None)
         elif kind.startswith("response.content_part."):
-            if isinstance(data.get("part"), dict):
-                self._part(data, "content", "output_text").update(data["part"])
+            part = data.get("part")
+            if isinstance(part, dict):
+                # A message's text or refusal, or a reasoning item's text (reasoning_text).
+                ptype = field(part) if field(part) in ("refusal", "reasoning_text") else None
+                self._part(data, "content", ptype or "output_text").update(part)
+        elif kind.startswith("response.shell_call_command."):
+            self._shell_command(data, kind)
+        elif kind.startswith("response.shell_call_output_content."):
+            self._shell_output(data, kind)
         elif kind.startswith(
             ("response.function_call_arguments.", "response.custom_tool_call_input.")
         ):
@@ -609,6 +626,44 @@ class _Stream:
             if isinstance(data.get("part"), dict):
                 part.update(data["part"])
             _write(part, "text", text, data.get("text") if kind.endswith(".done") else None)
+
+    def _shell_command(self, data: dict[str, Any], kind: str) -> None:
+        """A shell call's command, streamed into ``action.commands[command_index]`` (added with
+        its start, then deltas, then done with the whole), for a stream cut before its item was
+        done."""
+        item = self._item(data, "shell_call")
+        action = item.get("action")
+        if not isinstance(action, dict):
+            action = item["action"] = {}
+        commands = action.get("commands")
+        if not isinstance(commands, list):
+            commands = action["commands"] = []
+        index = data.get("command_index")
+        if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < 1024:
+            index = len(commands)
+        while len(commands) <= index:
+            commands.append("")
+        current = commands[index] if isinstance(commands[index], str) else ""
+        text = data.get("delta") if kind.endswith(".delta") else data.get("command")
+        if isinstance(text, str):
+            commands[index] = current + text if kind.endswith(".delta") else text
+
+    def _shell_output(self, data: dict[str, Any], kind: str) -> None:
+        """What a shell command printed, streamed into ``output[command_index]`` (stdout and
+        stderr deltas joined; done gives the whole run), for a stream cut before the
+        shell_call_output item was done."""
+        item = self._item(data, "shell_call_output")
+        runs = item.get("output")
+        if not isinstance(runs, list):
+            runs = item["output"] = []
+        run = _slot(runs, data.get("command_index"), {})
+        delta = data.get("delta")
+        if kind.endswith(".delta") and isinstance(delta, dict):
+            for stream in ("stdout", "stderr"):
+                _write(run, stream, delta.get(stream), None)
+        whole = data.get("output")
+        if kind.endswith(".done") and isinstance(whole, list) and len(whole) == 1:
+            run.update(whole[0] if isinstance(whole[0], dict) else {})
 
     def _part(self, data: dict[str, Any], where: str, kind: str) -> dict[str, Any]:
         item = self._item(
