@@ -553,6 +553,23 @@ def test_a_delta_of_an_unknown_type_is_counted_once_per_block() -> None:
     assert f.output_messages == fact(None, stream_of(MESSAGES[0])).output_messages
 
 
+def test_a_delta_of_an_unknown_type_on_a_server_tool_block_is_counted() -> None:
+    """Every block this translator reads counts a newer delta, not only text, thinking and
+    tool use blocks: on a server tool call or result (before: dropped without a count), and at
+    an index no block was opened at."""
+    call = {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {}}
+    result = {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": []}
+    message = resp(call, result, text("done"))
+    newer = {"type": "newer_delta", "what": "said"}
+    for index in (0, 1, 7):
+        events = stream_of(message)
+        delta = {"type": "content_block_delta", "index": index, "delta": newer}
+        events.insert(-2, SSEEvent("content_block_delta", json.dumps(delta)))
+        f = fact(None, events)
+        assert f.degradations == {"unsupported_content": 1}, index
+        assert f.output_messages == fact(None, message).output_messages
+
+
 def _cut_points(body: str) -> list[int]:
     """Every line boundary, and every 11th character (cuts inside JSON and inside lines)."""
     lines = {i + 1 for i, ch in enumerate(body) if ch == "\n"}

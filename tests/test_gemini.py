@@ -83,6 +83,66 @@ def user(t: str) -> dict[str, Any]:
     return turn("user", {"text": t})
 
 
+# --- SDK dumps --------------------------------------------------------------------------------
+
+
+def test_sdk_automatic_function_calling_history_is_the_input() -> None:
+    """The google-genai SDK ran the function calls itself (automatic function calling) and puts
+    them on the response it returns, after the contents it was given: the model read them, so
+    they are the input (before: the calls and their results were in no part, and not counted)."""
+    request = {
+        "model": "gemini-2.5-flash",
+        "contents": "weather in Paris?",
+        "config": {"system_instruction": "Be brief."},
+    }
+    history = [
+        {"role": "user", "parts": [{"text": "weather in Paris?"}]},
+        {"role": "model", "parts": [{"function_call": {"name": "weather", "args": {"c": "P"}}}]},
+        {
+            "role": "user",
+            "parts": [{"function_response": {"name": "weather", "response": {"t": 20}}}],
+        },
+    ]
+    response = {**resp({"text": "20 C"}), "automatic_function_calling_history": history}
+    f = fact(request, response)
+    id_ = synthesized_call_id("gemini", "weather", {"c": "P"}, 0)
+    assert f.input_messages == [
+        Message("system", [TextPart("Be brief.")]),
+        Message("user", [TextPart("weather in Paris?")]),
+        Message("assistant", [ToolCallPart(id_, "weather", {"c": "P"})]),
+        Message("tool", [ToolCallResponsePart(id_, {"t": 20})]),
+    ]
+    assert f.degradations == {"synthesized_id": 1}
+    # Without the request too, and from a stream of the SDK's chunks (camelCase or not).
+    assert fact(None, response).input_messages == f.input_messages[1:]
+    chunks = [{**resp({"text": "20 C"}), "automaticFunctionCallingHistory": history}]
+    assert fact(request, chunks).input_messages == f.input_messages
+    # An empty history (no function was called) leaves the request's contents.
+    plain = fact(request, {**resp({"text": "hi"}), "automatic_function_calling_history": []})
+    assert plain.input_messages == f.input_messages[:2]
+
+
+def test_cached_content_counts_a_content_reference() -> None:
+    """Context the model read from a cache made beforehand (`cachedContent`, the SDK's
+    `config.cached_content`) is only named: counted as a reference, as a file is."""
+    for r in (
+        req(user("q"), cachedContent="cachedContents/abc"),
+        {"contents": [user("q")], "config": {"cached_content": "cachedContents/abc"}},
+    ):
+        f = fact(r, resp({"text": "a"}))
+        assert f.degradations == {"content_reference": 1}
+        assert f.input_messages == [Message("user", [TextPart("q")])]
+
+
+def test_sdk_dump_with_every_field_spelled_out_counts_nothing() -> None:
+    """A plain `model_dump()` writes every unset field as null: those fields hold nothing, and
+    are not an unknown payload."""
+    nulls = dict.fromkeys(("function_call", "inline_data", "tool_call", "media_processing"))
+    f = fact(req(turn("user", {"text": "q", **nulls}, {"text": None, **nulls})))
+    assert f.input_messages == [Message("user", [TextPart("q")])]
+    assert f.degradations == {}
+
+
 # --- requests ---------------------------------------------------------------------------------
 
 

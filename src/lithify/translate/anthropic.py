@@ -490,7 +490,28 @@ _DELTA_BLOCK = {
     "input_json_delta": "tool_use",
     "compaction_delta": "compaction",
 }
-_STREAMED = frozenset(_DELTA_BLOCK.values())
+# Every block type ``_block_parts`` reads (besides each server tool's ``*_tool_result``): a delta
+# of an unknown type on one of these says something the block as read does not hold.
+_KNOWN_BLOCKS = frozenset(
+    {
+        "text",
+        "thinking",
+        "redacted_thinking",
+        "tool_use",
+        "tool_result",
+        "compaction",
+        "fallback",
+        "search_result",
+        "container_upload",
+        "mcp_tool_listing",
+        *_MEDIA,
+        *_SERVER_CALLS,
+    }
+)
+
+
+def _known_block(kind: Any) -> bool:
+    return kind in _KNOWN_BLOCKS or (isinstance(kind, str) and kind.endswith("_tool_result"))
 
 
 class _Stream:
@@ -547,8 +568,11 @@ class _Stream:
     def _delta(self, index: Any, delta: dict[str, Any]) -> None:
         dtype = delta.get("type")
         if dtype not in _DELTA_BLOCK:
-            # A newer delta: kept on raw. An unknown block is counted as the whole body's are.
-            if self.blocks.get(index, {}).get("type") in _STREAMED:
+            # A newer delta: kept on raw, and counted once per block, on every block this module
+            # reads (a server tool call as well as text) and on an index no block was opened at.
+            # A block of an unknown type is counted already, as the whole body's are.
+            block = self.blocks.get(index)
+            if not isinstance(block, dict) or _known_block(block.get("type")):
                 self.unread.add(index)
             return
         block = self._block(index, _DELTA_BLOCK[dtype])

@@ -112,6 +112,13 @@ _PART_META = frozenset(
         "partMetadata",
         "audioTranscription",
         "speechMetadata",
+        # How the model reads the media beside them (which pages, sheet, cells or stretch of
+        # audio; the token budget): on raw, as `videoMetadata` is.
+        "mediaResolution",
+        "mediaProcessing",
+        "documentMetadata",
+        "spreadsheetMetadata",
+        "audioMetadata",
     }
 )
 # Protobuf JSON reads bytes in either base64 alphabet; the URL-safe one is turned standard.
@@ -328,8 +335,8 @@ def _payload(part: dict[str, Any], deg: Degradations) -> Part | None:
         return ServerToolCallResponsePart(
             id=as_str(done.get("id")), server_tool_call_response=response
         )
-    # Any newer payload.
-    if any(k != "text" and not _is_meta(k) for k in part):
+    # Any newer payload (an SDK dump spells every unset field out as null: those hold nothing).
+    if any(k != "text" and not _is_meta(k) and v is not None for k, v in part.items()):
         deg.add("unsupported_content")
     return None
 
@@ -431,9 +438,18 @@ def _contents(req: dict[str, Any]) -> list[Any]:
     return [contents]  # one Content object, or a bare string the SDK would wrap
 
 
-def _input_messages(req: dict[str, Any], deg: Degradations, ids: _Ids) -> list[Message]:
+def _input_messages(
+    req: dict[str, Any], deg: Degradations, ids: _Ids, history: Any = None
+) -> list[Message]:
+    """The system instruction and the contents; ``history`` (the SDK's automatic function
+    calling history, which begins with the contents the call was given) in their place when
+    there is one: the function calls the SDK made and their results are what the model read."""
     out = _system_messages(_config(req, "systemInstruction"), deg)
-    for content in _contents(req):
+    if isinstance(_config(req, "cachedContent"), str) and _config(req, "cachedContent"):
+        # Context the model read from a cache made beforehand: only its name is recorded.
+        deg.add("content_reference")
+    contents = history if isinstance(history, list) and history else _contents(req)
+    for content in contents:
         if isinstance(content, str):
             out.append(Message("user", [TextPart(content)] if content else []))
             continue
@@ -778,7 +794,14 @@ class _Stream:
         if chunk.get("error") is not None and _g(chunk, "candidates") is None:
             self.error = chunk["error"]
             return
-        for key in ("usageMetadata", "modelVersion", "responseId", "promptFeedback", "createTime"):
+        for key in (
+            "usageMetadata",
+            "modelVersion",
+            "responseId",
+            "promptFeedback",
+            "createTime",
+            "automaticFunctionCallingHistory",
+        ):
             value = _g(chunk, key)
             if value is not None:
                 self.top[key] = value
@@ -1125,7 +1148,11 @@ def translate(
         return Skip("unrecognized_format", "no Gemini candidates", NAME)
 
     ids = _Ids(deg)
-    inputs = _input_messages(req, deg, ids) if req else []
+    # The google-genai SDK's own dump of a response whose function calls it ran itself.
+    history = _g(resp, "automaticFunctionCallingHistory")
+    if not (isinstance(history, list) and history):
+        history = None
+    inputs = _input_messages(req or {}, deg, ids, history) if req or history else []
     if req is not None and output_schema(req):
         deg.add("output_schema")
     provider = _provider(meta, resp)
