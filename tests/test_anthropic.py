@@ -600,10 +600,11 @@ def test_corpus_streams_cut_anywhere_never_raise(path: Any) -> None:
             "model": "gpt-4o",
             "messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "q"}],
         },
-        {
+        {  # a `developer` turn is Chat's alone (a `system` one is no longer: the Messages API
+            # takes it among `messages`, tests/test_messages_format.py)
             "model": "claude-3-5-sonnet",
             "max_tokens": 5,
-            "messages": [{"role": "system", "content": "s"}],
+            "messages": [{"role": "developer", "content": "s"}],
         },
         {"model": "gpt-4o", "max_tokens": 5, "messages": [{"role": "user", "content": "q"}]},
         {

@@ -46,6 +46,40 @@ def test_every_chat_only_key_rules_anthropic_out(key: str) -> None:
     assert messages_format({**ANTHROPIC_REQUEST, key: 1}) == "openai-chat"
 
 
+def test_a_system_message_among_anthropic_blocks_is_anthropic() -> None:
+    """The Messages API takes `role: system` messages (anthropic 2.16, SystemMessageParam):
+    a request with one and a tool_use / tool_result exchange is Anthropic's, its tool call and
+    result read as such. Before, the system role made it Chat's, where the blocks were unknown
+    parts (counted) and the tool call and its result were lost."""
+    doc = {
+        "model": "claude-sonnet-4-5",
+        "max_tokens": 64,
+        "messages": [
+            {"role": "system", "content": "be brief"},
+            {"role": "user", "content": "weather in Paris?"},
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": "t1", "name": "w", "input": {"c": "P"}}],
+            },
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "ok"}],
+            },
+        ],
+    }
+    assert messages_format(doc) == "anthropic"
+    call = translate_exchange(doc, None)
+    assert isinstance(call, InferenceCall) and call.source.name == "anthropic"
+    assert [m.role for m in call.input_messages] == ["system", "user", "assistant", "tool"]
+    assert call.degradations.get("unsupported_content") is None
+    # A system message with nothing else of either API's is Chat's still: most servers speak it.
+    plain = {
+        "model": "m",
+        "messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "q"}],
+    }
+    assert messages_format(plain) == "openai-chat"
+
+
 def test_anthropic_beta_alone_is_anthropic() -> None:
     doc = {"model": "m", "anthropic_beta": ["x"], "messages": [{"role": "user", "content": "q"}]}
     assert anthropic.looks_like_request(doc) and not openai_chat.looks_like_request(doc)

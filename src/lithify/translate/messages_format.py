@@ -39,7 +39,9 @@ CHAT_ONLY_KEYS = frozenset(
         "user",
     }
 )
-_CHAT_ONLY_ROLES = frozenset({"system", "developer", "tool", "function"})
+# `system` is no longer one: the Messages API takes system messages among `messages` too
+# (anthropic 2.16's SystemMessageParam), so a system turn beside Anthropic's blocks is Anthropic.
+_CHAT_ONLY_ROLES = frozenset({"developer", "tool", "function"})
 _CHAT_ONLY_MESSAGE_KEYS = ("tool_calls", "function_call", "tool_call_id", "reasoning_content")
 _CHAT_ONLY_PARTS = frozenset({"image_url", "input_audio", "file", "refusal"})
 
