@@ -16,6 +16,7 @@ outputs, and a reader follows one span from attributes to fact in one file.
 from __future__ import annotations
 
 import contextlib
+import itertools
 from collections.abc import Iterator
 from functools import lru_cache
 from typing import Any
@@ -1032,8 +1033,9 @@ def _event_payload(body: Any, attributes: dict[str, Any], deg: Degradations) -> 
     return payload
 
 
-# What opentelemetry-instrumentation-google-genai 0.x writes as an event's content with content
-# capture off (generate_content.py, ``_CONTENT_ELIDED``).
+# What opentelemetry-instrumentation-google-genai 0.x (generate_content.py, ``_CONTENT_ELIDED``)
+# and Google ADK's own log records (``USER_CONTENT_ELIDED``) write as an event's content with
+# content capture off.
 ELIDED = "<elided>"
 
 
@@ -1056,7 +1058,7 @@ class _EventGroup:
         pos = ("event", self.count)
         self.count += 1
         if payload.get("content") == ELIDED:
-            # google-genai 0.x with content capture off: a placeholder, not the message's words.
+            # Content capture off (google-genai 0.x, ADK): a placeholder, not the message's words.
             payload = {k: v for k, v in payload.items() if k != "content"}
         if name == CHOICE:
             msg = payload.get("message")
@@ -1112,11 +1114,10 @@ class _EventGroup:
 
 def _chunks(choices: list[list[Message]]) -> bool:
     """Whether choices of successive indexes are the chunks of one streamed choice: more than
-    one, each one assistant message, none finished but the last, which is."""
+    one, each next one a piece of the one before (``_pieces``), the last finished."""
     return (
         len(choices) > 1
-        and all(len(ms) == 1 and ms[0].role == "assistant" for ms in choices)
-        and all(ms[0].finish_reason is None for ms in choices[:-1])
+        and all(_pieces(prev, ms) for prev, ms in itertools.pairwise(choices))
         and choices[-1][0].finish_reason is not None
     )
 
