@@ -47,6 +47,7 @@ from lithify.translate import translate_document
 from lithify.translate.provider import translate_exchange
 from tests.fakes import Answer, Call, Choice, Exchange, FakeProvider, Fault, answer
 from tests.helpers import assert_valid_messages
+from tests.producers.conversation import PARAMETERS, RESULTS, SYSTEM, TOOL_DESCRIPTION, USER
 
 # Credentials shaped like the real ones, so a redactor that knows the shapes would catch them;
 # each provider's must still never reach a fact.
@@ -54,25 +55,8 @@ OPENAI_KEY = "sk-proj-LithifyFakeKey0123456789abcdefABCDEF"
 ANTHROPIC_KEY = "sk-ant-api03-LithifyFakeKey0123456789abcdefABCDEF-xyzAA"
 GEMINI_KEY = "AIzaSyLithifyFakeKey0123456789abcdefAB"
 
-SYSTEM = "You are a weather assistant. Call get_weather once per city, then answer briefly."
-USER = "What's the weather in Paris and in Zürich right now?"
-CITIES = ("Paris", "Zürich")
-# One result JSON-looking, one plain text: a tool result stays the string the model was sent.
-RESULTS = {
-    "Paris": '{"temperature": 18, "unit": "celsius", "conditions": "cloudy"}',
-    "Zürich": "12 °C, light rain",
-}
+CITIES = ("Paris", "Zürich")  # RESULTS (tests/producers/conversation.py) has one of each
 FINAL = "Paris: 18 °C and cloudy. Zürich: 12 °C with light rain — take an umbrella ☂."
-PARAMS = {
-    "type": "object",
-    "properties": {
-        "city": {"type": "string", "description": "City name"},
-        "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
-    },
-    "required": ["city"],
-    "additionalProperties": False,
-}
-TOOL_DESC = "Current weather for one city."
 
 TURN1 = answer(
     reasoning=(
@@ -147,7 +131,11 @@ def _gemini(fake: FakeProvider, **opts: Any) -> genai.Client:
 CHAT_TOOLS = [
     {
         "type": "function",
-        "function": {"name": "get_weather", "description": TOOL_DESC, "parameters": PARAMS},
+        "function": {
+            "name": "get_weather",
+            "description": TOOL_DESCRIPTION,
+            "parameters": PARAMETERS,
+        },
     }
 ]
 CHAT_SAMPLING: dict[str, Any] = {"temperature": 0.2, "max_completion_tokens": 512, "seed": 7}
@@ -235,8 +223,8 @@ RESPONSES_TOOLS = [
     {
         "type": "function",
         "name": "get_weather",
-        "description": TOOL_DESC,
-        "parameters": PARAMS,
+        "description": TOOL_DESCRIPTION,
+        "parameters": PARAMETERS,
         "strict": True,
     }
 ]
@@ -297,7 +285,9 @@ def drive_responses(fake: FakeProvider, stream: bool) -> Run:
     return Run(fake.wait(2), seen)
 
 
-ANTHROPIC_TOOLS = [{"name": "get_weather", "description": TOOL_DESC, "input_schema": PARAMS}]
+ANTHROPIC_TOOLS = [
+    {"name": "get_weather", "description": TOOL_DESCRIPTION, "input_schema": PARAMETERS}
+]
 AFTER_RESULTS = "Answer in one sentence."
 
 
@@ -352,7 +342,9 @@ GEMINI_CONFIG = gt.GenerateContentConfig(
         gt.Tool(
             function_declarations=[
                 gt.FunctionDeclaration(
-                    name="get_weather", description=TOOL_DESC, parameters_json_schema=PARAMS
+                    name="get_weather",
+                    description=TOOL_DESCRIPTION,
+                    parameters_json_schema=PARAMETERS,
                 )
             ]
         )
@@ -438,7 +430,7 @@ KEYS = {
     "gemini": GEMINI_KEY,
 }
 PROVIDERS = list(DRIVERS)
-REQUEST_PARAMS: dict[str, dict[str, Any]] = {
+REQUEST_PARAMETERS: dict[str, dict[str, Any]] = {
     "openai-chat": {"max_tokens": 512, "seed": 7, "temperature": 0.2},
     "openai-responses": {"max_tokens": 1024, "reasoning_effort": "low"},
     "anthropic": {"max_tokens": 2048, "reasoning_budget_tokens": 1024},
@@ -542,10 +534,10 @@ def test_facts_hold_what_the_sdk_sent_and_got(
         # Reasoning comes first, then text, then tool calls, as the model produced them.
         kinds = [type(p).__name__ for p in out.parts]
         assert kinds == sorted(kinds, key=["ReasoningPart", "TextPart", "ToolCallPart"].index)
-        assert fact.request == REQUEST_PARAMS[provider]  # the sampling the SDK call set
+        assert fact.request == REQUEST_PARAMETERS[provider]  # the sampling the SDK call set
         assert [t.name for t in fact.tools] == ["get_weather"]
-        assert fact.tools[0].description == TOOL_DESC
-        assert fact.tools[0].parameters == PARAMS
+        assert fact.tools[0].description == TOOL_DESCRIPTION
+        assert fact.tools[0].parameters == PARAMETERS
         assert fact.input_messages[0] == Message("system", [TextPart(SYSTEM)])
         assert fact.input_messages[1] == Message("user", [TextPart(USER)])
         assert all(m.finish_reason is None for m in fact.input_messages)

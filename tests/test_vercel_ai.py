@@ -21,25 +21,15 @@ from lithify.translate.otlp import json_spans
 from lithify.translate.telemetry import translate_attributes, translate_spans
 from tests.helpers import assert_valid_messages
 from tests.otlp_values import json_attrs
+from tests.producers.conversation import PARAMETERS, SYSTEM, USER
 
-SYSTEM = "You are a weather assistant. Call get_weather once per city, then answer briefly."
-USER = "What's the weather in Paris and in Zürich right now?"
 ANSWER = "Paris: 18 °C and cloudy. Zürich: 12 °C with light rain — take an umbrella."
-SCHEMA = {
-    "type": "object",
-    "properties": {
-        "city": {"type": "string", "description": "City name"},
-        "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
-    },
-    "required": ["city"],
-    "additionalProperties": False,
-}
 TOOL = orjson.dumps(
     {
         "type": "function",
         "name": "get_weather",
         "description": "Current weather for one city.",
-        "inputSchema": SCHEMA,
+        "inputSchema": PARAMETERS,
     }
 ).decode()
 PROMPT = [
@@ -216,7 +206,7 @@ def test_a_recorded_call_span_gives_the_whole_call() -> None:
         {
             "name": "get_weather",
             "description": "Current weather for one city.",
-            "parameters": SCHEMA,
+            "parameters": PARAMETERS,
         }
     ]
     assert f.provider == "openai"  # the SDK's `openai.chat`: provider and API

@@ -28,6 +28,16 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+# The conversation (conversation.py, beside this file), re-exported for the scripts that speak it
+# in each provider's terms.
+from conversation import (  # noqa: F401
+    PARAMETERS,
+    RESULTS,
+    SYSTEM,
+    TOOL_DESCRIPTION,
+    TOOL_NAME,
+    USER,
+)
 from opentelemetry import trace
 from opentelemetry._logs import set_logger_provider
 from opentelemetry.exporter.otlp.json.common._log_encoder import (
@@ -46,25 +56,6 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 
-# The conversation, in each provider's terms in the scripts that speak it.
-SYSTEM = "You are a weather assistant. Call get_weather once per city, then answer briefly."
-USER = "What's the weather in Paris and in Zürich right now?"
-TOOL_NAME = "get_weather"
-TOOL_DESCRIPTION = "Current weather for one city."
-PARAMETERS: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "city": {"type": "string", "description": "City name"},
-        "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
-    },
-    "required": ["city"],
-    "additionalProperties": False,
-}
-# One result a JSON string, one plain text: a tool result must stay the string the model saw.
-RESULTS = {
-    "Paris": '{"temperature": 18, "unit": "celsius", "conditions": "cloudy"}',
-    "Zürich": "12 °C, light rain",
-}
 # OpenAI's names (run_gemini.py renames max_tokens to Gemini's max_output_tokens).
 SAMPLING: dict[str, Any] = {"temperature": 0.2, "max_tokens": 256, "seed": 7}
 # Each scenario and whether its model calls stream.
