@@ -19,6 +19,8 @@ rounds, and a ratio the median of each round's ratio to that round's baseline.
 against the floor of the same job, a process that parses the same lines with orjson and writes
 each line and its re-encoding to a file (about the facts' size), fsynced. ``--before SRC`` adds
 the same command run from another checkout's ``src`` (PYTHONPATH), in the same rounds.
+`lithify convert` runs as a user gets it (worker processes on a machine of several cores, see
+docs/convert.md) and with ``--workers 0`` (this process alone).
 """
 
 from __future__ import annotations
@@ -326,10 +328,12 @@ def bench_processes(
     with tempfile.TemporaryDirectory(dir=os.environ.get("LITHIFY_BENCH_TMP")) as tmp:
         src = Path(tmp) / "spans.jsonl"
         src.write_bytes(b"".join(line + b"\n" for line in json_lines))
-        outs = {name: Path(tmp) / f"{i}.out" for i, name in enumerate(("floor", "now", "before"))}
+        names = ("floor", "now", "alone", "before")
+        outs = {name: Path(tmp) / f"{i}.out" for i, name in enumerate(names)}
         runs: list[tuple[str, list[str], dict[str, str] | None]] = [
             ("floor (orjson, write, fsync)", [sys.executable, "-c", FLOOR, str(src), str(outs["floor"])], None),
             ("lithify convert", [lithify, "convert", str(src), "-o", str(outs["now"])], None),
+            ("lithify convert --workers 0", [lithify, "convert", str(src), "-o", str(outs["alone"]), "--workers", "0"], None),
         ]  # fmt: skip
         if before:
             env = {**os.environ, "PYTHONPATH": str(Path(before).resolve())}
@@ -342,7 +346,9 @@ def bench_processes(
                 wall, cpu = _run_timed(argv, env)
                 walls[i].append(wall)
                 cpus[i].append(cpu)
-        sizes = [outs[k].stat().st_size for k in ("floor", "now", "before")[: len(runs)]]
+        sizes = [outs[k].stat().st_size for k in names[: len(runs)]]
+        if outs["now"].read_bytes() != outs["alone"].read_bytes():
+            print("note: one process and its workers wrote different facts", file=sys.stderr)
         if before and outs["now"].read_bytes() != outs["before"].read_bytes():
             print("note: the two checkouts wrote different facts", file=sys.stderr)
         size = src.stat().st_size

@@ -309,6 +309,8 @@ def test_convert_imports_only_what_converting_needs(tmp_path: Path) -> None:
     # --json prints no table: rich is not needed at all; and its text and path values are read
     # without typer's pydantic coercion (cli/values.py).
     assert _top(loaded) & {*RICH, "pydantic"} == set()
+    # A small conversion starts no worker: neither sockets nor pickles (typer has subprocess).
+    assert _top(loaded) & {"multiprocessing", "socket", "pickle"} == set()
 
 
 def test_convert_compiles_no_pattern_it_does_not_use(tmp_path: Path) -> None:

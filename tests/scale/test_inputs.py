@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lithify.ingest.convert import StrictError, convert, open_output
-from lithify.ingest.distributed import byte_ranges, convert_task, convert_tasks, merge
+from lithify.ingest.distributed import byte_ranges, convert_task, convert_tasks, emptier, merge
 from lithify.ingest.files import LineRange, expand, owned_lines
 from lithify.ingest.remote import RemoteFile, shown, walk_key
 from tests.scale.facts import EXAMPLES, jsonl_input
@@ -98,7 +98,7 @@ def _split(paths: list[Path | str], out: Path, split: int, strict: bool = False)
     out.mkdir(parents=True)
     tasks = list(convert_tasks(paths, split))
     results = [convert_task(t, out, len(tasks), strict=strict) for t in tasks]
-    return tasks, merge(tasks, results, out)
+    return tasks, merge(tasks, results, emptier(out, len(tasks)))
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -146,7 +146,7 @@ def test_a_file_gone_after_it_was_planned_is_unreadable_once(tmp_path: Path) -> 
     path.unlink()
     (tmp_path / "parts").mkdir()
     results = [convert_task(t, tmp_path / "parts", len(tasks)) for t in tasks]
-    summary = merge(tasks, results, tmp_path / "parts")
+    summary = merge(tasks, results, emptier(tmp_path / "parts", len(tasks)))
     with open_output(str(tmp_path / "local.jsonl")) as out:
         local = convert([path], out)
     assert summary.to_json() == local.to_json()

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
@@ -136,6 +138,31 @@ ProgressOpt = Annotated[
 ]
 
 
+# Text, not int: an int option has typer import pydantic (cli/values.py), a sixth of a small
+# conversion's start-up.
+WorkersOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--workers",
+        metavar="N",
+        envvar="LITHIFY_CONVERT_WORKERS",
+        help="Worker processes converting beside this one (0: this one alone). "
+        "Default: one per further core, at most 3, for 32 MB of input or more.",
+        show_default=False,
+    ),
+]
+
+SplitOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--split-bytes",
+        hidden=True,
+        help="JSON lines inputs larger than this are several tasks (--engine ray) or jobs "
+        "(--workers).",
+    ),
+]
+
+
 def _check_urls(paths: list[str] | None) -> None:
     """Exit ``Exit.USAGE``, naming what to install, for a URL that no installed filesystem
     reads: before anything is read or written. (One that cannot be reached is unreadable, as
@@ -168,8 +195,11 @@ def _pipeline(
     request: Path | None,
     response: Path | None,
     progress: bool | None,
+    parallel: Callable[..., Summary] | None = None,
 ) -> Summary:
-    """Check the inputs, run the pipeline into ``sink`` with progress bars on a terminal."""
+    """Check the inputs, run the pipeline into ``sink`` with progress bars on a terminal: by
+    ``parallel`` (``ingest.parallel``'s, taking the paths and the progress) unless a
+    request/response pair is read."""
     from lithify.ingest.convert import StrictError, run
 
     if source not in FORMATS:
@@ -180,10 +210,16 @@ def _pipeline(
         raise typer.Exit(Exit.USAGE)
     _check_urls(paths)
     options = {"fmt": source, "strict": strict, "request": request, "response": response}
+
+    def go(bars: Any = None) -> Summary:
+        if parallel is None or request is not None or response is not None:
+            return run(paths or [], sink, progress=bars, **options)
+        return parallel(paths or [], fmt=source, strict=strict, progress=bars)
+
     show = sys.stderr.isatty() if progress is None else progress
     try:
         if not show:
-            return run(paths or [], sink, **options)
+            return go()
         from rich.progress import (
             BarColumn,
             DownloadColumn,
@@ -203,7 +239,7 @@ def _pipeline(
             transient=True,
         )
         with bars:
-            return run(paths or [], sink, progress=_progress_factory(bars), **options)
+            return go(_progress_factory(bars))
     except StrictError as e:
         err.print(f"[red]corrupt input (--strict):[/] {e.skip.detail}")
         raise typer.Exit(Exit.STRICT) from None
@@ -225,14 +261,8 @@ def convert_cmd(
     progress: ProgressOpt = None,
     engine: EngineOpt = "local",
     ray_address: RayAddressOpt = None,
-    split_bytes: Annotated[
-        str | None,
-        typer.Option(
-            "--split-bytes",
-            hidden=True,
-            help="--engine ray: JSON lines inputs larger than this are several tasks.",
-        ),
-    ] = None,
+    split_bytes: SplitOpt = None,
+    workers: WorkersOpt = None,
 ) -> None:
     """Convert telemetry and provider payloads into canonical facts, one JSON object per line.
 
@@ -246,15 +276,24 @@ def convert_cmd(
     if is_url(output):
         err.print("[red]-o takes a local file or folder:[/] writing to a URL is not done yet")
         raise typer.Exit(Exit.USAGE)
+    split = _whole(split_bytes, "--split-bytes", 1)
+    count = _whole(workers, "--workers", 0)
     if check_engine(engine):
-        summary = _convert_ray(
-            paths, output, source, strict, ray_address, request, response, split_bytes
-        )
+        summary = _convert_ray(paths, output, source, strict, ray_address, request, response, split)
     else:
+        # Workers' facts wait beside a fact file (its file system has room for them).
+        target = Path(output)
+        regular = output != "-" and (target.is_file() or not target.exists())
+        scratch = str(target.resolve().parent) if regular else None
         with open_output(output) as out:
+            from lithify.ingest.parallel import convert_parallel
+
+            parallel = functools.partial(
+                convert_parallel, out=out, workers=count, scratch=scratch, job_bytes=split
+            )
             summary = _pipeline(
                 paths, JsonlSink(out), source=source, strict=strict, request=request,
-                response=response, progress=progress,
+                response=response, progress=progress, parallel=parallel,
             )  # fmt: skip
     to_stdout = output == "-"
     if as_json:
@@ -275,6 +314,8 @@ def import_cmd(
     strict: StrictOpt = False,
     as_json: JsonOpt = False,
     progress: ProgressOpt = None,
+    workers: WorkersOpt = None,
+    split_bytes: SplitOpt = None,
 ) -> None:
     """Import whatever `lithify convert` reads (and feedback documents), or what it writes (fact files, plain or .gz), into the fact store.
 
@@ -283,12 +324,16 @@ def import_cmd(
     import orjson
 
     from lithify.ingest.importer import StoreSink
+    from lithify.ingest.parallel import import_parallel
 
+    count = _whole(workers, "--workers", 0)
+    split = _whole(split_bytes, "--split-bytes", 1)
     with opened_store(store_url) as store:
         sink = StoreSink(store)
+        parallel = functools.partial(import_parallel, sink=sink, workers=count, job_bytes=split)
         summary = _pipeline(
             paths, sink, source=source, strict=strict, request=request, response=response,
-            progress=progress,
+            progress=progress, parallel=parallel,
         )  # fmt: skip
         url = store.url
     report = {"store": url, **summary.to_json(), **sink.counts()}
@@ -316,6 +361,16 @@ def import_cmd(
         raise typer.Exit(Exit.UNREADABLE)
 
 
+def _whole(text: str | None, flag: str, least: int) -> int | None:
+    """An option's whole number, at least ``least``; exit ``Exit.USAGE`` for anything else."""
+    if text is None:
+        return None
+    if not text.strip().isdigit() or int(text) < least:
+        err.print(f"[red]{flag} takes a whole number, at least {least}[/]")
+        raise typer.Exit(Exit.USAGE)
+    return int(text)
+
+
 def _convert_ray(
     paths: list[str] | None,
     output: str,
@@ -324,7 +379,7 @@ def _convert_ray(
     address: str | None,
     request: Path | None,
     response: Path | None,
-    split_bytes: str | None,
+    split_bytes: int | None,
 ) -> Summary:
     """``convert --engine ray``: a task per input file (or per range of a large JSON lines
     one), fact files in the folder ``output``."""
@@ -340,12 +395,7 @@ def _convert_ray(
     if source not in FORMATS:
         err.print(f"[red]unknown --from {source!r}[/]; choose one of: {', '.join(FORMATS)}")
         raise typer.Exit(Exit.USAGE)
-    split = SPLIT_BYTES
-    if split_bytes is not None:
-        if not split_bytes.isdigit() or int(split_bytes) < 1:
-            err.print("[red]--split-bytes takes a number of bytes, at least 1[/]")
-            raise typer.Exit(Exit.USAGE)
-        split = int(split_bytes)
+    split = SPLIT_BYTES if split_bytes is None else split_bytes
     _check_urls(paths)
     try:
         with ray_session(address):

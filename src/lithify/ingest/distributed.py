@@ -15,19 +15,21 @@ Ray is an optional extra: imported when this runs, on a Ray the caller connected
 from __future__ import annotations
 
 import os
-import pickle
 from collections import Counter
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from lithify.ingest.convert import MAX_LISTED, JsonlSink, StrictError, Summary, open_output, run
 from lithify.ingest.files import LineRange, expand, splittable
 from lithify.ingest.remote import RemoteFile
 from lithify.model import Skip
 
-__all__ = ["SPLIT_BYTES", "byte_ranges", "convert_ray", "convert_tasks", "merge"]
+__all__ = [
+    "SPLIT_BYTES", "Merger", "Task", "byte_ranges", "convert_ray", "convert_tasks", "emptier",
+    "input_size", "merge",
+]  # fmt: skip
 
 # A JSON lines input larger than this is several tasks. Big enough that a task's start-up
 # (a Ray task, opening the file, an object store's first byte) is small next to converting
@@ -42,7 +44,8 @@ def byte_ranges(size: int, split_bytes: int) -> list[tuple[int, int]]:
     return [(start, min(start + split_bytes, size)) for start in range(0, size, split_bytes)]
 
 
-def _size(path: Path | RemoteFile) -> int | None:
+def input_size(path: Path | RemoteFile) -> int | None:
+    """An input's size in bytes, or None when it is not a file or cannot be read."""
     if isinstance(path, RemoteFile):
         return path.size
     try:
@@ -55,19 +58,25 @@ def _ranges(path: Path | RemoteFile | LineRange, split_bytes: int) -> list[LineR
     """The ranges of a plain JSON lines input larger than ``split_bytes``; none of another."""
     if isinstance(path, LineRange):
         return []
-    size = _size(path)
+    size = input_size(path)
     if size is None or size <= split_bytes or not splittable(path):
         return []
     return [LineRange(path, start, end) for start, end in byte_ranges(size, split_bytes)]
 
 
-@dataclass(frozen=True, slots=True)
-class Task:
+class Task(NamedTuple):  # not a dataclass: a third of the time to define, paid by `convert`
     """One task: ``index`` names its part; ``file`` is its input's place in input order."""
 
     index: int
     file: int
     source: Path | RemoteFile | LineRange
+
+    @property
+    def size(self) -> int:
+        """The bytes it reads, as far as known (0 for an input whose size is not)."""
+        if isinstance(self.source, LineRange):
+            return self.source.end - self.source.start
+        return input_size(self.source) or 0
 
 
 def convert_tasks(paths: Iterable[str | Path], split_bytes: int = SPLIT_BYTES) -> Iterator[Task]:
@@ -101,9 +110,21 @@ def convert_task(
 
 def _convert_one(item: dict[str, Any]) -> dict[str, Any]:
     """The Ray map: one task, its result pickled (the task too: a path or a range)."""
+    import pickle
+
     task = pickle.loads(item["task"])
     result = convert_task(task, item["out"], item["tasks"], fmt=item["fmt"], strict=item["strict"])
     return {"index": task.index, "result": pickle.dumps(result)}
+
+
+def emptier(out_dir: str | Path, tasks: int) -> Callable[[Task], None]:
+    """``merge``'s ``drop`` for parts in ``out_dir``: a dropped task's part is emptied."""
+
+    def empty(task: Task) -> None:
+        with open_output(str(Path(out_dir) / part_name(task.index, tasks))):
+            pass
+
+    return empty
 
 
 def _add(total: Summary, part: Summary) -> None:
@@ -135,65 +156,79 @@ def renumber(entry: str, name: str, offset: int) -> str:
     return f"{head}{line + offset}: {detail}"
 
 
-def merge(
-    tasks: list[Task], results: list[tuple[Summary | Skip, int]], out_dir: str | Path
-) -> Summary:
-    """The tasks' results (in task order) added up into the summary a local run gives.
-    Raises ``StrictError`` for the first corrupt unit in input order. A split input counts
-    once; its line numbers go on from range to range; when a range could not be read, the
-    ranges after it are dropped (their parts emptied), as a local run stops reading a file
-    at its first error."""
-    total = Summary()
-    k = 0
-    while k < len(tasks):
-        number = tasks[k].file
-        group = []
-        while k < len(tasks) and tasks[k].file == number:
-            group.append((tasks[k], results[k]))
-            k += 1
-        if not isinstance(group[0][0].source, LineRange):
-            ((_, (result, _)),) = group
+class Merger:
+    """The tasks' results, added one at a time in task order, into the summary a local run
+    gives. A split input counts once; its line numbers go on from range to range; when a range
+    could not be read, the ranges after it are left out, as a local run stops reading a file at
+    its first error."""
+
+    def __init__(self) -> None:
+        self.total = Summary()
+        self._file = -1  # the split input whose ranges are being added; -1: none
+        self._name = ""
+        self._offset = 0  # lines in its ranges so far
+        self._ranges = 0  # its ranges so far
+        self._facts = 0
+        self._reasons: Counter[str] = Counter()
+        self._unreadable = False
+
+    def add(self, task: Task, result: Summary | Skip, lines: int) -> bool:
+        """Add the next task's result (``lines``: how many a range held); whether its facts
+        are written (not for a range after an unreadable one). Raises ``StrictError`` for a
+        strict run's corrupt unit."""
+        if task.file != self._file:
+            self._end_file()
+        if not isinstance(task.source, LineRange):
             if isinstance(result, Skip):
                 raise StrictError(result)
-            _add(total, result)
-            continue
-        _add_ranges(total, group, Path(out_dir), len(tasks))
-    return total
-
-
-def _add_ranges(
-    total: Summary,
-    group: list[tuple[Task, tuple[Summary | Skip, int]]],
-    out_dir: Path,
-    tasks: int,
-) -> None:
-    """The ranges of one input added to ``total`` as that one input."""
-    name = str(group[0][0].source)
-    offset = 0
-    facts = 0
-    reasons: Counter[str] = Counter()
-    unreadable = False
-    for place, (task, (result, lines)) in enumerate(group):
-        if unreadable:  # a local run stopped reading the file at the error
-            with open_output(str(out_dir / part_name(task.index, tasks))):
-                pass
-            continue
+            _add(self.total, result)
+            return True
+        if task.file != self._file:
+            self._file, self._name, self._offset, self._ranges = task.file, str(task.source), 0, 0
+        elif self._unreadable:
+            return False
         if isinstance(result, Skip):
-            raise StrictError(Skip(result.reason, renumber(result.detail, name, offset)))
-        # The input counts once, its empty-input reason once for all its ranges (below).
+            detail = renumber(result.detail, self._name, self._offset)
+            raise StrictError(Skip(result.reason, detail))
+        # The input counts once, its empty-input reason once for all its ranges (_end_file).
         part = replace(
             result,
-            inputs=int(place == 0),
-            corrupt=[renumber(c, name, offset) for c in result.corrupt],
+            inputs=int(self._ranges == 0),
+            corrupt=[renumber(c, self._name, self._offset) for c in result.corrupt],
             no_fact_inputs={},
         )
-        _add(total, part)
-        facts += result.facts + result.feedback
-        reasons.update(result.skipped)
-        unreadable = bool(result.unreadable)
-        offset += lines
-    if not facts and not unreadable:
-        total.no_fact_inputs[name] = dict(sorted(reasons.items())) or {"empty": 1}
+        _add(self.total, part)
+        self._facts += result.facts + result.feedback
+        self._reasons.update(result.skipped)
+        self._unreadable = bool(result.unreadable)
+        self._offset += lines
+        self._ranges += 1
+        return True
+
+    def summary(self) -> Summary:
+        """The summary of every task added."""
+        self._end_file()
+        return self.total
+
+    def _end_file(self) -> None:
+        if self._file >= 0 and not self._facts and not self._unreadable:
+            reasons = dict(sorted(self._reasons.items())) or {"empty": 1}
+            self.total.no_fact_inputs[self._name] = reasons
+        self._file, self._facts, self._reasons, self._unreadable = -1, 0, Counter(), False
+
+
+def merge(
+    tasks: list[Task],
+    results: list[tuple[Summary | Skip, int]],
+    drop: Callable[[Task], None],
+) -> Summary:
+    """The tasks' results (in task order) added up by a ``Merger``; the tasks whose facts must
+    not be written are handed to ``drop``."""
+    merger = Merger()
+    for task, (result, lines) in zip(tasks, results, strict=True):
+        if not merger.add(task, result, lines):
+            drop(task)
+    return merger.summary()
 
 
 def convert_ray(
@@ -208,6 +243,8 @@ def convert_ray(
     per input file or per ``split_bytes`` of a large JSON lines file; the summary a local run
     over the same inputs gives. Raises ``StrictError`` under ``strict`` for the first corrupt
     unit in input order, ``remote.NoFilesystem`` for a URL no installed filesystem reads."""
+    import pickle
+
     import ray
 
     out = Path(out_dir)
@@ -227,4 +264,4 @@ def convert_ray(
     ]
     done = ray.data.from_items(items, override_num_blocks=len(items)).map(_convert_one)
     results = {r["index"]: pickle.loads(r["result"]) for r in done.take_all()}
-    return merge(tasks, [results[t.index] for t in tasks], out)
+    return merge(tasks, [results[t.index] for t in tasks], emptier(out, len(tasks)))

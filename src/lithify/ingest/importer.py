@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lithify.model import Feedback, InferenceCall
-from lithify.store import FactStore
+from lithify.store import FactStore, InsertResult, Prepared
 
 
 @dataclass
@@ -36,21 +36,31 @@ class StoreSink:
         if len(self._feedback) >= self.batch_size:
             self._flush_feedback()
 
+    def insert_prepared(self, batches: list[Prepared]) -> None:
+        """Rows prepared elsewhere (``FactStore.preparer``), in one transaction, counted."""
+        for facts, feedback in self.store.insert_prepared(batches) if batches else ():
+            self._count(facts)
+            self._count_feedback(feedback)
+
     def _flush_facts(self) -> None:
         if self._facts:
-            result = self.store.insert_facts(self._facts)
-            self.stored += result.inserted
-            self.duplicates += result.duplicates
-            self.variants += result.variants
-            self.collisions += result.collisions
+            self._count(self.store.insert_facts(self._facts))
             self._facts.clear()
 
     def _flush_feedback(self) -> None:
         if self._feedback:
-            result = self.store.insert_feedback(self._feedback)
-            self.feedback_stored += result.inserted
-            self.feedback_duplicates += result.duplicates
+            self._count_feedback(self.store.insert_feedback(self._feedback))
             self._feedback.clear()
+
+    def _count(self, result: InsertResult) -> None:
+        self.stored += result.inserted
+        self.duplicates += result.duplicates
+        self.variants += result.variants
+        self.collisions += result.collisions
+
+    def _count_feedback(self, result: InsertResult) -> None:
+        self.feedback_stored += result.inserted
+        self.feedback_duplicates += result.duplicates
 
     def flush(self) -> None:
         self._flush_facts()
