@@ -280,3 +280,27 @@ def test_the_import_command_takes_workers(tmp_path: Path) -> None:
         r["captures"] = r.pop("stored") + r.pop("variants")
         del r["collisions"]
     assert reports[0] == reports[1]
+
+
+def test_a_strict_import_stores_what_one_process_stores_before_the_corrupt_line(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    good = jsonl_input(9).replace(b"{not json", b"").replace(b'{"inference_call_id": 1}', b"")
+    path = tmp_path / "in.jsonl"
+    # Two jobs; the corrupt line deep in the second, after facts of its own.
+    half = good.index(b"\n", len(good) * 4 // 5)
+    path.write_bytes(good[:half] + b"\n{bad here\n" + good[half:])
+    views, errors = [], []
+    for n in (0, 2):
+        store = open_store(f"sqlite:///{tmp_path / f'{n}.db'}")
+        try:
+            if n:
+                _both_convert(monkeypatch, tmp_path / ".worked")
+            with pytest.raises(StrictError) as e:
+                import_parallel([path], StoreSink(store), n, strict=True, job_bytes=len(good) // 2)
+            errors.append(e.value.skip.detail)
+            views.append(_store_view(store))
+        finally:
+            store.close()
+    assert errors[0] == errors[1] and "not JSON" in errors[0]
+    assert views[0] == views[1] and views[0][0]  # the facts before the corrupt line, stored

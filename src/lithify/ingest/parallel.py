@@ -1,11 +1,12 @@
-"""`lithify convert` on several cores of one machine (docs/convert.md, Worker processes): the
-inputs cut into the tasks of a Ray run (``distributed.convert_tasks``: a task per input, or per
-range of a large JSON lines file), the tasks grouped into jobs of about ``JOB_BYTES``, and the
-jobs converted by this process and ``workers`` worker processes, each job into a scratch file of
-its own. The summaries are added up as a Ray run's are (``distributed.Merger``) and the jobs'
-facts appended to the output in task order as they come: the same bytes and the same summary
-as one process gives, whatever the number of workers and whichever process converted which
-job.
+"""`lithify convert` and `lithify import` on several cores of one machine (docs/convert.md,
+Worker processes): the inputs cut into the tasks of a Ray run (``distributed.convert_tasks``: a
+task per input, or per range of a large JSON lines file), the tasks grouped into jobs of about
+``JOB_BYTES``, and the jobs converted by this process and ``workers`` worker processes, each job
+into a scratch file of its own (convert) or into the rows a store writes (import). The summaries
+are added up as a Ray run's are (``distributed.Merger``) and the jobs' facts appended to the
+output, or their rows written, in task order as they come: the same bytes, the same store and
+the same summary as one process gives, whatever the number of workers and whichever process
+converted which job.
 """
 
 from __future__ import annotations
@@ -118,14 +119,14 @@ def _run_tasks(
             result: Summary | Skip = run(
                 [task.source], sink, fmt=job.fmt, strict=job.strict, progress=progress
             )
-        except StrictError as e:
-            done.append(_Done(e.skip, 0))
+            lines = task.source.lines if isinstance(task.source, LineRange) else 0
+        except StrictError as e:  # what came before the corrupt unit is kept, as by run()
+            result, lines = e.skip, 0
+        end = fh.tell() if fh is not None else 0
+        rows = sink.take() if isinstance(sink, _Rows) else None
+        done.append(_Done(result, lines, start, end, rows))
+        if isinstance(result, Skip):
             break
-        lines = task.source.lines if isinstance(task.source, LineRange) else 0
-        if isinstance(sink, _Rows):
-            done.append(_Done(result, lines, rows=sink.take()))
-        else:
-            done.append(_Done(result, lines, start, fh.tell() if fh is not None else 0))
     return done
 
 
@@ -231,7 +232,7 @@ def _parallel(
     if len(jobs) < 2:
         return run(inputs, sink, fmt=fmt, strict=strict, progress=progress)
     specs = [
-        _Job(job, os.path.join(scratch, f"{k}.jsonl"), fmt, strict, prepare)
+        _Job(job, os.path.join(scratch, f"{k}.jsonl") if scratch else "", fmt, strict, prepare)
         for k, job in enumerate(jobs)
     ]
     return _Pool(specs, min(workers, len(jobs) - 1), progress, write).run()
@@ -335,12 +336,17 @@ class _Pool:
                         return
                     self.changed.wait()
             spec = self.specs[self.appended]
-            # A job cut short by a corrupt unit raises at it, before its missing tasks.
-            kept = [
-                d
-                for task, d in zip(spec.tasks, got, strict=False)
-                if self.merger.add(task, d.result, d.lines)
-            ]
+            kept: list[_Done] = []
+            # A job cut short by a corrupt unit raises at it, before its missing tasks; what
+            # came before it is written first, as one process writes it (into a store, where
+            # it stays; a fact file is discarded).
+            try:
+                for task, d in zip(spec.tasks, got, strict=False):
+                    if self.merger.add(task, d.result, d.lines):
+                        kept.append(d)
+            except StrictError:
+                self.write(spec, [*kept, d])
+                raise
             self.write(spec, kept)
             with self.changed:
                 self.appended += 1
@@ -370,7 +376,7 @@ class _Pool:
                 conn = Connection(ours.detach())
                 threads.append(threading.Thread(target=self._drive, args=(conn,), daemon=True))
                 threads[-1].start()
-            own = self.progress.own if self.progress is not None else None
+            own = self.progress.bar if self.progress is not None else None
             while (k := self.claim(wait=False)) is not None:
                 if k < 0:  # the jobs taken are far enough ahead: output first
                     self.append(wait=True, one=True)
@@ -427,9 +433,6 @@ class _Bars:
             if key not in self.bars:
                 self.bars[key] = self.factory(path)
             return self.bars[key]
-
-    def own(self, source: Input) -> Callable[[int], None] | None:
-        return self.bar(source)
 
     def done(self, tasks: list[Task]) -> None:
         for task in tasks:
