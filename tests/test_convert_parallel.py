@@ -261,7 +261,7 @@ def test_an_import_with_workers_stores_what_one_process_stores(
     assert new["stored"] + new["variants"] == again["stored"] + again["variants"]
     assert counts[0] == counts[1] and counts[0]["duplicates"] and counts[0]["feedback_stored"]
     assert summaries[0] == summaries[1]
-    assert views[0][0] and views[0][2]  # facts and sessions
+    assert views[0][0] and views[0][2] and all(views[0][3])  # facts, sessions, text found
 
 
 def test_the_import_command_takes_workers(tmp_path: Path) -> None:
