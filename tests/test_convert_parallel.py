@@ -304,3 +304,22 @@ def test_a_strict_import_stores_what_one_process_stores_before_the_corrupt_line(
             store.close()
     assert errors[0] == errors[1] and "not JSON" in errors[0]
     assert views[0] == views[1] and views[0][0]  # the facts before the corrupt line, stored
+
+
+def test_files_in_this_process_memory_are_read_here(tmp_path: Path) -> None:
+    """fsspec's memory:// files exist in this process alone: no worker is asked to read them."""
+    import fsspec
+
+    memory = fsspec.filesystem("memory")
+    data = jsonl_input(10, 30)
+    try:
+        memory.pipe("/lithify-parallel/in.jsonl", data)
+        (tmp_path / "in.jsonl").write_bytes(data)
+        local = _local([tmp_path / "in.jsonl"], tmp_path / "local.jsonl")
+        got = _parallel(
+            ["memory://lithify-parallel/in.jsonl"], tmp_path / "m.jsonl", 2, job_bytes=3000
+        )  # type: ignore[list-item]
+        assert (tmp_path / "m.jsonl").read_bytes() == (tmp_path / "local.jsonl").read_bytes()
+        assert got["facts"] == local["facts"] and not got["unreadable"]
+    finally:
+        memory.rm("/lithify-parallel", recursive=True)

@@ -23,6 +23,7 @@ from typing import IO, TYPE_CHECKING, NamedTuple
 from lithify.ingest.convert import JsonlSink, Sink, StrictError, Summary, run
 from lithify.ingest.distributed import Merger, Task, convert_tasks, input_size
 from lithify.ingest.files import Input, LineRange, expand
+from lithify.ingest.remote import RemoteFile
 from lithify.model import Feedback, InferenceCall, Skip
 
 if TYPE_CHECKING:
@@ -83,8 +84,8 @@ def auto_workers(total: int) -> int:
     does not wait for idle cores."""
     if total < PARALLEL_BYTES:
         return 0
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
-    return max(0, min(cores - 1, _AUTO_MAX))
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(0, min((cores or 1) - 1, _AUTO_MAX))
 
 
 def _jobs(tasks: list[Task], job_bytes: int) -> list[list[Task]]:
@@ -222,6 +223,8 @@ def _parallel(
     job_bytes: int | None,
 ) -> Summary:
     inputs = list(expand(paths))
+    if any(isinstance(i, RemoteFile) and i.url.startswith("memory:") for i in inputs):
+        workers = 0  # fsspec's in-memory files: no other process sees them
     if workers is None:
         workers = auto_workers(
             sum(input_size(i) or 0 for i in inputs if not isinstance(i, LineRange))
