@@ -101,6 +101,17 @@ def test_string_content_and_empty_text_dropped() -> None:
     ]
 
 
+def test_text_that_is_not_a_string_is_counted_not_dropped_silently() -> None:
+    """A text block whose ``text`` is a number or an object (the API sends strings) gives no
+    part; it is counted, in the messages and in the system prompt, and stays on raw."""
+    odd = {"type": "text", "text": {"value": "lost"}}
+    f = fact(req(user(odd, text("x")), system=[{"type": "text", "text": 7}]), resp(text("ok")))
+    assert f.input_messages == [Message("system", []), Message("user", [TextPart("x")])]
+    assert f.degradations == {"malformed_messages": 2}
+    empty = fact(req(user(text(""), {"type": "text", "text": None}, text("y"))))
+    assert empty.degradations == {}  # empty and missing text: nothing was lost
+
+
 def test_thinking_signature_counts_opaque_once_per_signed_block() -> None:
     history = {
         "role": "assistant",

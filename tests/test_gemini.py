@@ -775,6 +775,18 @@ def test_a_cut_streamed_call_keeps_what_arrived_and_odd_paths_are_counted() -> N
     assert f.degradations == {"malformed_arguments": 5}
 
 
+def test_streamed_parts_that_are_not_a_list_are_counted_as_in_a_whole_response() -> None:
+    """A chunk whose content's ``parts`` is an object (not the list Gemini sends) cannot be
+    read: counted, as a whole response with such parts is."""
+    odd = {"candidates": [{"content": {"role": "model", "parts": {"text": "lost"}}}]}
+    good = resp({"text": "kept"})
+    f = fact(None, [SSEEvent(None, json.dumps(odd)), SSEEvent(None, json.dumps(good))])
+    assert [p.content for p in f.output_messages[0].parts] == ["kept"]  # type: ignore[union-attr]
+    assert f.degradations == {"malformed_messages": 1}
+    whole = fact(None, odd)
+    assert whole.degradations["malformed_messages"] == 1
+
+
 def test_corpus_thought_stream_joins_fragments_by_kind() -> None:
     body = (CORPUS / "gemini" / "thought_parts_streaming.response.sse").read_text()
     f = fact(None, list(iter_events(body)))

@@ -159,10 +159,13 @@ def synthesized_call_id(source: str, name: str, args: Any, *position: Any) -> st
     return synthesized_id(source, name, args, *position)
 
 
-def text_parts(text: Any) -> list[Part]:
-    """A text part unless the text is empty (empty strings are dropped)."""
-    if isinstance(text, str) and text:
-        return [TextPart(text)]
+def text_parts(text: Any, deg: Degradations | None = None) -> list[Part]:
+    """A text part unless the text is empty (empty strings are dropped); with ``deg``, text
+    that is not a string (a number, an object) counts ``malformed_messages``."""
+    if isinstance(text, str):
+        return [TextPart(text)] if text else []
+    if deg is not None and text is not None:
+        deg.add("malformed_messages")
     return []
 
 

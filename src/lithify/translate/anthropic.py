@@ -225,7 +225,7 @@ def _block_parts(block: Any, deg: Degradations, ids: _Ids | None, depth: int = 0
         citations = block.get("citations")
         if isinstance(citations, list):
             deg.add("text_citation", len(citations))
-        return text_parts(block.get("text"))
+        return text_parts(block.get("text"), deg)
     if kind == "compaction":
         # The summary of the compacted conversation is what the model answers from; a null
         # content is a failed compaction, which the API treats as a no-op.
@@ -360,7 +360,7 @@ def _system_messages(system: Any, deg: Degradations) -> list[Message]:
         if isinstance(b, str):
             parts.extend(text_parts(b))
         elif isinstance(b, dict) and b.get("type", "text") == "text":
-            parts.extend(text_parts(b.get("text")))
+            parts.extend(text_parts(b.get("text"), deg))
         else:
             deg.add("unsupported_content")
     return [Message("system", parts)]

@@ -788,6 +788,7 @@ class _Stream:
         self.error: Any = None
         self.chunks = 0
         self.unplaced = 0  # streamed argument values whose JSON path could not be followed
+        self.malformed = 0  # chunks whose content's parts were not a list
 
     def feed(self, chunk: dict[str, Any]) -> None:
         self.chunks += 1
@@ -812,6 +813,8 @@ class _Stream:
                 if isinstance(content.get("role"), str):
                     acc["role"] = content["role"]
                 parts = content.get("parts")
+                if parts is not None and not isinstance(parts, list):
+                    self.malformed += 1  # as _parts_of counts it in a whole response
                 for part in parts if isinstance(parts, list) else []:
                     if not self._call_fragment(acc, part):
                         self._add(acc["parts"], _normal_part(part))
@@ -1012,6 +1015,7 @@ def _read_stream(events: list[Any], deg: Degradations) -> _Stream:
     if not stream.complete():
         deg.add("truncated_stream")
     deg.add("malformed_arguments", stream.unplaced)
+    deg.add("malformed_messages", stream.malformed)
     return stream
 
 
