@@ -438,6 +438,22 @@ def test_tools_and_builtins() -> None:
     assert f.degradations == {"unsupported_tool": 1}
 
 
+def test_web_search_options_are_the_web_search_tool_the_search_models_run() -> None:
+    """``web_search_options`` (gpt-4o-search-preview and kin) gives the model a web search the
+    provider runs: the built-in ``web_search`` tool, with the options as Responses takes them;
+    the answer's URL citations are counted as any text's."""
+    options = {"search_context_size": "low", "user_location": {"type": "approximate"}}
+    req = {"messages": [{"role": "user", "content": "news?"}], "web_search_options": options}
+    cite = {"type": "url_citation", "url_citation": {"url": "https://e.x", "title": "E"}}
+    answer = {"role": "assistant", "content": "Calm.", "annotations": [cite]}
+    f = fact(req, body({"message": answer}))
+    assert [(t.name, t.parameters, t.builtin) for t in f.tools] == [
+        ("web_search", {}, {**options, "type": "web_search"})
+    ]
+    assert f.degradations == {"text_citation": 1}
+    assert fact({**req, "web_search_options": {}}, None).tools[0].builtin == {"type": "web_search"}
+
+
 def test_credentials_are_redacted_in_raw() -> None:
     key = "sk-proj-" + "a" * 30
     req = {"messages": [{"role": "user", "content": f"my key is {key}"}], "api_key": "hunter2"}

@@ -21,6 +21,7 @@ from lithify.model import (
     Skip,
     TextPart,
     ToolCallResponsePart,
+    ToolDefinition,
 )
 from lithify.translate._common import (
     Degradations,
@@ -797,6 +798,11 @@ def translate(
         defs = req.get(key) if req is not None else None
         if isinstance(defs, list):
             tools += [t for t in (tool_definition(d, ctx.deg) for d in defs) if t is not None]
+    search = req.get("web_search_options") if req is not None else None
+    if isinstance(search, dict):
+        # The search models' web search, run by the provider: the built-in tool Responses
+        # offers as {"type": "web_search", …} with the same options.
+        tools.append(ToolDefinition("web_search", None, {}, {**search, "type": "web_search"}))
     if req is not None and output_schema(req):
         ctx.deg.add("output_schema")
     return ex.fact(API, body, ctx.deg, meta, inputs=inputs, outputs=outputs, tools=tools)
