@@ -564,6 +564,22 @@ def test_a_delta_of_an_unknown_type_is_counted_once_per_block() -> None:
     assert f.output_messages == fact(None, stream_of(MESSAGES[0])).output_messages
 
 
+def test_a_streamed_piece_that_is_not_a_string_is_counted() -> None:
+    """A text, thinking or signature delta whose piece is a number or an object (the API sends
+    strings) is counted, as a whole body's text block would be; the rest reads as before."""
+    events = stream_of(MESSAGES[0])
+    at = next(i for i, e in enumerate(events) if "text_delta" in e.data)
+    index = json.loads(events[at].data)["index"]
+    odd = [{"type": "text_delta", "text": 5}, {"type": "thinking_delta", "thinking": {}}]
+    events[at:at] = [
+        SSEEvent("content_block_delta", json.dumps({"type": "content_block_delta", "index": index, "delta": d}))
+        for d in odd
+    ]  # fmt: skip
+    f = fact(None, events)
+    assert f.degradations == {"malformed_messages": 2}
+    assert f.output_messages == fact(None, stream_of(MESSAGES[0])).output_messages
+
+
 def test_a_delta_of_an_unknown_type_on_a_server_tool_block_is_counted() -> None:
     """Every block this translator reads counts a newer delta, not only text, thinking and
     tool use blocks: on a server tool call or result (before: dropped without a count), and at

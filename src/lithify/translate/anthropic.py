@@ -476,12 +476,6 @@ def _provider(req: dict[str, Any] | None, meta: dict[str, Any]) -> str:
 # --- streams ----------------------------------------------------------------------------------
 
 
-def _append(block: dict[str, Any], key: str, piece: Any) -> None:
-    if isinstance(piece, str):
-        prev = block.get(key)
-        block[key] = (prev if isinstance(prev, str) else "") + piece
-
-
 _DELTA_BLOCK = {
     "text_delta": "text",
     "citations_delta": "text",
@@ -529,6 +523,14 @@ class _Stream:
         # Blocks of a known type that got a delta of a type this module does not know: what it
         # said is kept on raw only (unsupported_content, once per block).
         self.unread: set[Any] = set()
+        self.malformed = 0  # text, thinking or signature pieces that were not strings
+
+    def _append(self, block: dict[str, Any], key: str, piece: Any) -> None:
+        if isinstance(piece, str):
+            prev = block.get(key)
+            block[key] = (prev if isinstance(prev, str) else "") + piece
+        elif piece is not None:  # counted, as a whole body's text that is not a string is
+            self.malformed += 1
 
     def _block(self, index: Any, kind: str) -> dict[str, Any]:
         if index not in self.blocks:
@@ -577,7 +579,7 @@ class _Stream:
             return
         block = self._block(index, _DELTA_BLOCK[dtype])
         if dtype == "text_delta":
-            _append(block, "text", delta.get("text"))
+            self._append(block, "text", delta.get("text"))
         elif dtype == "citations_delta":
             citations = block.get("citations")
             block["citations"] = [
@@ -588,9 +590,9 @@ class _Stream:
             # Each compaction delta carries the whole summary, not a fragment of it.
             block.update({k: delta[k] for k in ("content", "encrypted_content") if k in delta})
         elif dtype == "thinking_delta":
-            _append(block, "thinking", delta.get("thinking"))
+            self._append(block, "thinking", delta.get("thinking"))
         elif dtype == "signature_delta":
-            _append(block, "signature", delta.get("signature"))
+            self._append(block, "signature", delta.get("signature"))
         elif isinstance(delta.get("partial_json"), str):
             self.json.setdefault(index, []).append(delta["partial_json"])
 
@@ -624,6 +626,7 @@ def _read_stream(events: list[Any], deg: Degradations) -> _Stream:
         elif lost(events, i):
             deg.add("malformed_messages")
     deg.add("unsupported_content", len(stream.unread))
+    deg.add("malformed_messages", stream.malformed)
     if not stream.done:
         deg.add("truncated_stream")
     return stream
