@@ -178,15 +178,15 @@ class Merger:
         strict run's corrupt unit."""
         if task.file != self._file:
             self._end_file()
+            if isinstance(task.source, LineRange):
+                self._file, self._name = task.file, str(task.source)
+        elif self._unreadable:
+            return False
         if not isinstance(task.source, LineRange):
             if isinstance(result, Skip):
                 raise StrictError(result)
             _add(self.total, result)
             return True
-        if task.file != self._file:
-            self._file, self._name, self._offset, self._ranges = task.file, str(task.source), 0, 0
-        elif self._unreadable:
-            return False
         if isinstance(result, Skip):
             detail = renumber(result.detail, self._name, self._offset)
             raise StrictError(Skip(result.reason, detail))
@@ -214,7 +214,8 @@ class Merger:
         if self._file >= 0 and not self._facts and not self._unreadable:
             reasons = dict(sorted(self._reasons.items())) or {"empty": 1}
             self.total.no_fact_inputs[self._name] = reasons
-        self._file, self._facts, self._reasons, self._unreadable = -1, 0, Counter(), False
+        self._file, self._offset, self._ranges = -1, 0, 0
+        self._facts, self._reasons, self._unreadable = 0, Counter(), False
 
 
 def merge(

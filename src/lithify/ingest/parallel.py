@@ -183,10 +183,9 @@ def convert_parallel(
             _copy((job.scratch, d.start, d.end), out)
         os.unlink(job.scratch)
 
-    with tempfile.TemporaryDirectory(prefix=".lithify-convert-", dir=scratch) as tmp:
-        return _parallel(
-            paths, JsonlSink(out), write, None, tmp, workers, fmt, strict, progress, job_bytes
-        )
+    return _parallel(
+        paths, JsonlSink(out), write, None, scratch, workers, fmt, strict, progress, job_bytes
+    )
 
 
 def import_parallel(
@@ -207,7 +206,7 @@ def import_parallel(
         sink.insert_prepared([batch for d in kept for batch in d.rows or ()])
 
     prepare = sink.store.preparer()
-    return _parallel(paths, sink, write, prepare, "", workers, fmt, strict, progress, job_bytes)
+    return _parallel(paths, sink, write, prepare, None, workers, fmt, strict, progress, job_bytes)
 
 
 def _parallel(
@@ -215,7 +214,7 @@ def _parallel(
     sink: Sink,
     write: Callable[[_Job, list[_Done]], None],
     prepare: Callable[..., Prepared] | None,
-    scratch: str,
+    scratch: str | Path | None,
     workers: int | None,
     fmt: str,
     strict: bool,
@@ -234,11 +233,17 @@ def _parallel(
     jobs = _jobs(tasks, job_bytes)
     if len(jobs) < 2:
         return run(inputs, sink, fmt=fmt, strict=strict, progress=progress)
-    specs = [
-        _Job(job, os.path.join(scratch, f"{k}.jsonl") if scratch else "", fmt, strict, prepare)
-        for k, job in enumerate(jobs)
-    ]
-    return _Pool(specs, min(workers, len(jobs) - 1), progress, write).run()
+    n = min(workers, len(jobs) - 1)
+    if prepare is not None:  # rows come back in memory: no scratch files
+        specs = [_Job(job, "", fmt, strict, prepare) for job in jobs]
+        return _Pool(specs, n, progress, write).run()
+    # Made only now: a conversion in this process alone leaves no folder behind it, even for
+    # a moment.
+    with tempfile.TemporaryDirectory(prefix=".lithify-convert-", dir=scratch) as tmp:
+        specs = [
+            _Job(job, os.path.join(tmp, f"{k}.jsonl"), fmt, strict) for k, job in enumerate(jobs)
+        ]
+        return _Pool(specs, n, progress, write).run()
 
 
 def _copy(at: tuple[str, int, int], out: IO[bytes], piece: int = 1 << 20) -> None:

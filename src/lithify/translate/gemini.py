@@ -788,7 +788,7 @@ class _Stream:
         self.error: Any = None
         self.chunks = 0
         self.unplaced = 0  # streamed argument values whose JSON path could not be followed
-        self.malformed = 0  # chunks whose content's parts were not a list
+        self.deg = Degradations()  # what the chunks' contents could not carry, as a body's
 
     def feed(self, chunk: dict[str, Any]) -> None:
         self.chunks += 1
@@ -812,10 +812,7 @@ class _Stream:
             if isinstance(content, dict):
                 if isinstance(content.get("role"), str):
                     acc["role"] = content["role"]
-                parts = content.get("parts")
-                if parts is not None and not isinstance(parts, list):
-                    self.malformed += 1  # as _parts_of counts it in a whole response
-                for part in parts if isinstance(parts, list) else []:
+                for part in _parts_of(content, self.deg):
                     if not self._call_fragment(acc, part):
                         self._add(acc["parts"], _normal_part(part))
             reason = _g(cand, "finishReason")
@@ -1015,7 +1012,7 @@ def _read_stream(events: list[Any], deg: Degradations) -> _Stream:
     if not stream.complete():
         deg.add("truncated_stream")
     deg.add("malformed_arguments", stream.unplaced)
-    deg.add("malformed_messages", stream.malformed)
+    deg.update(stream.deg)
     return stream
 
 
