@@ -20,6 +20,7 @@ from lithify.model import (
     Message,
     ReasoningPart,
     ServerToolCallPart,
+    ServerToolCallResponsePart,
     Skip,
     TextPart,
     ToolCallPart,
@@ -519,6 +520,153 @@ def test_calls_a_program_issued_are_counted() -> None:
         Message("tool", [ToolCallResponsePart("c2", "7")]),
     ]
     assert second.degradations == {"unsupported_content": 2}
+
+
+# The shell tool run in OpenAI's own container (hosted shell): the call and what its commands
+# printed both come back in the response's output, as the SDK's ResponseFunctionShellToolCall and
+# ResponseFunctionShellToolCallOutput shape them. A call's environment is a `container_reference`
+# (the container it ran in), `local`, or none.
+CONTAINER = {"type": "container_reference", "container_id": "cntr_1"}
+HOSTED_TOOL = {"type": "shell", "environment": {"type": "container_auto"}}
+SHELL_CALL = {
+    "type": "shell_call",
+    "id": "sh_1",
+    "call_id": "call_sh",
+    "action": {"commands": ["ls /mnt/data"], "timeout_ms": 10000, "max_output_length": None},
+    "environment": CONTAINER,
+    "status": "completed",
+    "created_by": "resp_1",
+}
+SHELL_OUTPUT = {
+    "type": "shell_call_output",
+    "id": "sho_1",
+    "call_id": "call_sh",
+    "output": [{"stdout": "a.csv\n", "stderr": "", "outcome": {"type": "exit", "exit_code": 0}}],
+    "max_output_length": None,
+    "status": "completed",
+    "created_by": "resp_1",
+}
+HOSTED_PARTS = [
+    ServerToolCallPart("call_sh", "shell", SHELL_CALL),
+    ServerToolCallResponsePart("call_sh", SHELL_OUTPUT),
+    TextPart("One file: a.csv."),
+]
+
+
+def test_a_hosted_shell_is_a_server_tool_in_the_model_turn() -> None:
+    """OpenAI ran the commands: the call and its output are server tool parts, in item order,
+    linked by the call_id, together the items as sent; the turn is no client call and ends."""
+    out = [SHELL_CALL, SHELL_OUTPUT, message("One file: a.csv.")]
+    f = fact({"input": "what is in /mnt/data?", "tools": [HOSTED_TOOL]}, resp(*out))
+    assert f.output_messages == [Message("assistant", HOSTED_PARTS, "stop")]
+    assert f.degradations == {}
+    # The container the call names says so alone (a response read without its request, no
+    # tools echoed), and the output is read as its call was.
+    assert fact(None, resp(*out)).output_messages == f.output_messages
+    # A client's call beside it still makes the response wait for the client.
+    with_call = fact(None, resp(SHELL_CALL, SHELL_OUTPUT, call("c1", "f", "{}")))
+    assert [m.finish_reason for m in with_call.output_messages] == ["tool_call"]
+
+
+def _shell_parts(tools: list[dict[str, Any]], environment: dict[str, Any] | None) -> list[Any]:
+    called = {k: v for k, v in SHELL_CALL.items() if k != "environment"}
+    if environment is not None:
+        called["environment"] = environment
+    f = fact({"input": "ls", "tools": tools}, resp(called, SHELL_OUTPUT))
+    return [type(p) for m in f.output_messages for p in m.parts]
+
+
+def test_where_a_shell_call_ran_decides_who_ran_it() -> None:
+    """The call's own environment decides; a call naming none ran where the offered shell tool
+    runs (a container of OpenAI's, else the client's machine)."""
+    server = [ServerToolCallPart, ServerToolCallResponsePart]
+    client = [ToolCallPart, ToolCallResponsePart]
+    local_tool = {"type": "shell", "environment": {"type": "local"}}
+    reference_tool = {"type": "shell", "environment": CONTAINER}
+    assert _shell_parts([], CONTAINER) == server
+    assert _shell_parts([local_tool], CONTAINER) == server
+    assert _shell_parts([HOSTED_TOOL], None) == server
+    assert _shell_parts([reference_tool], None) == server
+    assert _shell_parts([HOSTED_TOOL], {"type": "local"}) == client
+    assert _shell_parts([local_tool], None) == client
+    assert _shell_parts([{"type": "shell"}], None) == client
+    assert _shell_parts([], None) == client
+
+
+def test_a_local_shell_call_stays_a_client_call_beside_a_hosted_one() -> None:
+    """A local call (environment ``local``) is the client's: a tool call the turn waits on and
+    a tool message for its output, as before; only the hosted one is the provider's."""
+    local = {**SHELL_CALL, "id": "sh_2", "call_id": "call_l", "environment": {"type": "local"}}
+    local_call = ToolCallPart("call_l", "shell", local["action"])
+    f = fact({"input": "ls", "tools": [HOSTED_TOOL]}, resp(SHELL_CALL, SHELL_OUTPUT, local))
+    assert f.output_messages == [Message("assistant", [*HOSTED_PARTS[:2], local_call], "tool_call")]
+    # Its output, sent back by the client, answers it as a tool message.
+    printed = {"type": "shell_call_output", "call_id": "call_l", "output": []}
+    replay = fact(
+        {"input": [SHELL_CALL, SHELL_OUTPUT, local, printed], "tools": [HOSTED_TOOL]}, None
+    )
+    assert replay.input_messages == [
+        Message("assistant", [*HOSTED_PARTS[:2], local_call]),
+        Message("tool", [ToolCallResponsePart("call_l", [])]),
+    ]
+
+
+def test_a_hosted_shell_streamed_equals_the_whole_response() -> None:
+    """Streamed (the items added empty, the commands and what they printed as deltas), the
+    hosted shell reads as the whole response does; cut before the items were done, it is still
+    the provider's, rebuilt from the deltas."""
+    whole = resp(SHELL_CALL, SHELL_OUTPUT, message("One file: a.csv."), tools=[HOSTED_TOOL])
+    action = {**SHELL_CALL["action"], "commands": []}
+    started = {**SHELL_CALL, "status": "in_progress", "action": action}
+    printing = {**SHELL_OUTPUT, "status": "in_progress", "output": []}
+    run = SHELL_OUTPUT["output"][0]
+    shell = {"output_index": 0, "command_index": 0}
+    out = {"output_index": 1, "item_id": "sho_1", "command_index": 0}
+    events: list[dict[str, Any]] = [
+        {"type": "response.created", "response": {**whole, "status": "in_progress", "output": []}},
+        {"type": "response.output_item.added", "output_index": 0, "item": started},
+        {"type": "response.shell_call_command.added", **shell, "command": ""},
+        {"type": "response.shell_call_command.delta", **shell, "delta": "ls /mnt"},
+        {"type": "response.shell_call_command.delta", **shell, "delta": "/data"},
+        {"type": "response.shell_call_command.done", **shell, "command": "ls /mnt/data"},
+        {"type": "response.output_item.done", "output_index": 0, "item": SHELL_CALL},
+        {"type": "response.output_item.added", "output_index": 1, "item": printing},
+        {"type": "response.shell_call_output_content.delta", **out, "delta": {"stdout": "a.csv\n"}},
+        {"type": "response.shell_call_output_content.done", **out, "output": [run]},
+        {"type": "response.output_item.done", "output_index": 1, "item": SHELL_OUTPUT},
+        {"type": "response.output_item.done", "output_index": 2, "item": message("One file: a.csv.")},
+    ]  # fmt: skip
+    streamed = fact(None, sse([*events, {"type": "response.completed", "response": whole}]))
+    assert without_raw(streamed) == without_raw(fact(None, whole))
+    assert streamed.output_messages == [Message("assistant", HOSTED_PARTS, "stop")]
+    cut = fact(None, sse([e for e in events if e["type"] != "response.output_item.done"]))
+    assert cut.output_messages == [
+        Message(
+            "assistant",
+            [
+                ServerToolCallPart("call_sh", "shell", {**started, "action": SHELL_CALL["action"]}),
+                ServerToolCallResponsePart("call_sh", {**printing, "output": [run]}),
+            ],
+            None,
+        )
+    ]
+    assert cut.degradations == {"truncated_stream": 1}
+
+
+def test_a_hosted_shell_replayed_in_the_next_request() -> None:
+    """The next request's input carries the hosted pair back: the same server tool parts in the
+    model's turn, whether the shell tool is offered again or only the call names its container."""
+    out = [SHELL_CALL, SHELL_OUTPUT, message("One file: a.csv.")]
+    first = fact({"input": "ls", "tools": [HOSTED_TOOL]}, resp(*out))
+    for tools in ([HOSTED_TOOL], []):
+        turns = [{"role": "user", "content": "ls"}, *out, {"role": "user", "content": "and?"}]
+        replay = fact({"input": turns, "tools": tools}, None)
+        assert replay.input_messages == [
+            Message("user", [TextPart("ls")]),
+            Message("assistant", first.output_messages[0].parts),
+            Message("user", [TextPart("and?")]),
+        ]
+        assert replay.degradations == {}
 
 
 def test_request_parameters_and_session() -> None:

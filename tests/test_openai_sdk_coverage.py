@@ -89,7 +89,9 @@ def _fields(cls: Any) -> set[str]:
 
 # What each item becomes. Parts: the part it gives (in the assistant turn for calls and server
 # tools; a ``tool`` message for results; a ``user`` message for an MCP approval). Counts: the
-# degradation it gives instead of a part.
+# degradation it gives instead of a part. The shell's items are the client's as sampled here (no
+# environment, none offered); run in OpenAI's container they are a server tool's
+# (SHELL_ENVIRONMENTS below).
 RESPONSE_ITEMS: dict[str, str] = {
     "message": "text",
     "reasoning": "reasoning",
@@ -101,8 +103,8 @@ RESPONSE_ITEMS: dict[str, str] = {
     "computer_call_output": "tool_call_response",
     "local_shell_call": "tool_call",
     "local_shell_call_output": "tool_call_response",
-    "shell_call": "tool_call",
-    "shell_call_output": "tool_call_response",
+    "shell_call": "tool_call",  # hosted: server_tool_call
+    "shell_call_output": "tool_call_response",  # hosted: server_tool_call_response
     "apply_patch_call": "tool_call",
     "apply_patch_call_output": "tool_call_response",
     "web_search_call": "server_tool_call",
@@ -358,6 +360,54 @@ def test_each_item_type_as_output_and_as_input(kind: str) -> None:
     for f in (out, inp):
         assert isinstance(f, InferenceCall), f
         _assert_handled(f, RESPONSE_ITEMS[kind])
+
+
+# Where the shell runs, as the offered tool's ``environment`` or a call's says: a container of
+# OpenAI's makes the call and its output a server tool's parts, the client's machine leaves them a
+# tool call and a ``tool`` message.
+SHELL_ENVIRONMENTS: dict[str, str] = {
+    "container_auto": "server_tool_call",
+    "container_reference": "server_tool_call",
+    "local": "tool_call",
+}
+
+
+def test_every_shell_environment_has_a_stated_fate() -> None:
+    from openai.types.responses import (
+        function_shell_tool,
+        function_shell_tool_param,
+        response_function_shell_tool_call,
+        response_input_item,
+        response_input_item_param,
+    )
+
+    sdk = _tags(function_shell_tool.Environment) | _tags(function_shell_tool_param.Environment)
+    sdk |= _tags(response_function_shell_tool_call.Environment)
+    sdk |= _tags(response_input_item.ShellCallEnvironment)
+    sdk |= _tags(response_input_item_param.ShellCallEnvironment)
+    assert not sdk - set(SHELL_ENVIRONMENTS), sdk - set(SHELL_ENVIRONMENTS)
+
+
+@pytest.mark.parametrize("kind", sorted(SHELL_ENVIRONMENTS))
+def test_each_shell_environment_on_the_tool_and_on_the_call(kind: str) -> None:
+    env = {"type": kind, **({"container_id": "cntr_1"} if kind == "container_reference" else {})}
+    call, output = ITEM_SAMPLES["shell_call"], ITEM_SAMPLES["shell_call_output"]
+    expected = (
+        [ServerToolCallPart, ServerToolCallResponsePart]
+        if SHELL_ENVIRONMENTS[kind] == "server_tool_call"
+        else [ToolCallPart, ToolCallResponsePart]
+    )
+    offered = {"tools": [{"type": "shell", "environment": env}]}
+    for extra, items in (({}, [{**call, "environment": env}, output]), (offered, [call, output])):
+        out = openai_responses.translate(
+            {"model": "gpt-x", "input": "ls", **extra}, _response(*items)
+        )
+        inp = openai_responses.translate({"model": "gpt-x", "input": items, **extra}, None)
+        for f in (out, inp):
+            assert isinstance(f, InferenceCall), f
+            assert_valid_messages(f)
+            assert [type(p) for p in _parts(f) if not isinstance(p, TextPart)] == expected
+            assert f.degradations == {}
 
 
 def test_an_item_reference_without_its_optional_type_is_a_reference() -> None:

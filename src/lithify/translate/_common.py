@@ -71,6 +71,21 @@ def finish_reason(value: Any) -> str | None:
     return _FINISH_REASONS.get(key, key)
 
 
+def finish_reasons(value: Any) -> list[Any]:
+    """A span's ``gen_ai.response.finish_reasons`` as a list: an array, or the JSON text of one
+    (what a string-only attribute API makes of it). Any other string is one reason, kept as
+    stated rather than dropped: text that only looks like JSON included."""
+    if isinstance(value, str):
+        if value.lstrip()[:1] == "[":
+            try:
+                parsed, _ = loads(value)
+            except (ValueError, RecursionError):
+                return [value]
+            return parsed if isinstance(parsed, list) else [value]
+        return [value]
+    return value if isinstance(value, list) else []
+
+
 def transport_times(meta: dict[str, Any]) -> dict[str, Any]:
     """``observed_at`` and ``duration_ms`` as the transport measured them (the recording proxy
     passes both in ``meta``); bad values are None."""

@@ -49,6 +49,7 @@ from lithify.translate._common import (
     blob_part,
     file_part,
     finish_reason,
+    finish_reasons,
     json_value,
     parse_arguments,
     synthesized_call_id,
@@ -195,18 +196,6 @@ def _role(value: Any) -> str | None:
     if key in _ROLES:
         return key
     return _ROLE_ALIASES.get(key, value)
-
-
-def _finish_reasons(value: Any) -> list[Any]:
-    if isinstance(value, str):
-        if value.strip()[:1] == "[":
-            try:
-                value = orjson.loads(value)
-            except orjson.JSONDecodeError:
-                return []
-        else:
-            return [value]
-    return value if isinstance(value, list) else []
 
 
 # ---------------------------------------------------------------------------------------------
@@ -910,7 +899,7 @@ def _fast_content(attrs: dict[str, Any], deg: Degradations) -> Content | None:
         outputs: list[Message] = []
         value = get(OUTPUT)
         if value not in _EMPTY:
-            reasons = _finish_reasons(get("gen_ai.response.finish_reasons"))
+            reasons = finish_reasons(get("gen_ai.response.finish_reasons"))
             _fast_messages(value, outputs, local, reasons)
             if len(outputs) > 1:
                 outputs = _choices(outputs, attrs)
@@ -942,7 +931,7 @@ def _attribute_content(
         inputs.extend(b.messages(attrs[INPUT], "in", output=False))
     outputs: list[Message] = []
     if _present(attrs, OUTPUT):
-        reasons = _finish_reasons(attrs.get("gen_ai.response.finish_reasons"))
+        reasons = finish_reasons(attrs.get("gen_ai.response.finish_reasons"))
         outputs = b.messages(attrs[OUTPUT], "out", output=True, finish_reasons=reasons)
         outputs = _choices(outputs, attrs)
     tools = _tools(attrs[TOOLS], deg) if _present(attrs, TOOLS) else []
@@ -991,7 +980,7 @@ def span_finishes(attrs: dict[str, Any]) -> list[Message]:
     Pydantic AI 1.x writes its ``gen_ai.choice`` events without one; the span's then marks a
     truncated answer as truncated when the call is read (``identity.fill``)."""
     reasons = [
-        finish_reason(r) for r in _finish_reasons(attrs.get("gen_ai.response.finish_reasons"))
+        finish_reason(r) for r in finish_reasons(attrs.get("gen_ai.response.finish_reasons"))
     ]
     if not any(r is not None for r in reasons):
         return []
@@ -1180,7 +1169,7 @@ def _event_content(
     attrs: dict[str, Any], events: list[dict[str, Any]], deg: Degradations, seed: str
 ) -> Content | None:
     """Content from span events, for spans whose attributes carry none."""
-    group = _EventGroup(deg, seed, _finish_reasons(attrs.get("gen_ai.response.finish_reasons")))
+    group = _EventGroup(deg, seed, finish_reasons(attrs.get("gen_ai.response.finish_reasons")))
     prompt: list[Message] = []
     completion: list[Message] = []
     for e in events:
@@ -1198,7 +1187,7 @@ def _event_content(
         elif name == PROMPT_EVENT and _present(ea, "gen_ai.prompt"):
             prompt.extend(_whole(ea["gen_ai.prompt"], group.b, "prompt", "user", None))
         elif name == COMPLETION_EVENT and _present(ea, "gen_ai.completion"):
-            reasons = _finish_reasons(attrs.get("gen_ai.response.finish_reasons"))
+            reasons = finish_reasons(attrs.get("gen_ai.response.finish_reasons"))
             completion.extend(
                 _whole(ea["gen_ai.completion"], group.b, "completion", "assistant", reasons)
             )

@@ -89,14 +89,19 @@ _SERVER_CALLS: dict[str, tuple[str | None, tuple[str, ...]]] = {
     "mcp_approval_request": (None, ()),
 }
 # Tools the provider runs whose call and result are items of their own, linked by call_id (tool
-# search, a program the model wrote for programmatic tool calling): the call's name, or None for
-# the result.
+# search, a program the model wrote for programmatic tool calling, a shell in OpenAI's own
+# container): the call's name, or None for the result. Tool search and the shell may be run by
+# the client instead (_Walker._provider_ran).
 _SERVER_PAIRS: dict[str, str | None] = {
     "tool_search_call": "tool_search",
     "tool_search_output": None,
     "program": "program",
     "program_output": None,
+    "shell_call": "shell",
+    "shell_call_output": None,
 }
+# The shell environments OpenAI runs itself; `local` (or none) is the client's machine.
+_HOSTED = frozenset({"container_auto", "container_reference"})
 _TEXT_PARTS = frozenset({"input_text", "output_text", "text"})
 # Request fields that point at content stored on the provider's side instead of carrying it.
 _REFERENCES = ("previous_response_id", "conversation", "prompt")
@@ -161,11 +166,17 @@ class _Walker:
     """Folds a list of items into messages: assistant-side items that follow each other become
     one assistant message, parts in item order."""
 
-    def __init__(self, deg: Degradations, pending: list[tuple[str, str]], output: bool) -> None:
+    def __init__(
+        self, deg: Degradations, pending: list[tuple[str, str]], output: bool, shell_hosted: bool
+    ) -> None:
         self.deg = deg
         # Everything in a response's output is the model's one turn: nothing there ends it.
         self.output = output
         self.pending = pending
+        # Where a shell call that names no environment ran: where the offered shell tool runs.
+        self.shell_hosted = shell_hosted
+        # Each shell call's call_id and whether it was hosted, so its output is read as it was.
+        self.shells: dict[str, bool] = {}
         self.messages: list[Message] = []
         self.assistant: list[Part] | None = None
 
@@ -197,6 +208,8 @@ class _Walker:
                 self.add(Message(role, parts))
         elif kind == "reasoning":
             self.add_assistant(_reasoning(item, self.deg))
+        elif kind in _SERVER_PAIRS and self._provider_ran(item, kind):
+            self._server_pair(item, kind)
         elif kind in _CALL_ITEMS:
             self._programmatic(item)
             self.add_assistant([self._call(item, *_CLIENT_CALLS[kind])])
@@ -205,8 +218,11 @@ class _Walker:
             self.add(Message("tool", self._result(item, kind)))
         elif kind in _SERVER_CALLS:
             self.add_assistant(_server_tool(item, kind, self.deg))
-        elif kind in _SERVER_PAIRS:
-            self._server_pair(item, kind)
+        elif kind == "tool_search_call":  # run by the client: a tool call loading tools
+            self.add_assistant([self._call(item, "tool_search", "arguments")])
+        elif kind == "tool_search_output":  # the client's result: the tools it loaded
+            call_id = self._answer(as_str(item.get("call_id")))
+            self.add(Message("tool", [ToolCallResponsePart(call_id, item.get("tools"))]))
         elif kind == "mcp_approval_response":
             # The user's decision on an MCP call the model asked to make: a turn of the user's.
             approval = as_str(item.get("approval_request_id"))
@@ -259,17 +275,28 @@ class _Walker:
         if isinstance(caller, dict) and caller.get("type") not in (None, "direct"):
             self.deg.add("unsupported_content")
 
+    def _provider_ran(self, item: dict[str, Any], kind: str) -> bool:
+        """Whether an item of _SERVER_PAIRS is the provider's. Tool search is, unless it says
+        the client ran it. A shell call is when its ``environment`` is a container of OpenAI's;
+        one that names none ran where the offered shell tool runs. A shell output is read as its
+        call was (by call_id), else by the offered tool."""
+        if kind.startswith("tool_search_"):
+            return item.get("execution") != "client"
+        if not kind.startswith("shell_call"):
+            return True
+        call_id = as_str(item.get("call_id"))
+        if kind == "shell_call_output":
+            return self.shells.get(call_id or "", self.shell_hosted)
+        env = item.get("environment")
+        hosted = _hosted(env) if isinstance(env, dict) else self.shell_hosted
+        if call_id is not None:
+            self.shells[call_id] = hosted
+        return hosted
+
     def _server_pair(self, item: dict[str, Any], kind: str) -> None:
         """A provider-run tool whose call and result are items of their own, each kept whole and
-        linked by its call_id: tool search (run by the client instead, a tool call whose result
-        is the tools it loaded) and a program the model wrote and its output."""
-        if kind.startswith("tool_search_") and item.get("execution") == "client":
-            if kind == "tool_search_call":
-                self.add_assistant([self._call(item, "tool_search", "arguments")])
-            else:
-                call_id = self._answer(as_str(item.get("call_id")))
-                self.add(Message("tool", [ToolCallResponsePart(call_id, item.get("tools"))]))
-            return
+        linked by its call_id: tool search, a program the model wrote and its output, a hosted
+        shell's commands and what they printed."""
         # The output names its call by call_id; a call without one is known by its item id.
         ref = as_str(item.get("call_id")) or as_str(item.get("id"))
         name = _SERVER_PAIRS[kind]
@@ -319,6 +346,10 @@ class _Walker:
     def done(self) -> list[Message]:
         self.flush()
         return self.messages
+
+
+def _hosted(environment: Any) -> bool:
+    return isinstance(environment, dict) and environment.get("type") in _HOSTED
 
 
 def _bare_reference(item: dict[str, Any]) -> bool:
@@ -447,9 +478,14 @@ def _reasoning(item: dict[str, Any], deg: Degradations) -> list[Part]:
 
 
 def _items(
-    value: Any, deg: Degradations, pending: list[tuple[str, str]], *, output: bool = False
+    value: Any,
+    deg: Degradations,
+    pending: list[tuple[str, str]],
+    *,
+    output: bool = False,
+    shell_hosted: bool = False,
 ) -> list[Message]:
-    w = _Walker(deg, pending, output)
+    w = _Walker(deg, pending, output, shell_hosted)
     if isinstance(value, str):
         w.add(Message("user", text_parts(value)))
     elif isinstance(value, list):
@@ -467,19 +503,12 @@ def _instructions(value: Any, deg: Degradations) -> list[Message]:
     return _items(value, deg, []) if isinstance(value, list) else []
 
 
-def _has_call(output: Any) -> bool:
-    return isinstance(output, list) and any(
-        field(i) in _CALL_ITEMS
-        or (field(i) == "tool_search_call" and i.get("execution") == "client")
-        for i in output
-    )
-
-
-def status_finish(body: dict[str, Any]) -> str | None:
-    """The Responses status as an OTel finish reason."""
+def status_finish(body: dict[str, Any], calls: bool) -> str | None:
+    """The Responses status as an OTel finish reason; ``calls``: the output holds a call the
+    client is to run (a tool_call part)."""
     status = body.get("status")
     if status == "completed":
-        return "tool_call" if _has_call(body.get("output")) else "stop"
+        return "tool_call" if calls else "stop"
     if status == "incomplete":
         details = body.get("incomplete_details")
         reason = details.get("reason") if isinstance(details, dict) else None
@@ -723,16 +752,12 @@ class _Stream:
 # ---------------------------------------------------------------------------------------------
 
 
-def _tools(
-    req: dict[str, Any] | None, body: dict[str, Any] | None, deg: Degradations
-) -> list[ToolDefinition]:
+def _offered(req: dict[str, Any] | None, body: dict[str, Any] | None) -> list[Any]:
     # The response echoes the tools it was offered; the request's own list wins when present.
     defs = req.get("tools") if req is not None and "tools" in req else None
     if defs is None and body is not None:
         defs = body.get("tools")
-    if not isinstance(defs, list):
-        return []
-    return [t for d in defs for t in _tool_definitions(d, deg)]
+    return defs if isinstance(defs, list) else []
 
 
 def _tool_definitions(d: Any, deg: Degradations) -> list[ToolDefinition]:
@@ -794,21 +819,26 @@ def translate(
     if body is None and (req is None or not any(k in req for k in ("input", "instructions"))):
         return Skip("unrecognized_format", "neither Responses input nor output", NAME)
 
+    offered = _offered(req, body)
+    hosted = any(field(d) == "shell" and _hosted(d.get("environment")) for d in offered)
     pending: list[tuple[str, str]] = []
     inputs: list[Message] = []
     if req is not None:
         instructions = req.get("instructions")
         if instructions is None and body is not None:
             instructions = body.get("instructions")
-        inputs = _instructions(instructions, deg) + _items(req.get("input"), deg, pending)
+        inputs = _instructions(instructions, deg) + _items(
+            req.get("input"), deg, pending, shell_hosted=hosted
+        )
         deg.add("content_reference", sum(1 for k in _REFERENCES if req.get(k)))
     elif body is not None:
         inputs = _instructions(body.get("instructions"), deg)
 
     outputs: list[Message] = []
     if body is not None:
-        reason = status_finish(body)
-        produced = _items(body.get("output"), deg, [], output=True)
+        produced = _items(body.get("output"), deg, [], output=True, shell_hosted=hosted)
+        calls = any(isinstance(p, ToolCallPart) for m in produced for p in m.parts)
+        reason = status_finish(body, calls)
         if spoken:
             # After the turn's items: the audio events name no item to place it by.
             if produced and produced[-1].role == "assistant":
@@ -818,7 +848,7 @@ def translate(
         if not produced and (reason is not None or events is None):
             produced = [Message("assistant", [])]
         outputs = [Message(m.role, m.parts, reason) for m in produced]
-    tools = _tools(req, body, deg)
+    tools = [t for d in offered for t in _tool_definitions(d, deg)]
     # The response echoes the format too: a stored prompt (``prompt``) may set it, unseen in the
     # request, and a capture may hold the response alone.
     stated = req if req is not None and "text" in req else body

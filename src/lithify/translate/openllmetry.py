@@ -15,7 +15,13 @@ from typing import Any
 
 from lithify.core.values import as_int
 from lithify.model import ServerToolCallPart, ToolCallPart, ToolDefinition
-from lithify.translate._common import Degradations, finish_reason, text_parts, tool_definition
+from lithify.translate._common import (
+    Degradations,
+    finish_reason,
+    finish_reasons,
+    text_parts,
+    tool_definition,
+)
 from lithify.translate._flat import (
     Ctx,
     Draft,
@@ -317,10 +323,7 @@ def _tools(groups: dict[int, Fields], deg: Degradations) -> list[ToolDefinition]
 
 
 def _span_finish_reasons(attrs: dict[str, Any]) -> list[str | None]:
-    v = attrs.get("gen_ai.response.finish_reasons")
-    if isinstance(v, str):
-        v = loads(v) if v.lstrip().startswith("[") else [v]
-    return [finish_reason(x) for x in v] if isinstance(v, list) else []
+    return [finish_reason(x) for x in finish_reasons(attrs.get("gen_ai.response.finish_reasons"))]
 
 
 def span_content(

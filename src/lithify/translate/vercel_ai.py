@@ -34,6 +34,7 @@ from lithify.translate._common import (
     builtin_tool,
     file_part,
     finish_reason,
+    finish_reasons,
     json_value,
     modality_of,
     parse_arguments,
@@ -376,8 +377,8 @@ def _finish(attrs: dict[str, Any]) -> str | None:
     SDK 4/5: the provider gave none) is null."""
     value = attrs.get(_FINISH)
     if not isinstance(value, str) or not value:
-        reasons = attrs.get("gen_ai.response.finish_reasons")
-        value = reasons[0] if isinstance(reasons, list) and reasons else reasons
+        reasons = finish_reasons(attrs.get("gen_ai.response.finish_reasons"))
+        value = reasons[0] if reasons else None
     if not isinstance(value, str) or value.strip().lower() == "unknown":
         return None
     return finish_reason(value.replace("-", "_"))
