@@ -450,7 +450,7 @@ def test_a_version_2_store_opens_migrated_and_keeps_its_facts(store_url: str) ->
     with open_store(store_url, migrations=MIGRATIONS[:2]) as old:
         assert old.schema_version() == 2
     with open_store(store_url) as store:
-        assert store.schema_version() == LATEST == 10
+        assert store.schema_version() == LATEST == 11
         assert store.count() == 2
         assert same(store.get_fact(span.inference_call_id), span)
         assert _encoded(store.iter_facts(SESSION)) == _encoded(sort_facts([span, other]))
@@ -534,7 +534,7 @@ def test_a_version_9_store_reads_its_calls_with_the_finish_reasons_filled(store_
         read = old.get_fact(span.inference_call_id)
         assert read is not None and read.output_messages == log.output_messages
     with open_store(store_url) as store:
-        assert store.schema_version() == LATEST == 10
+        assert store.schema_version() == LATEST == 11
         assert _encoded(store.iter_facts(SESSION)) == _encoded(sort_facts(CAPTURES))
         read = store.get_fact(span.inference_call_id)
         assert read is not None and read.output_messages[0].finish_reason == "length"

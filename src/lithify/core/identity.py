@@ -71,8 +71,8 @@ def lack(fact: InferenceCall) -> int:
 
 
 # What a call's first capture may leave empty and another capture of the call may hold: the
-# call's metadata, never its messages (but for a finish reason left null), degradations or raw
-# (those stay the capture's own).
+# call's metadata, not its messages (but for a finish reason left null, and a whole half of
+# them in ``_halves``), degradations or raw (those stay the capture's own, or follow a half).
 _FILLED = (
     "session_id",
     "trace_id",
@@ -95,13 +95,53 @@ def _empty(value: Any) -> bool:
     return value is None or (isinstance(value, list | dict) and not value)
 
 
-def fill(first: InferenceCall, others: Iterable[InferenceCall]) -> InferenceCall:
+def _has_parts(messages: Sequence[Message]) -> bool:
+    return any(m.parts for m in messages)
+
+
+def _halves(first: InferenceCall, others: Sequence[InferenceCall]) -> InferenceCall:
+    """``first`` with the input or the output it has no part of taken whole from the first
+    other capture (in rank order) that has parts there, when every other capture with parts
+    there recorded the same: the per-message log events of one call sent in two requests (its
+    input as the call starts, its choices when it ends) are two captures that agree, one of
+    each half. The capture taken gives its degradations (counted over records the first did
+    not read) and, both being record lists, its records to ``raw``."""
+    found: dict[str, Any] = {}
+    for half in ("input_messages", "output_messages"):
+        if _has_parts(getattr(first, half)):
+            continue
+        having = [o for o in others if _has_parts(getattr(o, half))]
+        # Captures that recorded different halves (pieces of one input, each sent alone) agree
+        # with a capture of the other half each, yet none of them is the call's whole half.
+        if not having or len({_key(getattr(o, half)) for o in having}) > 1:
+            continue
+        taken = having[0]
+        found[half] = getattr(taken, half)
+        counts = dict(found.get("degradations", first.degradations))
+        for reason, n in taken.degradations.items():
+            counts[reason] = counts.get(reason, 0) + n
+        found["degradations"] = counts
+        raw = found.get("raw", first.raw)
+        if isinstance(raw, list) and isinstance(taken.raw, list):
+            found["raw"] = [*raw, *taken.raw]
+    return msgspec.structs.replace(first, **found) if found else first
+
+
+def fill(
+    first: InferenceCall, others: Iterable[InferenceCall], *, halves: bool = False
+) -> InferenceCall:
     """The fact a call is read as: its first capture, each metadata field it left empty (None,
     or no tools or request parameters at all) taken from the first of the call's other captures
     (in rank order) that has it, and so is each output message's finish reason it left null
     (from a capture with as many output messages). A span may hold a call's model, usage,
     session, response id and finish reasons while its log events hold the messages
-    (docs/store.md, Call identity)."""
+    (docs/store.md, Call identity). ``halves``: also a whole input or output the first capture
+    has no part of (``_halves``); callers pass it when no capture sharing the call's ids was
+    set apart as another call (then the captures may be pieces of one input, and a half taken
+    would make a conversation that never was)."""
+    others = list(others)
+    if halves:
+        first = _halves(first, others)
     missing = [name for name in _FILLED if _empty(getattr(first, name))]
     outputs = first.output_messages
     unfinished = [i for i, m in enumerate(outputs) if m.finish_reason is None]

@@ -470,9 +470,16 @@ class CaptureIndex(Backend):
         _select_in(
             cur, "DELETE FROM call_fills WHERE digest", calls | decided.keys(), " RETURNING 1"
         )
-        groups: dict[bytes, list[tuple[Any, ...]]] = {}
-        # By call id (indexed; each call has its own): every capture of those calls.
+        # By call id (indexed; each call has its own): every capture of those calls. The
+        # decisions cover every capture sharing an id with the new ones (_index_captures), so
+        # these are all the captures of their ids too.
         found = _captures_in(cur, "call_id", {a.call_id for a in decided.values()})
+        # A call takes a half of its messages from another capture only while no capture of
+        # its ids is another call's (identity.fill, ``halves``).
+        calls_of: dict[str, set[bytes]] = {}
+        for c in found:
+            calls_of.setdefault(c[_ID], set()).add(bytes(c[_CALL]))
+        groups: dict[bytes, list[tuple[Any, ...]]] = {}
         for c in sorted(found, key=_rank):
             groups.setdefault(bytes(c[_CALL]), []).append(c)
         contested = [g for g in groups.values() if len(g) > 1]
@@ -485,7 +492,7 @@ class CaptureIndex(Backend):
         for g in contested:
             # A call's first capture ranks before its others.
             first, *others = (_fact_decoder.decode(bodies[bytes(c[0])]) for c in g)
-            filled = fill(first, others)
+            filled = fill(first, others, halves=all(len(calls_of[c[_ID]]) == 1 for c in g))
             if filled is first:
                 continue
             row = fact_row(filled, at)

@@ -443,6 +443,12 @@ def _v9(blob: str, text: str, bigint: str, json: str) -> tuple[str, ...]:
 # state none): the fills are made again, with the index they are derived with.
 _V10 = ("DELETE FROM fact_captures",)
 
+# A call's read now also takes a whole input or output its first capture has none of from its
+# other captures, when they recorded one alike and no capture of its ids is another call's
+# (per-message log events sent in two requests: the input as the call starts, the choices when
+# it ends): the fills are made again, and calls stored before are read whole.
+_V11 = _V10
+
 
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "facts and feedback", _V1_SQLITE, _V1_POSTGRES),
@@ -480,6 +486,13 @@ MIGRATIONS: tuple[Migration, ...] = (
         "calls read with the finish reasons their other captures hold",
         _V10,
         _V10,
+        rebuild_captures=True,
+    ),
+    Migration(
+        11,
+        "calls read with the half of their messages another capture holds",
+        _V11,
+        _V11,
         rebuild_captures=True,
     ),
 )
