@@ -46,9 +46,13 @@ def _tokens(body: dict[str, Any]) -> int:
 class FakeOpenAI:
     """The fake provider; use as a context manager, then read ``exchanges`` or ``dump()``."""
 
-    def __init__(self, id_prefix: str = "fake", *, reasoning: bool = False) -> None:
+    def __init__(
+        self, id_prefix: str = "fake", *, reasoning: bool = False, latency: float = 0.0
+    ) -> None:
         self.id_prefix = id_prefix
         self.reasoning = reasoning
+        # Seconds each answer waits, as a model thinks: what a batch processor's timer sees.
+        self.latency = latency
         self.exchanges: list[dict[str, Any]] = []
         self._lock = threading.Lock()
         self._server = _Server(("127.0.0.1", 0), self._handler_class())
@@ -134,6 +138,7 @@ class FakeOpenAI:
                     self._json(400, {"error": {"message": "not JSON", "type": "fake"}})
                     return
                 ans = fake.answer(body)
+                time.sleep(fake.latency)
                 slot = ans.pop("slot")
                 usage = _usage(ans["usage"])
                 ans["usage"] = usage

@@ -8,6 +8,7 @@ Runs inside a producer venv (never in lithify's own).
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import sys
@@ -106,11 +107,12 @@ def run(
     packages: tuple[str, ...],
     wrap: Callable[[Capture, str], contextlib.AbstractContextManager[Any]],
     capture: Capture,
+    latency: float = 0.0,
 ) -> None:
     """Run both scenarios against a fresh fake provider each; write outputs and a manifest.
 
     ``wrap`` opens whatever context the producer runs the conversation in (an agent span, a
-    session); it gets the scenario name.
+    session); it gets the scenario name. ``latency``: seconds the provider takes to answer.
     """
     from openai import OpenAI
 
@@ -128,4 +130,5 @@ def run(
         "versions": versions("openai", "httpx2", "opentelemetry-sdk", *packages),
         "env": {k: v for k, v in sorted(os.environ.items()) if k.startswith("OTEL_")},
     }
-    run_scenarios(capture=capture, out=out, manifest=manifest, fake=FakeOpenAI, play=play)
+    fake = functools.partial(FakeOpenAI, latency=latency)
+    run_scenarios(capture=capture, out=out, manifest=manifest, fake=fake, play=play)

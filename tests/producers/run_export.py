@@ -8,7 +8,8 @@ OTLP files (``traces.pb`` …), so a test can convert exactly the telemetry that
 Usage (inside .venv-producers-openai-v2 for protobuf, .venv-producers-openai-v2-json for JSON,
 .venv-producers-openai-v2-grpc for OTLP/gRPC with ``--endpoint http://127.0.0.1:4317``):
 ``python run_export.py OUT --endpoint http://127.0.0.1:4318 [--encoding protobuf|json|grpc]
-[--compression gzip] [--header Authorization=Bearer%20…] [--semconv default]``
+[--compression gzip] [--header Authorization=Bearer%20…] [--semconv default]
+[--log-delay-ms N]``
 
 ``--semconv default``: openai-v2's default path (semconv 1.30, per-message log events), as
 ``run_otel.py --semconv default`` runs it.
@@ -106,6 +107,13 @@ def main() -> None:
     p.add_argument("--compression", choices=["none", "gzip"], default="none")
     p.add_argument("--header", action="append", default=[], help="KEY=VALUE (URL-encoded)")
     p.add_argument("--semconv", choices=("latest", "default"), default="latest")
+    p.add_argument(
+        "--log-delay-ms",
+        type=int,
+        default=60_000,
+        help="the log processor's schedule delay; below a minute, the provider answers after "
+        "three of them, so a call's input events leave before its choices",
+    )
     args = p.parse_args()
     headers = {}
     for h in args.header:
@@ -124,7 +132,9 @@ def main() -> None:
         BatchSpanProcessor(Recorded(span_exporter, "traces", calls), schedule_delay_millis=60_000)
     )
     capture.logger_provider.add_log_record_processor(
-        BatchLogRecordProcessor(Recorded(log_exporter, "logs", calls), schedule_delay_millis=60_000)
+        BatchLogRecordProcessor(
+            Recorded(log_exporter, "logs", calls), schedule_delay_millis=args.log_delay_ms
+        )
     )
     instrumentor("openai-v2", args.semconv).instrument(  # type: ignore[attr-defined]
         tracer_provider=capture.tracer_provider, logger_provider=capture.logger_provider
@@ -135,6 +145,7 @@ def main() -> None:
         packages=("opentelemetry-instrumentation-openai-v2", "opentelemetry-util-genai"),
         wrap=agent_span,
         capture=capture,
+        latency=3 * args.log_delay_ms / 1000 if args.log_delay_ms < 60_000 else 0.0,
     )
     capture.tracer_provider.shutdown()
     capture.logger_provider.shutdown()

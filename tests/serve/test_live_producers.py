@@ -25,6 +25,7 @@ import msgspec
 import orjson
 import pytest
 
+from lithify.derive.sessions import sort_facts
 from lithify.ingest.convert import convert
 from lithify.model import decode_fact
 from lithify.store import FactStore, open_store
@@ -187,3 +188,38 @@ def test_retried_and_replayed_deliveries_store_each_call_once(
     assert store.count() == CALLS
     assert server.receiver.counts["duplicates"] == before["duplicates"] + 2
     assert server.receiver.counts["facts"] == CALLS
+
+
+def test_log_events_sent_as_each_call_starts_and_ends_read_whole(
+    sqlite_store_url: str, tmp_path: Path
+) -> None:
+    """openai-v2's default mode (one log record per message) with the SDK's batch log processor
+    on a 50 ms timer and a provider that answers in 150 ms: each call's input events leave in
+    one request as it starts, its choice in a later one, as with any call longer than the
+    processor's delay. Each call is read with its input and its answer, as `lithify convert`
+    of the same telemetry, written whole, reads it."""
+    url = sqlite_store_url
+    with live_server(replace(BASE, store=url), open_store(url)) as srv:
+        exports = run_export(
+            "protobuf",
+            f"http://127.0.0.1:{srv.port}",
+            tmp_path,
+            "--semconv",
+            "default",
+            "--log-delay-ms",
+            "50",
+        )
+        assert {e["result"] for e in exports} == {"SUCCESS"}, exports
+        # More log requests than scenarios: the calls' events were cut.
+        assert sum(e["signal"] == "logs" for e in exports) > 2 * 2, exports
+        with open_store(url) as store:
+            stored = {f.inference_call_id: f for f in store.iter_facts()}
+    whole = {f.inference_call_id: f for f in sort_facts(converted(tmp_path, "protobuf"))}
+    assert len(stored) == len(whole) == CALLS
+    for key, f in whole.items():
+        assert any(m.parts for m in f.output_messages)
+        assert (stored[key].input_messages, stored[key].output_messages) == (
+            f.input_messages,
+            f.output_messages,
+        )
+        assert (stored[key].model, stored[key].session_id) == (f.model, f.session_id)
