@@ -127,6 +127,17 @@ def _halves(first: InferenceCall, others: Sequence[InferenceCall]) -> InferenceC
     return msgspec.structs.replace(first, **found) if found else first
 
 
+def split_ids(captures: Iterable[tuple[str, bytes]]) -> set[str]:
+    """Of ``(inference_call_id, call)`` pairs, one per capture: the ids whose captures are in
+    more than one call. A call with a capture of one of them takes no half (``fill``)."""
+    call_of: dict[str, bytes] = {}
+    split: set[str] = set()
+    for ident, call in captures:
+        if call_of.setdefault(ident, call) != call:
+            split.add(ident)
+    return split
+
+
 def fill(
     first: InferenceCall, others: Iterable[InferenceCall], *, halves: bool = False
 ) -> InferenceCall:
@@ -136,9 +147,9 @@ def fill(
     (from a capture with as many output messages). A span may hold a call's model, usage,
     session, response id and finish reasons while its log events hold the messages
     (docs/store.md, Call identity). ``halves``: also a whole input or output the first capture
-    has no part of (``_halves``); callers pass it when no capture sharing the call's ids was
-    set apart as another call (then the captures may be pieces of one input, and a half taken
-    would make a conversation that never was)."""
+    has no part of (``_halves``); callers pass it when none of the call's ids is in
+    ``split_ids`` (a capture set apart as another call: then the captures may be pieces of one
+    input, and a half taken would make a conversation that never was)."""
     others = list(others)
     if halves:
         first = _halves(first, others)

@@ -22,6 +22,7 @@ from lithify.core.identity import (
     fill,
     lack,
     lacked_parts,
+    split_ids,
 )
 from lithify.model import InferenceCall
 
@@ -154,13 +155,13 @@ def _resolve(
         at: dict[bytes, int] = {}  # a call → its first capture's place in ``kept``
         others: dict[bytes, list[InferenceCall]] = {}  # a call → its other captures, ranked
         ids_of: dict[bytes, set[str]] = {}  # a call → its captures' inference_call_ids
-        calls_of: dict[str, set[bytes]] = {}  # an inference_call_id → the calls holding it
+        held: list[tuple[str, bytes]] = []  # (inference_call_id, call) of every capture
         for (c, f), a in zip(unique, assign(c for c, _ in unique), strict=True):
             call_id = uncol(a.call_id) or ""
             call_of[c.digest] = call_id
             names.append((f.inference_call_id, call_id, a.call == c.digest))
             ids_of.setdefault(a.call, set()).add(f.inference_call_id)
-            calls_of.setdefault(f.inference_call_id, set()).add(a.call)
+            held.append((f.inference_call_id, a.call))
             if a.call != c.digest:
                 dropped.append(f)
                 others.setdefault(a.call, []).append(f)
@@ -179,9 +180,9 @@ def _resolve(
                 kept.append(msgspec.structs.replace(f, inference_call_id=call_id))
             else:
                 kept.append(f)
+        split = split_ids(held)
         for call, more in others.items():
-            whole = all(len(calls_of[i]) == 1 for i in ids_of[call])
-            kept[at[call]] = fill(kept[at[call]], more, halves=whole)
+            kept[at[call]] = fill(kept[at[call]], more, halves=not ids_of[call] & split)
         if left_out is not None:
             for digest in copies:
                 left_out.setdefault(call_of[digest], [0, 0])[0] += 1

@@ -24,6 +24,7 @@ from lithify.core.identity import (
     fill,
     lack,
     lacked_parts_sql,
+    split_ids,
 )
 from lithify.model import InferenceCall
 from lithify.store._backend import Backend
@@ -476,9 +477,7 @@ class CaptureIndex(Backend):
         found = _captures_in(cur, "call_id", {a.call_id for a in decided.values()})
         # A call takes a half of its messages from another capture only while no capture of
         # its ids is another call's (identity.fill, ``halves``).
-        calls_of: dict[str, set[bytes]] = {}
-        for c in found:
-            calls_of.setdefault(c[_ID], set()).add(bytes(c[_CALL]))
+        split = split_ids((c[_ID], bytes(c[_CALL])) for c in found)
         groups: dict[bytes, list[tuple[Any, ...]]] = {}
         for c in sorted(found, key=_rank):
             groups.setdefault(bytes(c[_CALL]), []).append(c)
@@ -492,7 +491,7 @@ class CaptureIndex(Backend):
         for g in contested:
             # A call's first capture ranks before its others.
             first, *others = (_fact_decoder.decode(bodies[bytes(c[0])]) for c in g)
-            filled = fill(first, others, halves=all(len(calls_of[c[_ID]]) == 1 for c in g))
+            filled = fill(first, others, halves=not {c[_ID] for c in g} & split)
             if filled is first:
                 continue
             row = fact_row(filled, at)
