@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import orjson
-from typer.testing import CliRunner
+from click.testing import CliRunner
 
 from lithify.cli import app
 from lithify.model import decode_fact

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import orjson
-from typer.testing import CliRunner
+from click.testing import CliRunner
 
 from lithify.cli import app
 from lithify.derive.sessions import sort_facts

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from typer.testing import CliRunner
+from click.testing import CliRunner
 
 from lithify.cli import app
 from lithify.core.factfile import encode_line

@@ -27,10 +27,10 @@ import msgspec
 import openai
 import orjson
 import pytest
+from click.testing import CliRunner
 from google import genai
 from google.genai import errors as genai_errors
 from google.genai import types as gt
-from typer.testing import CliRunner
 
 from lithify.cli import app
 from lithify.model import (

@@ -5,7 +5,6 @@ are bench/startup.py's."""
 from __future__ import annotations
 
 import fcntl
-import functools
 import os
 import pty
 import struct
@@ -13,11 +12,10 @@ import subprocess
 import sys
 import termios
 from pathlib import Path
-from typing import Annotated
 
+import click
 import orjson
 import pytest
-import typer
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -64,12 +62,12 @@ def test_version_imports_no_stage_and_no_library() -> None:
     loaded = _loaded("--version")
     assert _stages(loaded) == set()
     assert {m for m in loaded if m.startswith("lithify.cli.")} == set()
-    assert _top(loaded) & {"typer", "rich", "msgspec", "pydantic", "numpy", "google"} == set()
+    assert _top(loaded) & {"click", "rich", "msgspec", "pydantic", "numpy", "google"} == set()
 
 
-def test_version_from_the_entry_point_is_typers_answer() -> None:
-    """The entry point answers a lone --version itself: the same line the typer app prints."""
-    from typer.testing import CliRunner
+def test_version_from_the_entry_point_is_the_groups_answer() -> None:
+    """The entry point answers a lone --version itself: the same line the click group prints."""
+    from click.testing import CliRunner
 
     from lithify.cli import app
 
@@ -79,64 +77,67 @@ def test_version_from_the_entry_point_is_typers_answer() -> None:
     assert direct.stdout.startswith(b"lithify ") and direct.stderr == b""
 
 
-# What rich's help and errors would bring (markdown_it for typer's markdown mode).
+# What rich's help and errors would bring.
 RICH = {"rich", "markdown_it", "pygments"}
 
 
-def test_help_imports_no_typer_no_command_module_and_no_stage() -> None:
-    """A lone --help or -h is answered by the entry point from registry.py, without typer."""
+def test_help_imports_no_click_no_command_module_and_no_stage() -> None:
+    """A lone --help or -h is answered by the entry point from registry.py, without click."""
     for args in (["--help"], ["-h"]):
         loaded = _loaded(*args)
         assert {m for m in loaded if m.startswith("lithify.cli.")} == {"lithify.cli.registry"}
         assert _stages(loaded) == set()
-        assert _top(loaded) & {"typer", "click", *RICH, "msgspec", "numpy", "pydantic"} == set()
+        assert _top(loaded) & {"click", *RICH, "msgspec", "numpy", "pydantic"} == set()
 
 
 def test_help_without_arguments_imports_no_command_module_no_stage_and_no_rich() -> None:
-    """`lithify` alone is typer's (its help, exit code 2), still without a command module."""
+    """`lithify` alone is click's (its help, exit code 2), still without a command module."""
     loaded = _loaded()
     assert {m for m in loaded if m.startswith("lithify.cli.")} == {
         "lithify.cli.commands",
+        "lithify.cli.exits",
+        "lithify.cli.options",
         "lithify.cli.registry",
-        "lithify.cli.values",
     }
     assert _stages(loaded) == set()
-    assert _top(loaded) & {*RICH, "msgspec", "numpy", "pydantic"} == set()
+    assert _top(loaded) & {*RICH, "typer", "msgspec", "numpy", "pydantic"} == set()
 
 
 def test_a_commands_help_imports_its_module_and_no_stage() -> None:
     loaded = _loaded("convert", "--help")
     assert "lithify.cli.convert" in loaded and "lithify.cli.export" not in loaded
     assert _stages(loaded) == set()
-    assert _top(loaded) & {*RICH, "msgspec", "numpy", "pydantic"} == set()
+    assert _top(loaded) & {*RICH, "typer", "msgspec", "numpy", "pydantic"} == set()
 
 
 def test_help_lists_each_command_with_its_own_summary() -> None:
     """The top-level help lists the summaries written out in COMMANDS (so that it imports no
     command module): each is the first paragraph of its command's help, and each group's
     commands are listed whole too."""
-    from typer.testing import CliRunner
+    from click.testing import CliRunner
 
     from lithify.cli import app
-    from lithify.cli.commands import summary
+    from lithify.cli.options import summary
     from lithify.cli.registry import COMMANDS
 
-    group = typer.main.get_command(app)
     for name, (_, _, written) in COMMANDS.items():
-        command = group.commands[name]  # type: ignore[attr-defined]
-        assert written == summary(command.help), name
-        for sub in getattr(command, "commands", {}).values():
-            assert sub.get_short_help_str(10) == summary(sub.help)
+        command = app.get_command(click.Context(app), name)
+        assert command is not None and written == summary(command.help), name
+        subs = getattr(command, "commands", {})
+        if subs:  # a group lists its commands' whole summaries too, not cut at the width
+            page = CliRunner().invoke(app, [name, "--help"], env={"COLUMNS": "60"}).stdout
+            listed = " ".join(page.split("\nCommands:\n")[1].split())
+            assert listed == " ".join(f"{n} {summary(c.help)}" for n, c in subs.items())
     top = CliRunner().invoke(app, ["--help"], env={"COLUMNS": "100"}).stdout
     listed = " ".join(top.split("\nCommands:\n")[1].split())
     assert listed == " ".join(f"{name} {entry[2]}" for name, entry in COMMANDS.items())
     assert "\nOptions:\n" in top and "╭" not in top  # click's plain sections
 
 
-# The entry point, and the typer app it hands the rest to, each run as the installed script runs
-# them: the program is `lithify` either way.
+# The entry point, and the click group it hands the rest to, each run as the installed script
+# runs them: the program is `lithify` either way.
 _ENTRY = "import sys\nsys.argv[0] = 'lithify'\nfrom lithify.cli import main\nmain()\n"
-_TYPER = "import sys\nsys.argv[0] = 'lithify'\nfrom lithify.cli.commands import app\napp()\n"
+_CLICK = "import sys\nsys.argv[0] = 'lithify'\nfrom lithify.cli.commands import app\napp()\n"
 
 
 def _run(code: str, *args: str, **env: str) -> tuple[int, bytes, bytes]:
@@ -151,10 +152,10 @@ def _run(code: str, *args: str, **env: str) -> tuple[int, bytes, bytes]:
 
 def _same_help(columns: str | None, flag: str = "--help") -> bytes:
     """What the entry point printed for ``flag`` (COLUMNS ``columns``, stdout a pipe), checked
-    to be what typer prints, exit code and stderr included."""
+    to be what click prints, exit code and stderr included."""
     env = {} if columns is None else {"COLUMNS": columns}
     fast = _run(_ENTRY, flag, **env)
-    assert fast == _run(_TYPER, flag, **env), (columns, flag)
+    assert fast == _run(_CLICK, flag, **env), (columns, flag)
     assert fast[0] == 0 and fast[1].startswith(b"Usage: lithify [OPTIONS] COMMAND")
     return fast[1]
 
@@ -165,8 +166,8 @@ _WIDTHS = ["40", "50", "51", "52", "60", "79", "80", "81", "100", "200", "0", "-
 @pytest.mark.parametrize(
     ("columns", "flag"), [(c, ("--help", "-h")[i % 2]) for i, c in enumerate(_WIDTHS)]
 )
-def test_help_from_the_entry_point_is_typers_page(columns: str | None, flag: str) -> None:
-    """The page registry.py writes is the one typer's group prints, at every width click
+def test_help_from_the_entry_point_is_clicks_page(columns: str | None, flag: str) -> None:
+    """The page registry.py writes is the one the click group prints, at every width click
     chooses from COLUMNS (the terminal's columns, at most 80, less 2, at least 50; 80 columns
     when COLUMNS is not a positive number and stdout no terminal)."""
     _same_help(columns, flag)
@@ -174,21 +175,20 @@ def test_help_from_the_entry_point_is_typers_page(columns: str | None, flag: str
 
 @settings(max_examples=5, deadline=None)
 @given(st.integers(min_value=-2, max_value=400))
-def test_help_from_the_entry_point_is_typers_page_at_any_width(columns: int) -> None:
+def test_help_from_the_entry_point_is_clicks_page_at_any_width(columns: int) -> None:
     _same_help(str(columns))
 
 
-def _typer_page(prog: str, width: int) -> str:
+def _clicks_page(prog: str, width: int) -> str:
     group = _group()
     ctx = group.make_context(prog, ["--help"], resilient_parsing=True, terminal_width=width)
     return ctx.get_help() + "\n"  # click's echo adds the newline
 
 
-@functools.cache
-def _group() -> typer.core.TyperGroup:
+def _group() -> click.Group:
     from lithify.cli import app
 
-    return typer.main.get_command(app)  # type: ignore[return-value]
+    return app  # type: ignore[no-any-return]
 
 
 @given(
@@ -200,7 +200,7 @@ def test_help_page_is_clicks_for_any_program_name_and_width(prog: str, width: in
     the usage's arguments to a line of their own) and however wide the page."""
     from lithify.cli.registry import help_page
 
-    assert help_page(prog, width) == _typer_page(prog, width)
+    assert help_page(prog, width) == _clicks_page(prog, width)
 
 
 @pytest.mark.parametrize("columns", [64, 120])
@@ -231,13 +231,13 @@ def test_help_from_the_entry_point_at_the_terminals_width(columns: int) -> None:
     from lithify.cli.registry import help_page
 
     page = on_terminal(_ENTRY)
-    assert page == on_terminal(_TYPER)
+    assert page == on_terminal(_CLICK)
     # The terminal's width, not the 80 columns of no terminal; the terminal writes \r\n.
     assert page.decode() == help_page("lithify", min(columns, 80) - 2).replace("\n", "\r\n")
 
 
-def test_help_from_the_entry_point_to_a_closed_pipe_is_typers_answer() -> None:
-    """`lithify --help | true`: typer exits 1, quietly; so does the entry point (and its
+def test_help_from_the_entry_point_to_a_closed_pipe_is_clicks_answer() -> None:
+    """`lithify --help | true`: click exits 1, quietly; so does the entry point (and its
     --version)."""
 
     def closed(code: str, flag: str) -> tuple[int, bytes]:
@@ -254,10 +254,10 @@ def test_help_from_the_entry_point_to_a_closed_pipe_is_typers_answer() -> None:
         return done.returncode, done.stderr
 
     for flag in ("--help", "--version"):
-        assert closed(_ENTRY, flag) == closed(_TYPER, flag) == (1, b""), flag
+        assert closed(_ENTRY, flag) == closed(_CLICK, flag) == (1, b""), flag
 
 
-def test_help_from_the_installed_script_is_typers_page() -> None:
+def test_help_from_the_installed_script_is_clicks_page() -> None:
     """The console script (its own `__main__`, the program named by its path) too."""
     exe = Path(sys.executable).with_name("lithify")
     done = subprocess.run(
@@ -266,14 +266,14 @@ def test_help_from_the_installed_script_is_typers_page() -> None:
         check=False,
         env={"PATH": "/usr/bin:/bin", "COLUMNS": "70"},
     )
-    assert (done.returncode, done.stdout, done.stderr) == _run(_TYPER, "-h", COLUMNS="70")
+    assert (done.returncode, done.stdout, done.stderr) == _run(_CLICK, "-h", COLUMNS="70")
 
 
-def test_help_left_to_typer_when_it_would_do_otherwise() -> None:
-    """Asked for shell completion, `lithify --help` is typer's business."""
+def test_help_left_to_click_when_it_would_do_otherwise() -> None:
+    """Asked for shell completion, `lithify --help` is click's business."""
     env = {"_LITHIFY_COMPLETE": "bash_source"}
     fast = _run(_ENTRY, "--help", **env)
-    assert fast == _run(_TYPER, "--help", **env) and not fast[1].startswith(b"Usage:")
+    assert fast == _run(_CLICK, "--help", **env) and not fast[1].startswith(b"Usage:")
 
 
 def test_the_help_texts_live_in_the_registry() -> None:
@@ -302,14 +302,12 @@ def test_convert_imports_only_what_converting_needs(tmp_path: Path) -> None:
         "lithify.cli.exits",
         "lithify.cli.options",
         "lithify.cli.registry",
-        "lithify.cli.values",
     }
     for stage in ("lithify.store", "lithify.export", "lithify.derive", "lithify.ui"):
         assert {m for m in loaded if m == stage or m.startswith(stage + ".")} == set(), stage
-    # --json prints no table: rich is not needed at all; and its text and path values are read
-    # without typer's pydantic coercion (cli/values.py).
-    assert _top(loaded) & {*RICH, "pydantic"} == set()
-    # A small conversion starts no worker: neither sockets nor pickles (typer has subprocess).
+    # --json prints no table: rich is not needed at all.
+    assert _top(loaded) & {*RICH, "typer", "pydantic"} == set()
+    # A small conversion starts no worker: neither sockets nor pickles.
     assert _top(loaded) & {"multiprocessing", "socket", "pickle"} == set()
 
 
@@ -338,45 +336,3 @@ def test_convert_of_protobuf_imports_protobuf(tmp_path: Path) -> None:
     loaded = _loaded("convert", str(pb), "-o", str(tmp_path / "facts.jsonl"), "--json")
     assert {"google.protobuf", "opentelemetry.proto"} <= loaded
     assert (tmp_path / "facts.jsonl").read_bytes().startswith(b'{"inference_call_id":')
-
-
-def test_plain_values_read_as_typer_reads_them(tmp_path: Path) -> None:
-    """Text, flag and path values read without pydantic give what typer's own coercion gives,
-    its path checks included; other values still go through typer."""
-    from lithify.cli.values import plain_values
-
-    seen: dict[str, object] = {}
-
-    def cmd(
-        name: str = "x",
-        paths: list[Path] | None = None,
-        flag: bool = False,
-        count: int = 1,
-        must: Annotated[Path | None, typer.Option(exists=True, dir_okay=False)] = None,
-    ) -> None:
-        seen.update(name=name, paths=paths, flag=flag, count=count, must=must)
-
-    def run(command: object, args: list[str]) -> object:
-        seen.clear()
-        try:
-            command.main(args, standalone_mode=False)  # type: ignore[attr-defined]
-        except typer.BadParameter as e:
-            return e.format_message()
-        return dict(seen)
-
-    ok = ["--name", "n", "--paths", "a", "--paths", str(tmp_path), "--flag", "--count", "3"]
-    runs = [ok, ["--must", str(tmp_path / "nope")], ["--must", str(tmp_path)], ["--count", "many"]]
-    results = []
-    for plain in (False, True):
-        app = typer.Typer()
-        app.command()(cmd)
-        command = typer.main.get_command(app)
-        if plain:
-            plain_values(command)
-        results.append([run(command, args) for args in runs])
-    assert results[0] == results[1]
-    assert results[1][0] == {
-        "name": "n", "paths": [Path("a"), tmp_path], "flag": True, "count": 3, "must": None,
-    }  # fmt: skip
-    assert "does not exist" in str(results[1][1]) and "is a directory" in str(results[1][2])
-    assert "valid integer" in str(results[1][3])  # still typer's (pydantic's) own check

@@ -252,7 +252,7 @@ def export_files(folder: Path) -> dict[str, bytes]:
 
 def cli_export(*args: str) -> dict[str, object]:
     """`lithify export ARGS --json`, which must succeed: its summary."""
-    from typer.testing import CliRunner
+    from click.testing import CliRunner
 
     from lithify.cli import app
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import orjson
 import pytest
-from typer.testing import CliRunner
+from click.testing import CliRunner
 
 from lithify.cli import app
 from lithify.model import Feedback, InferenceCall, encode

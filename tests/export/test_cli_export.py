@@ -6,7 +6,7 @@ from pathlib import Path
 
 import orjson
 import pytest
-from typer.testing import CliRunner
+from click.testing import CliRunner
 
 from lithify.cli import app
 from lithify.model import encode

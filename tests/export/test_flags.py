@@ -8,9 +8,9 @@ from pathlib import Path
 import msgspec
 import orjson
 import pytest
+from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from typer.testing import CliRunner
 
 from lithify.cli import app
 from lithify.export import ExportOptions, ProfileError, make_builder

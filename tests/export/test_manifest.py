@@ -11,9 +11,9 @@ from urllib.parse import urlsplit
 import orjson
 import pytest
 import yaml
+from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from typer.testing import CliRunner
 
 from lithify.cli import app
 from lithify.core.factfile import encode_line

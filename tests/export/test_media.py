@@ -412,7 +412,7 @@ def test_the_manifest_hashes_the_image_files_and_a_replay_checks_them(tmp_path: 
     card = (out / "README.md").read_text()
     assert "`images`" in card
 
-    from typer.testing import CliRunner
+    from click.testing import CliRunner
 
     from lithify.cli import app
 

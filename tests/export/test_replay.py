@@ -8,7 +8,7 @@ from urllib.parse import urlsplit
 
 import orjson
 import pytest
-from typer.testing import CliRunner
+from click.testing import CliRunner
 
 from lithify.cli import app
 from lithify.model import InferenceCall, encode

@@ -15,9 +15,9 @@ from typing import Any
 import orjson
 import pytest
 import transformers  # noqa: F401  (the test extra installs it: lithify[tokens])
+from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from typer.testing import CliRunner
 
 from lithify.cli import app
 from lithify.export import ExportOptions, make_builder

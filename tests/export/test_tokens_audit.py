@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 import pytest
-from typer.testing import CliRunner
+from click.testing import CliRunner
 
 from lithify.cli import app
 from lithify.model import encode

@@ -22,11 +22,11 @@ from typing import Any
 import orjson
 import pyarrow.parquet as pq
 import pytest
+from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from PIL import Image
 from transformers import AutoProcessor
-from typer.testing import CliRunner
 
 from lithify.cli import app
 from lithify.export.tokens import ImageTokens, TextCounter, TokenizerError, load_tokenizer

@@ -13,7 +13,7 @@ import anthropic
 import openai
 import orjson
 import pytest
-from typer.testing import CliRunner
+from click.testing import CliRunner
 
 from lithify.cli import app
 from lithify.model import InferenceCall, ReasoningPart, TextPart, decode_fact

@@ -9,7 +9,7 @@ from dataclasses import replace
 import msgspec
 import orjson
 import pytest
-from typer.testing import CliRunner
+from click.testing import CliRunner
 
 from lithify.cli import app
 from lithify.ingest.tokens import TokenCache, new_token, token_hash, token_prefix

@@ -3,8 +3,8 @@
 One module per command group, each command registered by name in registry.py (``COMMANDS``),
 explicitly, in the order `lithify --help` lists them: convert.py (convert, import), facts.py
 (facts, stats), demo.py, serve.py (serve, token), export.py, proxy.py, ui.py; commands.py makes
-the typer group of them, options.py holds what they share and exits.py what their exit codes
-mean. ``app`` is the typer application, made on first use; the entry point answers a lone
+the click group of them, options.py holds what they share and exits.py what their exit codes
+mean. ``app`` is the group, imported on first use; the entry point answers a lone
 ``--version``, ``--help`` or ``-h`` without it.
 """
 
@@ -19,8 +19,8 @@ from lithify import __version__
 
 def main() -> None:  # the console entry point
     if sys.argv[1:] == ["--version"]:
-        # The one answer that needs nothing else (typer's own --version prints the same line):
-        # without importing typer, a third of what `lithify --version` cost.
+        # The one answer that needs nothing else (the group's own --version prints the same
+        # line): without importing click and the group, half of what `lithify --version` cost.
         _write(f"lithify {__version__}\n")
         return
     if sys.argv[1:] in (["--help"], ["-h"]) and _help():
@@ -31,9 +31,9 @@ def main() -> None:  # the console entry point
 
 
 def _help() -> bool:
-    """Print the group's help page as typer would (registry.py), without typer: making the
-    group, typer and click were most of what `lithify --help` cost. False, and nothing printed,
-    when typer would do something else: run as `python -m` (click then names the program
+    """Print the group's help page as click would (registry.py), without click: importing it
+    and making the group were half of what `lithify --help` cost. False, and nothing printed,
+    when click would do something else: run as `python -m` (click then names the program
     otherwise) or asked for shell completion."""
     if getattr(sys.modules.get("__main__"), "__package__", None) not in (None, ""):
         return False
@@ -63,7 +63,7 @@ def _write(text: str) -> None:
         sys.stdout.write(text)
         sys.stdout.flush()
     except BrokenPipeError:
-        # What typer does when the reader has gone (`lithify --help | true`): exit 1, quietly,
+        # What click does when the reader has gone (`lithify --help | true`): exit 1, quietly,
         # and with stdout on /dev/null, so that the interpreter's last flush cannot fail again.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(1)

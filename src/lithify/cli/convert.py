@@ -6,13 +6,28 @@ import functools
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
-import typer
+import click
 
-from lithify.cli.engine import EngineOpt, RayAddressOpt, RayMissing, check_engine, ray_session
+from lithify.cli.engine import (
+    RayMissing,
+    check_engine,
+    engine_option,
+    ray_address_option,
+    ray_session,
+)
 from lithify.cli.exits import Exit
-from lithify.cli.options import StoreOpt, err, json_flag, opened_store, stderr
+from lithify.cli.options import (
+    argument,
+    err,
+    json_flag,
+    leave,
+    opened_store,
+    option,
+    stderr,
+    store_option,
+)
 
 if TYPE_CHECKING:
     from rich.progress import Progress
@@ -103,64 +118,48 @@ def _progress_factory(progress: Progress | None):  # type: ignore[no-untyped-def
     return start
 
 
-SourceOpt = Annotated[
-    str,
-    typer.Option(
-        "--from",
-        "-f",
-        help=f"Source format: {', '.join(FORMATS)}. 'auto' recognises each document by shape.",
-        envvar="LITHIFY_FROM",
-    ),
-]
+source_option = option(
+    "--from",
+    "-f",
+    "source",
+    default="auto",
+    help=f"Source format: {', '.join(FORMATS)}. 'auto' recognises each document by shape.",
+    envvar="LITHIFY_FROM",
+)
 # Text, not Path: a Path would make s3://bucket/key s3:/bucket/key (files.expand reads each
 # as a URL or a local path).
-PathsArg = Annotated[
-    list[str] | None,
-    typer.Argument(
-        help="Files, folders or URLs (s3://bucket/prefix/, any pyarrow.fs or fsspec one): "
-        "OTLP (.json, .jsonl, .pb), provider bodies, SSE.",
-        show_default=False,
-    ),
-]
-RequestOpt = Annotated[
-    Path | None, typer.Option(help="A provider request body, paired with --response.")
-]
-ResponseOpt = Annotated[
-    Path | None, typer.Option(help="A provider response body (JSON, or SSE for a stream).")
-]
-StrictOpt = Annotated[
-    bool, typer.Option("--strict", help="Stop at the first corrupt line or document.")
-]
-JsonOpt = Annotated[bool, json_flag("Print the summary as JSON (for scripts).")]
-ProgressOpt = Annotated[
-    bool | None,
-    typer.Option("--progress/--no-progress", help="Progress bars (default: on a terminal)."),
-]
-
-
-# Text, not int: an int option has typer import pydantic (cli/values.py), a sixth of a small
-# conversion's start-up.
-WorkersOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--workers",
-        metavar="N",
-        envvar="LITHIFY_CONVERT_WORKERS",
-        help="Worker processes converting beside this one (0: this one alone). "
-        "Default: one per further core, at most 3, for 32 MB of input or more.",
-        show_default=False,
-    ),
-]
-
-SplitOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--split-bytes",
-        hidden=True,
-        help="JSON lines inputs larger than this are several tasks (--engine ray) or jobs "
-        "(--workers).",
-    ),
-]
+paths_argument = argument(
+    "paths",
+    many=True,
+    help="Files, folders or URLs (s3://bucket/prefix/, any pyarrow.fs or fsspec one): "
+    "OTLP (.json, .jsonl, .pb), provider bodies, SSE.",
+)
+_PATH = click.Path(path_type=Path)
+request_option = option(
+    "--request", type=_PATH, help="A provider request body, paired with --response."
+)
+response_option = option(
+    "--response", type=_PATH, help="A provider response body (JSON, or SSE for a stream)."
+)
+strict_option = option("--strict", is_flag=True, help="Stop at the first corrupt line or document.")
+json_option = json_flag("Print the summary as JSON (for scripts).")
+progress_option = option(
+    "--progress/--no-progress", default=None, help="Progress bars (default: on a terminal)."
+)
+# Text: `_whole` says what a bad value is, in the words of the other checks.
+workers_option = option(
+    "--workers",
+    metavar="N",
+    envvar="LITHIFY_CONVERT_WORKERS",
+    help="Worker processes converting beside this one (0: this one alone). "
+    "Default: one per further core, at most 3, for 32 MB of input or more.",
+    show_default=False,
+)
+split_option = option(
+    "--split-bytes",
+    hidden=True,
+    help="JSON lines inputs larger than this are several tasks (--engine ray) or jobs (--workers).",
+)
 
 
 def _check_urls(paths: list[str] | None) -> None:
@@ -183,7 +182,7 @@ def _no_filesystem(e: Exception) -> NoReturn:
     from rich.markup import escape
 
     err.print(f"[red]{escape(str(e))}[/]")
-    raise typer.Exit(Exit.USAGE)
+    leave(Exit.USAGE)
 
 
 def _pipeline(
@@ -204,10 +203,10 @@ def _pipeline(
 
     if source not in FORMATS:
         err.print(f"[red]unknown --from {source!r}[/]; choose one of: {', '.join(FORMATS)}")
-        raise typer.Exit(Exit.USAGE)
+        leave(Exit.USAGE)
     if not paths and request is None and response is None:
         err.print("[red]nothing to read:[/] give PATH… or --request/--response")
-        raise typer.Exit(Exit.USAGE)
+        leave(Exit.USAGE)
     _check_urls(paths)
     options = {"fmt": source, "strict": strict, "request": request, "response": response}
 
@@ -242,27 +241,41 @@ def _pipeline(
             return go(_progress_factory(bars))
     except StrictError as e:
         err.print(f"[red]corrupt input (--strict):[/] {e.skip.detail}")
-        raise typer.Exit(Exit.STRICT) from None
+        leave(Exit.STRICT)
 
 
+@click.command("convert")
+@paths_argument
+@source_option
+@option(
+    "--output",
+    "-o",
+    default="-",
+    help="Facts JSONL file ('-' for stdout).",
+    envvar="LITHIFY_OUTPUT",
+)
+@request_option
+@response_option
+@strict_option
+@json_option
+@progress_option
+@engine_option
+@ray_address_option
+@split_option
+@workers_option
 def convert_cmd(
-    paths: PathsArg = None,
-    source: SourceOpt = "auto",
-    output: Annotated[
-        str,
-        typer.Option(
-            "--output", "-o", help="Facts JSONL file ('-' for stdout).", envvar="LITHIFY_OUTPUT"
-        ),
-    ] = "-",
-    request: RequestOpt = None,
-    response: ResponseOpt = None,
-    strict: StrictOpt = False,
-    as_json: JsonOpt = False,
-    progress: ProgressOpt = None,
-    engine: EngineOpt = "local",
-    ray_address: RayAddressOpt = None,
-    split_bytes: SplitOpt = None,
-    workers: WorkersOpt = None,
+    paths: list[str] | None,
+    source: str,
+    output: str,
+    request: Path | None,
+    response: Path | None,
+    strict: bool,
+    as_json: bool,
+    progress: bool | None,
+    engine: str,
+    ray_address: str | None,
+    split_bytes: str | None,
+    workers: str | None,
 ) -> None:
     """Convert telemetry and provider payloads into canonical facts, one JSON object per line.
 
@@ -275,7 +288,7 @@ def convert_cmd(
 
     if is_url(output):
         err.print("[red]-o takes a local file or folder:[/] writing to a URL is not done yet")
-        raise typer.Exit(Exit.USAGE)
+        leave(Exit.USAGE)
     split = _whole(split_bytes, "--split-bytes", 1)
     count = _whole(workers, "--workers", 0)
     if check_engine(engine):
@@ -298,24 +311,35 @@ def convert_cmd(
     to_stdout = output == "-"
     if as_json:
         data = orjson.dumps(summary.to_json(), option=orjson.OPT_INDENT_2).decode()
-        (err.print if to_stdout else typer.echo)(data)
+        (err.print if to_stdout else click.echo)(data)
     else:
         _summary_table(summary, "stdout" if to_stdout else output)
     if summary.unreadable:
-        raise typer.Exit(Exit.UNREADABLE)
+        leave(Exit.UNREADABLE)
 
 
+@click.command("import")
+@paths_argument
+@store_option
+@source_option
+@request_option
+@response_option
+@strict_option
+@json_option
+@progress_option
+@workers_option
+@split_option
 def import_cmd(
-    paths: PathsArg = None,
-    store_url: StoreOpt = None,
-    source: SourceOpt = "auto",
-    request: RequestOpt = None,
-    response: ResponseOpt = None,
-    strict: StrictOpt = False,
-    as_json: JsonOpt = False,
-    progress: ProgressOpt = None,
-    workers: WorkersOpt = None,
-    split_bytes: SplitOpt = None,
+    paths: list[str] | None,
+    store: str | None,
+    source: str,
+    request: Path | None,
+    response: Path | None,
+    strict: bool,
+    as_json: bool,
+    progress: bool | None,
+    workers: str | None,
+    split_bytes: str | None,
 ) -> None:
     """Import whatever `lithify convert` reads (and feedback documents), or what it writes (fact files, plain or .gz), into the fact store.
 
@@ -328,17 +352,17 @@ def import_cmd(
 
     count = _whole(workers, "--workers", 0)
     split = _whole(split_bytes, "--split-bytes", 1)
-    with opened_store(store_url) as store:
-        sink = StoreSink(store)
+    with opened_store(store) as opened:
+        sink = StoreSink(opened)
         parallel = functools.partial(import_parallel, sink=sink, workers=count, job_bytes=split)
         summary = _pipeline(
             paths, sink, source=source, strict=strict, request=request, response=response,
             progress=progress, parallel=parallel,
         )  # fmt: skip
-        url = store.url
+        url = opened.url
     report = {"store": url, **summary.to_json(), **sink.counts()}
     if as_json:
-        typer.echo(orjson.dumps(report, option=orjson.OPT_INDENT_2).decode())
+        click.echo(orjson.dumps(report, option=orjson.OPT_INDENT_2).decode())
     else:
         _summary_table(summary, url)
         err.print(
@@ -358,7 +382,7 @@ def import_cmd(
         if summary.facts and not sink.stored and not sink.variants:
             err.print("nothing new: every fact was already in the store")
     if summary.unreadable:
-        raise typer.Exit(Exit.UNREADABLE)
+        leave(Exit.UNREADABLE)
 
 
 def _whole(text: str | None, flag: str, least: int) -> int | None:
@@ -367,7 +391,7 @@ def _whole(text: str | None, flag: str, least: int) -> int | None:
         return None
     if not text.strip().isdigit() or int(text) < least:
         err.print(f"[red]{flag} takes a whole number, at least {least}[/]")
-        raise typer.Exit(Exit.USAGE)
+        leave(Exit.USAGE)
     return int(text)
 
 
@@ -391,10 +415,10 @@ def _convert_ray(
 
     if output == "-" or request is not None or response is not None or not paths:
         err.print("[red]--engine ray converts PATH… into a folder: give -o DIR[/]")
-        raise typer.Exit(Exit.USAGE)
+        leave(Exit.USAGE)
     if source not in FORMATS:
         err.print(f"[red]unknown --from {source!r}[/]; choose one of: {', '.join(FORMATS)}")
-        raise typer.Exit(Exit.USAGE)
+        leave(Exit.USAGE)
     split = SPLIT_BYTES if split_bytes is None else split_bytes
     _check_urls(paths)
     try:
@@ -404,7 +428,7 @@ def _convert_ray(
         _no_filesystem(e)
     except RayMissing as e:
         err.print(f"[red]{escape(str(e))}[/]")
-        raise typer.Exit(Exit.USAGE) from None
+        leave(Exit.USAGE)
     except StrictError as e:
         err.print(f"[red]corrupt input (--strict):[/] {e.skip.detail}")
-        raise typer.Exit(Exit.STRICT) from None
+        leave(Exit.STRICT)

@@ -6,12 +6,12 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING
 
-import typer
+import click
 
 from lithify.cli.exits import Exit
-from lithify.cli.options import StoreOpt, err, json_flag, json_text
+from lithify.cli.options import err, json_flag, json_text, leave, option, store_option
 
 if TYPE_CHECKING:
     from lithify.export import ExportSummary
@@ -28,23 +28,28 @@ def example_files() -> list[Path]:
     return sorted(Path(str(p)) for p in root.iterdir() if p.name.endswith((".json", ".pb")))
 
 
-def demo_cmd(
-    out_dir: Annotated[
-        Path, typer.Option("--output", "-o", help="Folder for the demo's output.")
-    ] = Path("lithify-demo"),
-    store_url: StoreOpt = None,
-    as_json: Annotated[bool, json_flag("Print the summary as JSON.")] = False,
-) -> None:
+@click.command("demo")
+@option(
+    "--output",
+    "-o",
+    "out_dir",
+    type=click.Path(path_type=Path),
+    default=Path("lithify-demo"),
+    help="Folder for the demo's output.",
+)
+@store_option
+@json_flag("Print the summary as JSON.")
+def demo_cmd(out_dir: Path, store: str | None, as_json: bool) -> None:
     """The main job on the shipped example telemetry: import it into the store, derive the sessions, and export SFT and NeMo Gym rows into a folder."""
     from lithify.store import StoreError
 
     try:
-        result = run_demo(example_files(), out_dir, store_url)
+        result = run_demo(example_files(), out_dir, store)
     except StoreError as e:
         err.print(f"[red]store error:[/] {e}")
-        raise typer.Exit(Exit.STORE) from None
+        leave(Exit.STORE)
     if as_json:
-        typer.echo(json_text(result))
+        click.echo(json_text(result))
         return
     print_demo(result)
 

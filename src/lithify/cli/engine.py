@@ -5,20 +5,17 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Annotated, Any
-
-import typer
+from typing import Any
 
 from lithify.cli.exits import Exit
-from lithify.cli.options import err
+from lithify.cli.options import err, leave, option
 
-EngineOpt = Annotated[
-    str, typer.Option(help="local, or ray: run on a Ray cluster (docs/scale.md).")
-]
-RayAddressOpt = Annotated[
-    str | None,
-    typer.Option(help="Ray cluster to join (default: start a local Ray).", envvar="RAY_ADDRESS"),
-]
+engine_option = option(
+    "--engine", default="local", help="local, or ray: run on a Ray cluster (docs/scale.md)."
+)
+ray_address_option = option(
+    "--ray-address", help="Ray cluster to join (default: start a local Ray).", envvar="RAY_ADDRESS"
+)
 RAY_EXTRA = "pip install 'lithify[ray]'"
 
 
@@ -63,5 +60,5 @@ def check_engine(engine: str) -> bool:
     """Whether ``engine`` is ray (exit 2 for one that is neither)."""
     if engine not in ("local", "ray"):
         err.print("[red]--engine must be local or ray[/]")
-        raise typer.Exit(Exit.USAGE)
+        leave(Exit.USAGE)
     return engine == "ray"

@@ -11,7 +11,7 @@ class Exit(IntEnum):
     # bind its address, a token name is taken.
     UNREADABLE = 1
     FAILED = 1
-    USAGE = 2  # typer/click's own code for bad usage
+    USAGE = 2  # click's own code for bad usage
     STRICT = 3  # a corrupt unit under --strict
     STORE = 4  # the store cannot be opened or reached
     NOT_FOUND = 5  # a named fact or token does not exist

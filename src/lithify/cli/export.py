@@ -9,22 +9,29 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING
 
-import typer
+import click
 
-from lithify.cli.engine import EngineOpt, RayAddressOpt, RayMissing, check_engine, ray_session
+from lithify.cli.engine import (
+    RayMissing,
+    check_engine,
+    engine_option,
+    ray_address_option,
+    ray_session,
+)
 from lithify.cli.exits import Exit
 from lithify.cli.options import (
-    ModelOpt,
-    SessionOpt,
-    StoreOpt,
-    UntilOpt,
+    argument,
     err,
     fact_filter,
     json_flag,
     json_text,
+    leave,
+    option,
+    repeatable,
     stderr,
+    store_option,
 )
 
 if TYPE_CHECKING:
@@ -116,131 +123,133 @@ def _warn_placeholders(summary: ExportSummary) -> None:
         )
 
 
+@click.command("export")
+@argument("kind", help=f"Row kind: {', '.join(KINDS)}.", required=False, default=None)
+@option(
+    "--output",
+    "-o",
+    "out_dir",
+    type=click.Path(path_type=Path),
+    help="Folder for train/eval files (default: ./export-KIND).",
+    envvar="LITHIFY_EXPORT_OUTPUT",
+)
+@store_option
+@repeatable(
+    "--facts",
+    "facts_files",
+    type=click.Path(path_type=Path),
+    help="Read facts (and feedback) from this JSONL file, not the store.",
+    envvar="LITHIFY_EXPORT_FACTS",
+)
+@option("--profile", default="canonical", help=f"Target trainer: {', '.join(PROFILES)}.")
+@option("--reasoning-key", help="Key of assistant reasoning: thinking or reasoning_content.")
+@option("--arguments", help="Tool-call arguments as an object or a JSON string.")
+@option("--shape", help="SFT rows: messages (default) or prompt-completion.")
+@option(
+    "--format", "fmt", default="jsonl", help="jsonl or parquet.", envvar="LITHIFY_EXPORT_FORMAT"
+)
+@option(
+    "--eval-fraction",
+    type=float,
+    default=0.0,
+    help="Share of sessions in the eval split (by a hash of the id).",
+)
+@repeatable("--where", help="Feedback filter, e.g. 'score>=0.8' (repeatable: all must hold).")
+@option("--reward", default="score", help="Feedback name used as reward and preference score.")
+@option(
+    "--keep-degraded/--no-keep-degraded",
+    default=False,
+    help="Also export rows from calls that lost content at conversion.",
+)
+@option(
+    "--images/--no-images",
+    default=False,
+    help="sft --profile trl: vision rows, an images column and image files "
+    "(docs/export.md, Media and server tools).",
+)
+@option(
+    "--max-inline-bytes",
+    type=int,
+    help="Largest blob a row may carry inline (data URLs); default 10 MiB.",
+)
+@repeatable(
+    "--drop-flag", help="Leave out rows carrying this quality flag (repeatable; docs/export.md)."
+)
+@repeatable(
+    "--keep-flag", help="Write rows carrying this quality flag, dropped by default (repeatable)."
+)
+@option(
+    "--tokenizer",
+    help="Count each row's tokens with this Hugging Face tokenizer: a folder, or a name "
+    "in the local cache (never downloaded; needs lithify[tokens]; docs/export.md, Token "
+    "budgets). With --images, the model's processor beside it counts each image's "
+    "tokens.",
+)
+@option("--max-tokens", type=int, help="--tokenizer: the most tokens a row may have (see --fit).")
+@option(
+    "--fit",
+    default="drop",
+    help="A row over --max-tokens: drop (counted as over_token_budget) or split (SFT "
+    "rows: cut at a turn boundary, keeping the system message and the latest turns).",
+)
+@repeatable("--session", help="Session id (repeatable).")
+@repeatable("--model", help="Model (repeatable).")
+@repeatable("--source", help="Translator that made the fact (repeatable).")
+@option("--since", help="From this time on (RFC 3339).")
+@option("--until", help="Before this time (RFC 3339).")
+@engine_option
+@ray_address_option
+@option(
+    "--partitions",
+    type=int,
+    help="--engine ray: partitions of the shuffles (sessions, shards).",
+)
+@option(
+    "--merge/--no-merge",
+    default=True,
+    help="--engine ray: merge the shards into train/eval files (else shards only).",
+)
+@option(
+    "--replay",
+    "replay_path",
+    type=click.Path(path_type=Path),
+    help="Make the export OUT_DIR/manifest.json records again and check it byte for byte.",
+)
+@json_flag("Print the summary as JSON.")
+@option("--progress/--no-progress", default=None, help="Progress bar (default: on a terminal).")
 def export_cmd(
-    kind: Annotated[
-        str | None, typer.Argument(help=f"Row kind: {', '.join(KINDS)}.", show_default=False)
-    ] = None,
-    out_dir: Annotated[
-        Path | None,
-        typer.Option(
-            "--output",
-            "-o",
-            help="Folder for train/eval files (default: ./export-KIND).",
-            envvar="LITHIFY_EXPORT_OUTPUT",
-        ),
-    ] = None,
-    store_url: StoreOpt = None,
-    facts_files: Annotated[
-        list[Path] | None,
-        typer.Option(
-            "--facts",
-            help="Read facts (and feedback) from this JSONL file, not the store.",
-            envvar="LITHIFY_EXPORT_FACTS",
-        ),
-    ] = None,
-    profile: Annotated[
-        str, typer.Option(help=f"Target trainer: {', '.join(PROFILES)}.")
-    ] = "canonical",
-    reasoning_key: Annotated[
-        str | None,
-        typer.Option(help="Key of assistant reasoning: thinking or reasoning_content."),
-    ] = None,
-    arguments: Annotated[
-        str | None, typer.Option(help="Tool-call arguments as an object or a JSON string.")
-    ] = None,
-    shape: Annotated[
-        str | None, typer.Option(help="SFT rows: messages (default) or prompt-completion.")
-    ] = None,
-    fmt: Annotated[
-        str, typer.Option("--format", help="jsonl or parquet.", envvar="LITHIFY_EXPORT_FORMAT")
-    ] = "jsonl",
-    eval_fraction: Annotated[
-        float, typer.Option(help="Share of sessions in the eval split (by a hash of the id).")
-    ] = 0.0,
-    where: Annotated[
-        list[str] | None,
-        typer.Option(help="Feedback filter, e.g. 'score>=0.8' (repeatable: all must hold)."),
-    ] = None,
-    reward: Annotated[
-        str, typer.Option(help="Feedback name used as reward and preference score.")
-    ] = "score",
-    keep_degraded: Annotated[
-        bool, typer.Option(help="Also export rows from calls that lost content at conversion.")
-    ] = False,
-    images: Annotated[
-        bool,
-        typer.Option(
-            help="sft --profile trl: vision rows, an images column and image files "
-            "(docs/export.md, Media and server tools)."
-        ),
-    ] = False,
-    max_inline_bytes: Annotated[
-        int | None,
-        typer.Option(help="Largest blob a row may carry inline (data URLs); default 10 MiB."),
-    ] = None,
-    drop_flag: Annotated[
-        list[str] | None,
-        typer.Option(
-            help="Leave out rows carrying this quality flag (repeatable; docs/export.md)."
-        ),
-    ] = None,
-    keep_flag: Annotated[
-        list[str] | None,
-        typer.Option(
-            help="Write rows carrying this quality flag, dropped by default (repeatable)."
-        ),
-    ] = None,
-    tokenizer: Annotated[
-        str | None,
-        typer.Option(
-            help="Count each row's tokens with this Hugging Face tokenizer: a folder, or a name "
-            "in the local cache (never downloaded; needs lithify[tokens]; docs/export.md, Token "
-            "budgets). With --images, the model's processor beside it counts each image's "
-            "tokens."
-        ),
-    ] = None,
-    max_tokens: Annotated[
-        int | None,
-        typer.Option(help="--tokenizer: the most tokens a row may have (see --fit)."),
-    ] = None,
-    fit: Annotated[
-        str,
-        typer.Option(
-            help="A row over --max-tokens: drop (counted as over_token_budget) or split (SFT "
-            "rows: cut at a turn boundary, keeping the system message and the latest turns)."
-        ),
-    ] = "drop",
-    session: SessionOpt = None,
-    model: ModelOpt = None,
-    source: Annotated[
-        list[str] | None, typer.Option(help="Translator that made the fact (repeatable).")
-    ] = None,
-    since: Annotated[str | None, typer.Option(help="From this time on (RFC 3339).")] = None,
-    until: UntilOpt = None,
-    engine: EngineOpt = "local",
-    ray_address: RayAddressOpt = None,
-    partitions: Annotated[
-        int | None,
-        typer.Option(help="--engine ray: partitions of the shuffles (sessions, shards)."),
-    ] = None,
-    merge: Annotated[
-        bool,
-        typer.Option(
-            help="--engine ray: merge the shards into train/eval files (else shards only)."
-        ),
-    ] = True,
-    replay_path: Annotated[
-        Path | None,
-        typer.Option(
-            "--replay",
-            help="Make the export OUT_DIR/manifest.json records again and check it byte for byte.",
-        ),
-    ] = None,
-    as_json: Annotated[bool, json_flag("Print the summary as JSON.")] = False,
-    progress: Annotated[
-        bool | None,
-        typer.Option("--progress/--no-progress", help="Progress bar (default: on a terminal)."),
-    ] = None,
+    kind: str | None,
+    out_dir: Path | None,
+    store: str | None,
+    facts_files: list[Path] | None,
+    profile: str,
+    reasoning_key: str | None,
+    arguments: str | None,
+    shape: str | None,
+    fmt: str,
+    eval_fraction: float,
+    where: list[str] | None,
+    reward: str,
+    keep_degraded: bool,
+    images: bool,
+    max_inline_bytes: int | None,
+    drop_flag: list[str] | None,
+    keep_flag: list[str] | None,
+    tokenizer: str | None,
+    max_tokens: int | None,
+    fit: str,
+    session: list[str] | None,
+    model: list[str] | None,
+    source: list[str] | None,
+    since: str | None,
+    until: str | None,
+    engine: str,
+    ray_address: str | None,
+    partitions: int | None,
+    merge: bool,
+    replay_path: Path | None,
+    as_json: bool,
+    progress: bool | None,
 ) -> None:
     """Export training rows: SFT conversations, NeMo Gym rows, preference pairs, RL rows.
 
@@ -260,10 +269,10 @@ def export_cmd(
     from lithify.store import default_store_path, open_store
 
     if replay_path is not None:
-        run_replay(replay_path, store_url, as_json)
+        run_replay(replay_path, store, as_json)
     if kind is None:
         err.print("[red]give a row kind, or --replay OUT_DIR/manifest.json[/]")
-        raise typer.Exit(Exit.USAGE)
+        leave(Exit.USAGE)
     options = ExportOptions(
         kind=kind,
         profile=profile,
@@ -287,7 +296,7 @@ def export_cmd(
         make_builder(options)  # reject bad options before reading anything
     except (ProfileError, WhereError) as e:
         err.print(f"[red]{e}[/]")
-        raise typer.Exit(Exit.USAGE) from None
+        leave(Exit.USAGE)
     target = out_dir if out_dir is not None else Path(f"export-{kind}")
     filters = fact_filter(session, model, source, since=since, until=until)
     show = sys.stderr.isatty() if progress is None else progress
@@ -300,17 +309,15 @@ def export_cmd(
         else:
             # The store, read by parts of whole sessions in Ray tasks that open it themselves:
             # a PostgreSQL URL on a cluster (a SQLite file only where every node sees it).
-            url = (
-                store_url or os.environ.get("LITHIFY_STORE") or f"sqlite:///{default_store_path()}"
-            )
-            with open_store(url) as store:  # provenance names it as a local export does
-                origin = cli_provenance(options, store=store_url or store.url, filters=filters)
+            url = store or os.environ.get("LITHIFY_STORE") or f"sqlite:///{default_store_path()}"
+            with open_store(url) as opened:  # provenance names it as a local export does
+                origin = cli_provenance(options, store=store or opened.url, filters=filters)
         summary = _run_ray(
             facts_files, target, options, filters, show, ray_address, partitions, merge, origin,
             url,
         )  # fmt: skip
         if as_json:
-            typer.echo(json_text(summary))
+            click.echo(json_text(summary))
         else:
             err.print(summary_table(summary))
         _warn_placeholders(summary)
@@ -320,12 +327,12 @@ def export_cmd(
             origin = cli_provenance(options, facts=facts_files, filters=filters)
             summary = _run(from_files(facts_files, filters), target, options, show, origin)
         else:
-            with open_store(store_url) as store:
-                url = store_url or getattr(store, "url", None)
+            with open_store(store) as opened:
+                url = store or getattr(opened, "url", None)
                 origin = cli_provenance(options, store=url, filters=filters)
-                summary = _run(from_store(store, filters), target, options, show, origin)
+                summary = _run(from_store(opened, filters), target, options, show, origin)
     if as_json:
-        typer.echo(json_text(summary))
+        click.echo(json_text(summary))
     else:
         err.print(summary_table(summary))
     _warn_placeholders(summary)
@@ -344,7 +351,7 @@ def _run(
             return export(selection, target, options, progress=tick, provenance=origin)
     except TokenizerError as e:  # the extra missing, a tokenizer not in the local cache
         err.print(f"[red]{escape(str(e))}[/]")
-        raise typer.Exit(Exit.USAGE) from None
+        leave(Exit.USAGE)
 
 
 def _tokenizer_ref(value: str | None) -> str | None:
@@ -395,7 +402,7 @@ def _run_ray(
             return done.summary
     except (RayMissing, TokenizerError) as e:  # no Ray; a tokenizer not here or on a node
         err.print(f"[red]{escape(str(e))}[/]")
-        raise typer.Exit(Exit.USAGE) from None
+        leave(Exit.USAGE)
 
 
 @contextmanager

@@ -3,23 +3,21 @@
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING
 
-import typer
+import click
 
 from lithify.cli.exits import Exit
 from lithify.cli.options import (
-    FactSourceOpt,
-    ModelOpt,
-    ProviderOpt,
-    SessionOpt,
-    SinceOpt,
-    StoreOpt,
-    UntilOpt,
+    argument,
     err,
     fact_filter,
+    filter_options,
     json_flag,
+    leave,
     opened_store,
+    option,
+    store_option,
 )
 
 if TYPE_CHECKING:
@@ -42,28 +40,34 @@ def _preview(call: InferenceCall) -> str:
     return ""
 
 
+@click.command("facts")
+@argument(
+    "fact_id",
+    help="Show this one fact (its inference_call_id) in full.",
+    required=False,
+    default=None,
+)
+@store_option
+@filter_options
+@option("--limit", type=int, default=50, help="At most this many facts (0: all).")
+@json_flag("Facts as JSON lines (the full facts): a fact file `lithify import` reads.")
+@option(
+    "--captures",
+    is_flag=True,
+    help="With an id: every stored capture of that call, the one exports use marked.",
+)
 def facts_cmd(
-    fact_id: Annotated[
-        str | None, typer.Argument(help="Show this one fact (its inference_call_id) in full.")
-    ] = None,
-    store_url: StoreOpt = None,
-    session: SessionOpt = None,
-    model: ModelOpt = None,
-    source: FactSourceOpt = None,
-    provider: ProviderOpt = None,
-    since: SinceOpt = None,
-    until: UntilOpt = None,
-    limit: Annotated[int, typer.Option(help="At most this many facts (0: all).")] = 50,
-    as_json: Annotated[
-        bool, json_flag("Facts as JSON lines (the full facts): a fact file `lithify import` reads.")
-    ] = False,
-    captures: Annotated[
-        bool,
-        typer.Option(
-            "--captures",
-            help="With an id: every stored capture of that call, the one exports use marked.",
-        ),
-    ] = False,
+    fact_id: str | None,
+    store: str | None,
+    session: list[str] | None,
+    model: list[str] | None,
+    source: list[str] | None,
+    provider: list[str] | None,
+    since: str | None,
+    until: str | None,
+    limit: int,
+    as_json: bool,
+    captures: bool,
 ) -> None:
     """List stored facts (newest last), or show one in full."""
     import orjson
@@ -74,30 +78,30 @@ def facts_cmd(
     from lithify.ingest.convert import JsonlSink
     from lithify.model import encode
 
-    with opened_store(store_url, existing=True) as store:
+    with opened_store(store, existing=True) as opened:
         if fact_id is not None and captures:
-            _show_captures(store.captures(fact_id), fact_id, store.url, as_json)
+            _show_captures(opened.captures(fact_id), fact_id, opened.url, as_json)
             return
         if fact_id is not None:
-            call = store.get_fact(fact_id)
+            call = opened.get_fact(fact_id)
             if call is None:
-                err.print(f"[red]no fact[/] {fact_id} in {store.url}")
-                raise typer.Exit(Exit.NOT_FOUND)
+                err.print(f"[red]no fact[/] {fact_id} in {opened.url}")
+                leave(Exit.NOT_FOUND)
             if as_json:  # a line of a fact file: `lithify import` reads it back exactly
                 sys.stdout.buffer.write(encode_line(call))
                 sys.stdout.buffer.flush()
             else:
-                typer.echo(orjson.dumps(orjson.loads(encode(call)), option=orjson.OPT_INDENT_2))
+                click.echo(orjson.dumps(orjson.loads(encode(call)), option=orjson.OPT_INDENT_2))
             return
         filters = fact_filter(session, model, source, provider, since, until, limit or None)
         if as_json:
             sink = JsonlSink(sys.stdout.buffer)  # a fact file, as `lithify convert` writes
-            for call in store.iter_facts(filters):
+            for call in opened.iter_facts(filters):
                 sink.fact(call)
             sink.flush()
             sys.stdout.buffer.flush()
             return
-        t = Table(show_header=True, header_style="bold", title=f"facts in {store.url}")
+        t = Table(show_header=True, header_style="bold", title=f"facts in {opened.url}")
         t.add_column("id", no_wrap=True)
         t.add_column("time (UTC)", no_wrap=True)
         t.add_column("model", overflow="fold")
@@ -105,7 +109,7 @@ def facts_cmd(
         t.add_column("tokens", justify="right", no_wrap=True)
         t.add_column("last part", overflow="ellipsis", no_wrap=True)
         shown = 0
-        for call in store.iter_facts(filters):
+        for call in opened.iter_facts(filters):
             shown += 1
             tin = "-" if call.input_tokens is None else str(call.input_tokens)
             tout = "-" if call.output_tokens is None else str(call.output_tokens)
@@ -117,7 +121,7 @@ def facts_cmd(
                 f"{tin}/{tout}",
                 _preview(call),
             )
-        total = store.count(fact_filter(session, model, source, provider, since, until, None))
+        total = opened.count(fact_filter(session, model, source, provider, since, until, None))
     Console().print(t)
     err.print(
         f"{shown} of {total} matching facts" + ("; --limit 0 shows all" if shown < total else "")
@@ -133,10 +137,10 @@ def _show_captures(found: list[StoredCapture], fact_id: str, url: str, as_json: 
 
     if not found:
         err.print(f"[red]no fact[/] {fact_id} in {url}")
-        raise typer.Exit(Exit.NOT_FOUND)
+        leave(Exit.NOT_FOUND)
     if as_json:
         for c in found:
-            typer.echo(
+            click.echo(
                 b'{"call_id":%s,"kept":%s,"fact":%s}'
                 % (encode(c.call_id), b"true" if c.first else b"false", encode(c.fact))
             )
@@ -163,24 +167,27 @@ def _show_captures(found: list[StoredCapture], fact_id: str, url: str, as_json: 
     )
 
 
+@click.command("stats")
+@store_option
+@filter_options
+@json_flag("Print the stats as JSON.")
+@option(
+    "--flags",
+    is_flag=True,
+    help="Also count the quality flags an SFT row of each call would carry (reads every "
+    "selected call; docs/export.md, Quality flags).",
+    envvar="LITHIFY_STATS_FLAGS",
+)
 def stats_cmd(
-    store_url: StoreOpt = None,
-    session: SessionOpt = None,
-    model: ModelOpt = None,
-    source: FactSourceOpt = None,
-    provider: ProviderOpt = None,
-    since: SinceOpt = None,
-    until: UntilOpt = None,
-    as_json: Annotated[bool, json_flag("Print the stats as JSON.")] = False,
-    flags: Annotated[
-        bool,
-        typer.Option(
-            "--flags",
-            help="Also count the quality flags an SFT row of each call would carry (reads every "
-            "selected call; docs/export.md, Quality flags).",
-            envvar="LITHIFY_STATS_FLAGS",
-        ),
-    ] = False,
+    store: str | None,
+    session: list[str] | None,
+    model: list[str] | None,
+    source: list[str] | None,
+    provider: list[str] | None,
+    since: str | None,
+    until: str | None,
+    as_json: bool,
+    flags: bool,
 ) -> None:
     """Counts of stored facts by model, provider, source, session and degradation reason, with tokens."""
     import dataclasses
@@ -194,19 +201,19 @@ def stats_cmd(
 
     selected = fact_filter(session, model, source, provider, since, until, None)
     flagged: Counter[str] = Counter()
-    with opened_store(store_url, existing=True) as store:
-        st = store.stats(selected)
-        url = store.url
+    with opened_store(store, existing=True) as opened:
+        st = opened.stats(selected)
+        url = opened.url
         if flags:
             from lithify.export.flags import call_flags
 
-            calls = store.iter_facts(dataclasses.replace(selected, order="session"))
+            calls = opened.iter_facts(dataclasses.replace(selected, order="session"))
             for _, found in call_flags(calls):
                 flagged.update(found)
     counted = {"flags": dict(sorted(flagged.items()))} if flags else {}
     if as_json:
         doc = {"store": url, **to_builtins(st), **counted}
-        typer.echo(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode())
+        click.echo(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode())
         return
     out = Console()
     out.print(

@@ -6,10 +6,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import typer
-
 from lithify.cli.exits import Exit
-from lithify.cli.options import err
+from lithify.cli.options import err, leave
 from lithify.core.factfile import InputError
 from lithify.export import RowInvalid
 from lithify.store import StoreError
@@ -24,14 +22,14 @@ def export_failures(doing: str, where: Path | str) -> Iterator[None]:
         yield
     except InputError as e:
         err.print(f"[red]unreadable:[/] {e}")
-        raise typer.Exit(Exit.UNREADABLE) from None
+        leave(Exit.UNREADABLE)
     except StoreError as e:
         err.print(f"[red]store error:[/] {e}")
-        raise typer.Exit(Exit.STORE) from None
+        leave(Exit.STORE)
     except RowInvalid as e:
         err.print(f"[red]bug: a row fails its schema; nothing was written.[/] {e}")
         err.print("Please report it with the facts of the source call ids above.")
-        raise typer.Exit(Exit.INVALID_ROW) from None
+        leave(Exit.INVALID_ROW)
     except OSError as e:
         err.print(f"[red]cannot {doing}[/] {where}: {e.strerror or e}")
-        raise typer.Exit(Exit.UNREADABLE) from None
+        leave(Exit.UNREADABLE)

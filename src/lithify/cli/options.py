@@ -3,11 +3,11 @@ filter options, --json."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
-import typer
+import click
 
 from lithify.cli.exits import Exit
 
@@ -42,29 +42,88 @@ class _Stderr:
 
 err: Console = _Stderr()  # type: ignore[assignment]
 
-StoreOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--store",
-        "-s",
-        help="Store URL: sqlite:///path.db, postgresql://… (default: the per-user SQLite file).",
-        envvar="LITHIFY_STORE",
-        show_default=False,
-    ),
-]
+F = TypeVar("F", bound=Callable[..., Any])
 
-SessionOpt = Annotated[list[str] | None, typer.Option("--session", help="Session id (repeatable).")]
-ModelOpt = Annotated[list[str] | None, typer.Option("--model", help="Model (repeatable).")]
-FactSourceOpt = Annotated[
-    list[str] | None,
-    typer.Option("--source", help="Translator that made the fact, e.g. otel-genai (repeatable)."),
-]
-ProviderOpt = Annotated[list[str] | None, typer.Option("--provider", help="Provider (repeatable).")]
-SinceOpt = Annotated[
-    str | None,
-    typer.Option(help="From this time on (RFC 3339, e.g. 2026-11-01 or 2026-11-01T12:00:00Z)."),
-]
-UntilOpt = Annotated[str | None, typer.Option(help="Before this time (RFC 3339).")]
+
+def option(*decls: str, **attrs: Any) -> Callable[[F], F]:
+    """``click.option`` as every lithify option is made: its environment variable shown in the
+    help (the one given, else the command's ``LITHIFY_<COMMAND>_<NAME>``)."""
+    attrs.setdefault("show_envvar", True)
+    return click.option(*decls, **attrs)
+
+
+def _list_or_none(ctx: Any, param: Any, value: Any) -> list[Any] | None:
+    return list(value) or None
+
+
+def repeatable(*decls: str, **attrs: Any) -> Callable[[F], F]:
+    """A repeatable option: the values given as a list, None when there is none."""
+    return option(*decls, multiple=True, callback=_list_or_none, **attrs)
+
+
+def argument(name: str, *, help: str, many: bool = False, **attrs: Any) -> Callable[[F], F]:
+    """``click.argument``; ``many``: any number of values, as a list (None when none)."""
+    if many:
+        attrs.update(nargs=-1, callback=_list_or_none)
+    return click.argument(name, help=help, **attrs)
+
+
+class Group(click.Group):
+    """A command group whose list gives each command's whole first paragraph (click cuts it
+    at the width)."""
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, summary(self.commands[name].help)) for name in self.list_commands(ctx)]
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+Group.group_class = Group
+
+
+def summary(help_text: str | None) -> str:
+    """The first paragraph of a command's help, on one line: what a command list shows."""
+    import inspect
+
+    return " ".join(inspect.cleandoc(help_text or "").split("\n\n")[0].split())
+
+
+def leave(code: int) -> NoReturn:
+    """End the command with exit code ``code`` (exits.py), what it had to say said."""
+    raise click.exceptions.Exit(code)
+
+
+store_option = option(
+    "--store",
+    "-s",
+    "store",
+    help="Store URL: sqlite:///path.db, postgresql://… (default: the per-user SQLite file).",
+    envvar="LITHIFY_STORE",
+    show_default=False,
+)
+
+
+def filter_options(f: F) -> F:
+    """The store filter options (``fact_filter``'s): --session, --model, --source, --provider,
+    --since, --until."""
+    for decorate in reversed(
+        (
+            repeatable("--session", help="Session id (repeatable)."),
+            repeatable("--model", help="Model (repeatable)."),
+            repeatable(
+                "--source", help="Translator that made the fact, e.g. otel-genai (repeatable)."
+            ),
+            repeatable("--provider", help="Provider (repeatable)."),
+            option(
+                "--since",
+                help="From this time on (RFC 3339, e.g. 2026-11-01 or 2026-11-01T12:00:00Z).",
+            ),
+            option("--until", help="Before this time (RFC 3339)."),
+        )
+    ):
+        f = decorate(f)
+    return f
 
 
 def fact_filter(
@@ -97,9 +156,10 @@ def json_text(value: Any) -> str:
     return msgspec.json.format(msgspec.json.encode(value), indent=2).decode()
 
 
-def json_flag(help: str) -> Any:
-    """``--json``, for scripts; ``LITHIFY_JSON=1`` turns it on for every command."""
-    return typer.Option("--json", help=help, envvar="LITHIFY_JSON")
+def json_flag(help: str) -> Callable[[F], F]:
+    """``--json``, for scripts (its value ``as_json``); ``LITHIFY_JSON=1`` turns it on for every
+    command."""
+    return option("--json", "as_json", is_flag=True, help=help, envvar="LITHIFY_JSON")
 
 
 def store_or_none(url: str | None, meanwhile: str) -> FactStore | None:
@@ -114,7 +174,7 @@ def store_or_none(url: str | None, meanwhile: str) -> FactStore | None:
         return None
     except StoreError as e:
         err.print(f"[red]cannot open the store:[/] {e}")
-        raise typer.Exit(Exit.STORE) from None
+        leave(Exit.STORE)
 
 
 @contextmanager
@@ -133,7 +193,7 @@ def opened_store(url: str | None, *, existing: bool = False) -> Iterator[FactSto
             yield store
     except StoreError as e:
         err.print(f"[red]store error:[/] {e}")
-        raise typer.Exit(Exit.STORE) from None
+        leave(Exit.STORE)
 
 
 def _refuse_missing_sqlite(url: str | None) -> None:
@@ -151,7 +211,7 @@ def _refuse_missing_sqlite(url: str | None) -> None:
             f"[red]no store at {path}:[/] nothing has been stored there (check --store or "
             "LITHIFY_STORE; `lithify serve`, `import`, `proxy` and `demo` create a store)"
         )
-        raise typer.Exit(Exit.STORE)
+        leave(Exit.STORE)
 
 
 @contextmanager
@@ -162,4 +222,4 @@ def server_exits() -> Iterator[None]:
     try:
         yield
     except ServerFailed:
-        raise typer.Exit(Exit.FAILED) from None
+        leave(Exit.FAILED)

@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
 
-import typer
+import click
 
 from lithify.cli.exits import Exit
-from lithify.cli.options import StoreOpt, err, server_exits, store_or_none
+from lithify.cli.options import (
+    err,
+    leave,
+    option,
+    repeatable,
+    server_exits,
+    store_option,
+    store_or_none,
+)
 
 # The stages are imported inside the functions: importing this module for `lithify --help`
 # costs none of them.
@@ -17,71 +24,85 @@ from lithify.cli.options import StoreOpt, err, server_exits, store_or_none
 def _listen(text: str) -> tuple[str, int]:
     host, sep, port = text.rpartition(":")
     if not sep or not port.isdigit() or not host:
-        raise typer.BadParameter(
+        raise click.BadParameter(
             f"{text!r}: use HOST:PORT, e.g. 127.0.0.1:8080", param_hint="--listen"
         )
     return host.strip("[]"), int(port)
 
 
+@click.command("proxy")
+@repeatable(
+    "--upstream",
+    "-u",
+    "upstream",
+    help="NAME=URL for openai, anthropic or gemini (repeatable); a bare NAME is the "
+    "provider's own API. A path prefix in the URL is kept.",
+    envvar="LITHIFY_PROXY_UPSTREAM",
+    show_default=False,
+    required=True,
+)
+@option(
+    "--listen",
+    help="HOST:PORT to listen on (port 0 picks one).",
+    envvar="LITHIFY_PROXY_LISTEN",
+    default="127.0.0.1:8080",
+)
+@store_option
+@option(
+    "--spool",
+    help="Spool folder (default: the store's own: FILE.proxy-spool beside a SQLite "
+    "store, proxy-spool-HASH in the per-user data folder for PostgreSQL). A spool is "
+    "recorded into the store it was first used with, never another.",
+    envvar="LITHIFY_PROXY_SPOOL",
+    show_default=False,
+    default=None,
+)
+@option(
+    "--spool-max-size",
+    help="Spool bound; past it, calls are forwarded but not recorded (and counted).",
+    envvar="LITHIFY_PROXY_SPOOL_MAX_SIZE",
+    default="1GiB",
+)
+@option(
+    "--max-body-size",
+    help="Largest request body forwarded.",
+    envvar="LITHIFY_MAX_BODY_SIZE",
+    default="100MiB",
+)
+@option(
+    "--max-record-size",
+    help="Larger requests or responses are forwarded but not recorded (and counted).",
+    envvar="LITHIFY_PROXY_MAX_RECORD_SIZE",
+    default="32MiB",
+)
+@option("--connect-timeout", type=float, help="Seconds to connect to an upstream.", default=10.0)
+@option(
+    "--read-timeout",
+    type=float,
+    help="Seconds an upstream may stay silent (before or during a response).",
+    default=600.0,
+)
+@option(
+    "--shutdown-timeout",
+    type=int,
+    help="Seconds to finish calls in flight on SIGTERM/SIGINT.",
+    default=30,
+)
+@option(
+    "--log-level", help="debug, info, warning or error.", envvar="LITHIFY_LOG_LEVEL", default="info"
+)
 def proxy_cmd(
-    upstream: Annotated[
-        list[str],
-        typer.Option(
-            "--upstream",
-            "-u",
-            help="NAME=URL for openai, anthropic or gemini (repeatable); a bare NAME is the "
-            "provider's own API. A path prefix in the URL is kept.",
-            envvar="LITHIFY_PROXY_UPSTREAM",
-            show_default=False,
-        ),
-    ],
-    listen: Annotated[
-        str,
-        typer.Option(
-            help="HOST:PORT to listen on (port 0 picks one).", envvar="LITHIFY_PROXY_LISTEN"
-        ),
-    ] = "127.0.0.1:8080",
-    store: StoreOpt = None,
-    spool: Annotated[
-        str | None,
-        typer.Option(
-            help="Spool folder (default: the store's own: FILE.proxy-spool beside a SQLite "
-            "store, proxy-spool-HASH in the per-user data folder for PostgreSQL). A spool is "
-            "recorded into the store it was first used with, never another.",
-            envvar="LITHIFY_PROXY_SPOOL",
-            show_default=False,
-        ),
-    ] = None,
-    spool_max_size: Annotated[
-        str,
-        typer.Option(
-            help="Spool bound; past it, calls are forwarded but not recorded (and counted).",
-            envvar="LITHIFY_PROXY_SPOOL_MAX_SIZE",
-        ),
-    ] = "1GiB",
-    max_body_size: Annotated[
-        str, typer.Option(help="Largest request body forwarded.", envvar="LITHIFY_MAX_BODY_SIZE")
-    ] = "100MiB",
-    max_record_size: Annotated[
-        str,
-        typer.Option(
-            help="Larger requests or responses are forwarded but not recorded (and counted).",
-            envvar="LITHIFY_PROXY_MAX_RECORD_SIZE",
-        ),
-    ] = "32MiB",
-    connect_timeout: Annotated[
-        float, typer.Option(help="Seconds to connect to an upstream.")
-    ] = 10.0,
-    read_timeout: Annotated[
-        float,
-        typer.Option(help="Seconds an upstream may stay silent (before or during a response)."),
-    ] = 600.0,
-    shutdown_timeout: Annotated[
-        int, typer.Option(help="Seconds to finish calls in flight on SIGTERM/SIGINT.")
-    ] = 30,
-    log_level: Annotated[
-        str, typer.Option(help="debug, info, warning or error.", envvar="LITHIFY_LOG_LEVEL")
-    ] = "info",
+    upstream: list[str],
+    listen: str,
+    store: str | None,
+    spool: str | None,
+    spool_max_size: str,
+    max_body_size: str,
+    max_record_size: str,
+    connect_timeout: float,
+    read_timeout: float,
+    shutdown_timeout: int,
+    log_level: str,
 ) -> None:
     """Forward model calls to the providers unchanged and record each one as a fact.
 
@@ -94,15 +115,15 @@ def proxy_cmd(
     from lithify.ingest.spool import SpoolOfAnotherStore, check_owner, default_spool, store_key
 
     if log_level.lower() not in ("debug", "info", "warning", "error"):
-        raise typer.BadParameter(f"unknown log level {log_level!r}", param_hint="--log-level")
+        raise click.BadParameter(f"unknown log level {log_level!r}", param_hint="--log-level")
     upstreams = {}
     for text in upstream:
         try:
             u = parse_upstream(text)
         except ValueError as e:
-            raise typer.BadParameter(str(e), param_hint="--upstream") from None
+            raise click.BadParameter(str(e), param_hint="--upstream") from None
         if u.name in upstreams:
-            raise typer.BadParameter(f"{u.name} is given twice", param_hint="--upstream")
+            raise click.BadParameter(f"{u.name} is given twice", param_hint="--upstream")
         upstreams[u.name] = u
         # The client's path already starts with the API version; a URL ending in it doubles it.
         if u.prefix.rstrip("/").endswith(("/v1", "/v1beta")):
@@ -112,7 +133,7 @@ def proxy_cmd(
             )
     for name, value in (("--connect-timeout", connect_timeout), ("--read-timeout", read_timeout)):
         if value <= 0:
-            raise typer.BadParameter("must be positive", param_hint=name)
+            raise click.BadParameter("must be positive", param_hint=name)
     host, port = _listen(listen)
     # A URL that can never work is an error now, not later; the recorder opens its own.
     probe = store_or_none(store, "; exchanges wait in the spool")
@@ -123,7 +144,7 @@ def proxy_cmd(
         check_owner(folder.absolute(), store_key(store))
     except SpoolOfAnotherStore as e:
         err.print(f"[red]refused:[/] {e}")
-        raise typer.Exit(Exit.USAGE) from None
+        leave(Exit.USAGE)
     if spool is None:
         _warn_of_the_shared_spool()
     config = ProxyConfig(

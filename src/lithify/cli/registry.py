@@ -1,25 +1,24 @@
-"""The commands `lithify --help` lists, and that page without typer (docs/development.md,
+"""The commands `lithify --help` lists, and that page without click (docs/development.md,
 Start-up).
 
-``COMMANDS`` registers every command by name; cli/commands.py makes the typer group from it and
+``COMMANDS`` registers every command by name; cli/commands.py makes the click group from it and
 from the texts here. The entry point answers a lone ``--help`` or ``-h`` with ``help_page``: the
-page that group prints, written as click's ``HelpFormatter`` writes it, since importing typer
-and making the group were most of what `lithify --help` cost. So this module imports nothing at
+page that group prints, written as click's ``HelpFormatter`` writes it, since importing click
+and making the group were half of what `lithify --help` cost. So this module imports nothing at
 its top, and only textwrap to write the page; tests/test_startup.py checks the page against the
 group's own at many widths.
 """
 
 from __future__ import annotations
 
-# The group's description and its options' help (the help option's is typer's own text).
+# The group's description and its options' help (the help option's is click's own text).
 HELP = "Turn LLM agent telemetry and provider traffic into canonical facts and training data."
 VERSION_HELP = "Show the version."
 HELP_OPTION_HELP = "Show this message and exit."
 
-# name: (module, attribute, summary), in the order `lithify --help` lists them (typer lists a group
-# such as `token` after the commands). The summary is the first paragraph of the command's help,
-# written out so that `lithify --help` imports no command module; tests/test_startup.py checks
-# each against the command's own.
+# name: (module, attribute, summary), in the order `lithify --help` lists them. The summary is
+# the first paragraph of the command's help, written out so that `lithify --help` imports no
+# command module; tests/test_startup.py checks each against the command's own.
 COMMANDS: dict[str, tuple[str, str, str]] = {
     "convert": (
         "lithify.cli.convert",

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import typer
+import click
 
 from lithify.cli.exits import Exit
 from lithify.cli.failures import export_failures
-from lithify.cli.options import err, json_text
+from lithify.cli.options import err, json_text, leave
 from lithify.export import from_files, from_store
 from lithify.export.replay import ReplayError, ReplayResult, describe, filters_of, load, replay
 from lithify.store import open_store
@@ -24,15 +24,15 @@ def run_replay(path: Path, store_url: str | None, as_json: bool) -> None:
             result = _replay(path, store_url)
     except ReplayError as e:
         err.print(f"[red]cannot replay:[/] {e}")
-        raise typer.Exit(Exit.USAGE) from None
+        leave(Exit.USAGE)
     if as_json:
-        typer.echo(json_text(result))
+        click.echo(json_text(result))
     elif result.identical:
         err.print(f"[green]identical:[/] {len(result.files)} files, byte for byte")
     else:
         for line in describe(result):
             err.print(line, markup=False, highlight=False)
-    raise typer.Exit(Exit.OK if result.identical else Exit.DIFFERS)
+    leave(Exit.OK if result.identical else Exit.DIFFERS)
 
 
 def _replay(path: Path, store_url: str | None) -> ReplayResult:

@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Annotated
 
-import typer
+import click
 
 from lithify.cli.exits import Exit
 from lithify.cli.options import (
-    StoreOpt,
+    Group,
+    argument,
     err,
     json_flag,
+    leave,
     opened_store,
+    option,
     server_exits,
+    store_option,
     store_or_none,
 )
 
@@ -28,77 +31,82 @@ def parse_size(text: str) -> int:
     """Bytes from ``20971520``, ``20MiB``, ``20M``, ``512KB``… (K/M/G are powers of 1024)."""
     m = _SIZE.match(text)
     if m is None:
-        raise typer.BadParameter(f"{text!r} is not a size (e.g. 20MiB, 512KiB, 1048576)")
+        raise click.BadParameter(f"{text!r} is not a size (e.g. 20MiB, 512KiB, 1048576)")
     n = float(m.group(1)) * 1024 ** " kmgt".index(m.group(2).lower() or " ")
     if n < 1:
-        raise typer.BadParameter("the size must be at least 1 byte")
+        raise click.BadParameter("the size must be at least 1 byte")
     return int(n)
 
 
+@click.command("serve")
+@store_option
+@option("--host", help="Address to listen on.", envvar="LITHIFY_HOST", default="127.0.0.1")
+@option("--port", type=int, help="Port (0 picks a free one).", envvar="LITHIFY_PORT", default=4318)
+@option(
+    "--grpc-port",
+    type=int,
+    help="OTLP/gRPC port, beside HTTP (0 turns gRPC off).",
+    envvar="LITHIFY_GRPC_PORT",
+    default=4317,
+)
+@option("--no-grpc", is_flag=True, help="Serve OTLP/HTTP only (as --grpc-port 0).")
+@option(
+    "--max-body-size",
+    help="Largest request body, on the wire and after decompression.",
+    envvar="LITHIFY_MAX_BODY_SIZE",
+    default="20MiB",
+)
+@option(
+    "--require-token",
+    is_flag=True,
+    help="Refuse ingest without a valid token even before any token exists.",
+    envvar="LITHIFY_REQUIRE_TOKEN",
+)
+@option(
+    "--workers",
+    type=int,
+    help="Translation worker processes (default: one per core; 0: threads in-process).",
+    envvar="LITHIFY_WORKERS",
+    show_default=False,
+    default=None,
+)
+@option(
+    "--max-inflight",
+    type=int,
+    help="Requests processed at once; more are answered 429.",
+    envvar="LITHIFY_MAX_INFLIGHT",
+    default=16,
+)
+@option(
+    "--retry-after",
+    type=int,
+    help="Retry-After seconds when the store is unavailable (503).",
+    envvar="LITHIFY_RETRY_AFTER",
+    default=2,
+)
+@option(
+    "--shutdown-timeout",
+    type=int,
+    help="Seconds to drain in-flight requests on SIGTERM/SIGINT.",
+    envvar="LITHIFY_SHUTDOWN_TIMEOUT",
+    default=30,
+)
+@option(
+    "--log-level", help="debug, info, warning or error.", envvar="LITHIFY_LOG_LEVEL", default="info"
+)
 def serve_cmd(
-    store: StoreOpt = None,
-    host: Annotated[
-        str, typer.Option(help="Address to listen on.", envvar="LITHIFY_HOST")
-    ] = "127.0.0.1",
-    port: Annotated[
-        int, typer.Option(help="Port (0 picks a free one).", envvar="LITHIFY_PORT")
-    ] = 4318,
-    grpc_port: Annotated[
-        int,
-        typer.Option(
-            help="OTLP/gRPC port, beside HTTP (0 turns gRPC off).", envvar="LITHIFY_GRPC_PORT"
-        ),
-    ] = 4317,
-    no_grpc: Annotated[
-        bool, typer.Option("--no-grpc", help="Serve OTLP/HTTP only (as --grpc-port 0).")
-    ] = False,
-    max_body_size: Annotated[
-        str,
-        typer.Option(
-            help="Largest request body, on the wire and after decompression.",
-            envvar="LITHIFY_MAX_BODY_SIZE",
-        ),
-    ] = "20MiB",
-    require_token: Annotated[
-        bool,
-        typer.Option(
-            "--require-token",
-            help="Refuse ingest without a valid token even before any token exists.",
-            envvar="LITHIFY_REQUIRE_TOKEN",
-        ),
-    ] = False,
-    workers: Annotated[
-        int | None,
-        typer.Option(
-            help="Translation worker processes (default: one per core; 0: threads in-process).",
-            envvar="LITHIFY_WORKERS",
-            show_default=False,
-        ),
-    ] = None,
-    max_inflight: Annotated[
-        int,
-        typer.Option(
-            help="Requests processed at once; more are answered 429.",
-            envvar="LITHIFY_MAX_INFLIGHT",
-        ),
-    ] = 16,
-    retry_after: Annotated[
-        int,
-        typer.Option(
-            help="Retry-After seconds when the store is unavailable (503).",
-            envvar="LITHIFY_RETRY_AFTER",
-        ),
-    ] = 2,
-    shutdown_timeout: Annotated[
-        int,
-        typer.Option(
-            help="Seconds to drain in-flight requests on SIGTERM/SIGINT.",
-            envvar="LITHIFY_SHUTDOWN_TIMEOUT",
-        ),
-    ] = 30,
-    log_level: Annotated[
-        str, typer.Option(help="debug, info, warning or error.", envvar="LITHIFY_LOG_LEVEL")
-    ] = "info",
+    store: str | None,
+    host: str,
+    port: int,
+    grpc_port: int,
+    no_grpc: bool,
+    max_body_size: str,
+    require_token: bool,
+    workers: int | None,
+    max_inflight: int,
+    retry_after: int,
+    shutdown_timeout: int,
+    log_level: str,
 ) -> None:
     """Receive OTLP traces and logs over HTTP (protobuf or JSON, gzip) and gRPC; store their facts.
 
@@ -110,12 +118,12 @@ def serve_cmd(
     from lithify.ingest.receiver import ServeConfig, serve
 
     if log_level.lower() not in ("debug", "info", "warning", "error"):
-        raise typer.BadParameter(f"unknown log level {log_level!r}", param_hint="--log-level")
+        raise click.BadParameter(f"unknown log level {log_level!r}", param_hint="--log-level")
     for name, value in (("--max-inflight", max_inflight), ("--retry-after", retry_after)):
         if value < 1:
-            raise typer.BadParameter("must be at least 1", param_hint=name)
+            raise click.BadParameter("must be at least 1", param_hint=name)
     if not 0 <= grpc_port <= 65535:
-        raise typer.BadParameter("a port is 0 to 65535", param_hint="--grpc-port")
+        raise click.BadParameter("a port is 0 to 65535", param_hint="--grpc-port")
     config = ServeConfig(
         store=store,
         host=host,
@@ -134,17 +142,20 @@ def serve_cmd(
         serve(config, opened, log_level=log_level.lower())
 
 
-token_app = typer.Typer(
+@click.group(
+    "token",
+    cls=Group,
     help="Ingest tokens for `lithify serve` (Authorization: Bearer <token>).",
     no_args_is_help=True,
 )
+def token_app() -> None:
+    pass
 
 
 @token_app.command("create")
-def token_create(
-    name: Annotated[str, typer.Argument(help="A name to tell the token apart (e.g. a service).")],
-    store: StoreOpt = None,
-) -> None:
+@argument("name", help="A name to tell the token apart (e.g. a service).")
+@store_option
+def token_create(name: str, store: str | None) -> None:
     """Create a token and print it ONCE on stdout; only its SHA-256 is stored.
 
     Once any token exists, `lithify serve` refuses ingest without a valid one.
@@ -158,14 +169,14 @@ def token_create(
             s.create_token(name, token_hash(token), token_prefix(token))
         except TokenExists as e:
             err.print(f"[red]{e}[/]")
-            raise typer.Exit(Exit.FAILED) from None
+            leave(Exit.FAILED)
         except ValueError as e:
             err.print(f"[red]invalid token name:[/] {e}")
-            raise typer.Exit(Exit.USAGE) from None
+            leave(Exit.USAGE)
         except StoreError as e:
             err.print(f"[red]cannot create the token:[/] {e}")
-            raise typer.Exit(Exit.STORE) from None
-    typer.echo(token)
+            leave(Exit.STORE)
+    click.echo(token)
     err.print(
         f"Token [bold]{name}[/] created. It is shown only now: keep it secret. Exporters send it "
         "as a header, e.g. OTEL_EXPORTER_OTLP_HEADERS='Authorization=Bearer%20<token>'. "
@@ -174,10 +185,9 @@ def token_create(
 
 
 @token_app.command("list")
-def token_list(
-    store: StoreOpt = None,
-    as_json: Annotated[bool, json_flag("Print JSON.")] = False,
-) -> None:
+@store_option
+@json_flag("Print JSON.")
+def token_list(store: str | None, as_json: bool) -> None:
     """List tokens (names, prefixes, dates; never the tokens)."""
     import orjson
     from rich.console import Console
@@ -190,9 +200,9 @@ def token_list(
             tokens = s.list_tokens()
         except StoreError as e:
             err.print(f"[red]cannot list tokens:[/] {e}")
-            raise typer.Exit(Exit.STORE) from None
+            leave(Exit.STORE)
     if as_json:
-        typer.echo(
+        click.echo(
             orjson.dumps(
                 [
                     {
@@ -220,10 +230,9 @@ def token_list(
 
 
 @token_app.command("revoke")
-def token_revoke(
-    name: Annotated[str, typer.Argument(help="The token's name.")],
-    store: StoreOpt = None,
-) -> None:
+@argument("name", help="The token's name.")
+@store_option
+def token_revoke(name: str, store: str | None) -> None:
     """Revoke a token: a running `lithify serve` refuses it within seconds."""
     from lithify.store import StoreError
 
@@ -232,8 +241,8 @@ def token_revoke(
             n = s.revoke_token(name)
         except StoreError as e:
             err.print(f"[red]cannot revoke the token:[/] {e}")
-            raise typer.Exit(Exit.STORE) from None
+            leave(Exit.STORE)
     if not n:
         err.print(f"[red]no active token named {name!r}[/]")
-        raise typer.Exit(Exit.NOT_FOUND)
+        leave(Exit.NOT_FOUND)
     err.print(f"Token [bold]{name}[/] revoked.")
