@@ -336,3 +336,36 @@ def test_convert_of_protobuf_imports_protobuf(tmp_path: Path) -> None:
     loaded = _loaded("convert", str(pb), "-o", str(tmp_path / "facts.jsonl"), "--json")
     assert {"google.protobuf", "opentelemetry.proto"} <= loaded
     assert (tmp_path / "facts.jsonl").read_bytes().startswith(b'{"inference_call_id":')
+
+
+def test_exit_finalizes_what_the_run_left_then_skips_the_rest(tmp_path: Path) -> None:
+    """At exit the entry point collects what the run left behind, so a finalizer in a cycle
+    still runs (a writer's last flush, say), and then freezes what is alive, so that the
+    interpreter's teardown does not walk every module's objects again (cli/__init__._settle)."""
+    src = CORPUS / "otlp" / "util_genai_openai_v2_chat_tool_call.otlp.json"
+    probe = (
+        "import atexit, gc, sys\n"
+        "out = sys.argv[1]\n"
+        "def frozen():\n"  # registered before main's handler: runs after it
+        "    open(out + '.frozen', 'w').write(str(gc.get_freeze_count()))\n"
+        "atexit.register(frozen)\n"
+        "class Cycle:\n"
+        "    def __init__(self):\n"
+        "        self.me = self\n"
+        "    def __del__(self):\n"
+        "        open(out + '.finalized', 'w').write('yes')\n"
+        "gc.disable()\n"  # no collection before exit but the entry point's own
+        "Cycle()\n"
+        "sys.argv = ['lithify', *sys.argv[2:]]\n"
+        "from lithify.cli import main\n"
+        "main()\n"
+    )
+    out = tmp_path / "probe"
+    args = ["convert", str(src), "-o", str(tmp_path / "facts.jsonl")]
+    done = subprocess.run(
+        [sys.executable, "-c", probe, str(out), *args], capture_output=True, check=False, env={}
+    )
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "probe.finalized").read_text() == "yes"
+    assert int((tmp_path / "probe.frozen").read_text()) > 10_000
+    assert (tmp_path / "facts.jsonl").read_bytes().startswith(b'{"inference_call_id":')

@@ -25,9 +25,25 @@ def main() -> None:  # the console entry point
         return
     if sys.argv[1:] in (["--help"], ["-h"]) and _help():
         return
+    import atexit
+
     from lithify.cli.commands import app
 
+    atexit.unregister(_settle)  # one, however often main runs in a process (tests)
+    atexit.register(_settle)  # first, so it runs last of the exit handlers
     app()
+
+
+def _settle() -> None:
+    """At exit, before the interpreter tears its modules down: collect what the run left
+    behind (so that every finalizer runs, as the teardown would run it), then freeze what is
+    still alive. The teardown's own collections then skip the tens of thousands of objects the
+    imported modules hold, a tenth of what a short command cost (docs/development.md,
+    Start-up)."""
+    import gc
+
+    gc.collect()
+    gc.freeze()
 
 
 def _help() -> bool:
