@@ -8,9 +8,10 @@ import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Protocol
+
+import msgspec
 
 from lithify.core.factfile import InputError, write_line
 from lithify.ingest.files import Located, expand, read_file, read_pair
@@ -25,19 +26,18 @@ class StrictError(Exception):
         self.skip = skip
 
 
-@dataclass
-class Summary:
+class Summary(msgspec.Struct):
     inputs: int = 0
     units: int = 0
     facts: int = 0
     feedback: int = 0
-    skipped: Counter[str] = field(default_factory=Counter)
-    degradations: Counter[str] = field(default_factory=Counter)
+    skipped: Counter[str] = msgspec.field(default_factory=Counter)
+    degradations: Counter[str] = msgspec.field(default_factory=Counter)
     facts_with_degradations: int = 0
-    unreadable: list[str] = field(default_factory=list)
-    corrupt: list[str] = field(default_factory=list)
+    unreadable: list[str] = msgspec.field(default_factory=list)
+    corrupt: list[str] = msgspec.field(default_factory=list)
     # Why each input that gave no fact at all gave none: {path: {reason: count}}.
-    no_fact_inputs: dict[str, dict[str, int]] = field(default_factory=dict)
+    no_fact_inputs: dict[str, dict[str, int]] = msgspec.field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {

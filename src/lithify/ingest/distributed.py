@@ -17,9 +17,10 @@ from __future__ import annotations
 import os
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import replace
 from pathlib import Path
 from typing import Any, NamedTuple
+
+import msgspec
 
 from lithify.ingest.convert import MAX_LISTED, JsonlSink, StrictError, Summary, open_output, run
 from lithify.ingest.files import LineRange, expand, splittable
@@ -191,7 +192,7 @@ class Merger:
             detail = renumber(result.detail, self._name, self._offset)
             raise StrictError(Skip(result.reason, detail))
         # The input counts once, its empty-input reason once for all its ranges (_end_file).
-        part = replace(
+        part = msgspec.structs.replace(
             result,
             inputs=int(self._ranges == 0),
             corrupt=[renumber(c, self._name, self._offset) for c in result.corrupt],

@@ -17,9 +17,10 @@ import gzip
 import io
 import os
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, TypeAlias
+
+import msgspec
 
 from lithify.core.factfile import (
     FactLineError,
@@ -55,8 +56,7 @@ JSONL_SUFFIXES = {".jsonl", ".ndjson"}
 SSE_SUFFIXES = {".sse"}
 
 
-@dataclass(slots=True, frozen=True)
-class Located:
+class Located(msgspec.Struct, frozen=True):
     location: str
     result: Result
     # The result holds no NaN or ±Infinity: its unit was decoded the typed OTLP/JSON way, which
@@ -64,8 +64,7 @@ class Located:
     finite: bool = False
 
 
-@dataclass(slots=True)
-class LineRange:
+class LineRange(msgspec.Struct):
     """The lines of a JSON lines input ``file`` that start in its bytes ``[start, end)``
     (``owned_lines``), numbered from 1 at the first of them. Once read, ``lines`` is how many
     it held, blank ones included: the next range's first line is that many lines on."""

@@ -18,10 +18,11 @@ import gzip
 import io
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import IO, TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
+
+import msgspec
 
 if TYPE_CHECKING:
     from pyarrow.fs import FileSystem
@@ -98,8 +99,7 @@ def filesystem(url: str) -> tuple[FileSystem, str]:
     return pafs.PyFileSystem(pafs.FSSpecHandler(fs)), path
 
 
-@dataclass(frozen=True, slots=True)
-class RemoteFile:
+class RemoteFile(msgspec.Struct, frozen=True):
     """One file under a URL. ``url`` is the URL as given (it opens the filesystem and may hold
     credentials); ``path`` the file's path in that filesystem; ``name`` what summaries and
     errors call it. ``size`` is None for a file not found, ``error`` says why a URL could

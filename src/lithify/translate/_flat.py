@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import suppress
-from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
 import orjson
 
 from lithify.core.hashing import stable_hash
@@ -75,25 +75,25 @@ KNOWN_BLOCKS = (
 _ROLE_ALIASES = {"function": "tool", "model": "assistant", "computer-call": "tool"}
 
 
-@dataclass(slots=True)
-class PendingResult:
+class PendingResult(msgspec.Struct):
     """A tool result whose call id may still have to be recovered by pairing."""
 
     id: str | None
     name: str | None
     result: Any
-    media: list[Part] = field(default_factory=list)  # what the tool returned beside the result
+    media: list[Part] = msgspec.field(
+        default_factory=list
+    )  # what the tool returned beside the result
 
 
 Piece = Part | PendingResult
 
 
-@dataclass(slots=True)
-class Draft:
+class Draft(msgspec.Struct):
     """One source message before tool results are split out and paired."""
 
     role: str
-    parts: list[Piece] = field(default_factory=list)
+    parts: list[Piece] = msgspec.field(default_factory=list)
     finish_reason: str | None = None
     thinking: bool = False  # an OpenLLMetry "thinking" completion, split from its answer
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
 import orjson
 
 from lithify.core.times import ns_to_rfc3339
@@ -39,17 +39,16 @@ from lithify.translate.openai_common import (
 )
 
 
-@dataclass(slots=True)
-class Content:
+class Content(msgspec.Struct):
     """What a convention extractor found on one span or event group."""
 
     source: str
-    input_messages: list[Message] = field(default_factory=list)
-    output_messages: list[Message] = field(default_factory=list)
-    tools: list[ToolDefinition] = field(default_factory=list)
+    input_messages: list[Message] = msgspec.field(default_factory=list)
+    output_messages: list[Message] = msgspec.field(default_factory=list)
+    tools: list[ToolDefinition] = msgspec.field(default_factory=list)
     # Metadata fields the convention reads itself (provider, model, request, tokens,
     # model_call_id), replacing what the shared keys give (``metadata``).
-    metadata: dict[str, Any] = field(default_factory=dict)
+    metadata: dict[str, Any] = msgspec.field(default_factory=dict)
 
 
 # ---------------------------------------------------------------------------------------------

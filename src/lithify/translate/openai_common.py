@@ -14,9 +14,10 @@ from __future__ import annotations
 import base64
 import binascii
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote_to_bytes
+
+import msgspec
 
 from lithify.core.times import seconds_to_rfc3339
 from lithify.core.values import as_float, as_int
@@ -35,8 +36,7 @@ from lithify.translate._common import (
 from lithify.translate.sse import SSEEvent, iter_events, raw_stream
 
 
-@dataclass(frozen=True, slots=True)
-class Api:
+class Api(msgspec.Struct, frozen=True):
     """Where one OpenAI API keeps the fields every exchange has."""
 
     name: str
@@ -308,8 +308,7 @@ def freeform_arguments(value: Any, deg: Degradations) -> dict[str, Any]:
     return {}
 
 
-@dataclass(slots=True)
-class Exchange:
+class Exchange(msgspec.Struct):
     """One request and response as a translator starts from them."""
 
     request: Any  # as given, for raw

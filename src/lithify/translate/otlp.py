@@ -23,7 +23,6 @@ import base64
 import binascii
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Annotated, Any, Generic, NamedTuple, TypeVar
 
 import msgspec
@@ -63,8 +62,7 @@ class _TooDeep(Exception):
     """A value nested deeper than MAX_DEPTH: its unit is rejected."""
 
 
-@dataclass(slots=True)
-class Span:
+class Span(msgspec.Struct):
     trace_id: str | None
     span_id: str | None
     parent_span_id: str | None
@@ -73,13 +71,13 @@ class Span:
     start_time_unix_nano: int | None
     end_time_unix_nano: int | None
     attributes: dict[str, Any]
-    events: list[dict[str, Any]] = field(default_factory=list)
-    status: dict[str, Any] = field(default_factory=dict)
-    resource: dict[str, Any] = field(default_factory=dict)
-    scope: dict[str, Any] = field(default_factory=dict)
+    events: list[dict[str, Any]] = msgspec.field(default_factory=list)
+    status: dict[str, Any] = msgspec.field(default_factory=dict)
+    resource: dict[str, Any] = msgspec.field(default_factory=dict)
+    scope: dict[str, Any] = msgspec.field(default_factory=dict)
     # The request bytes the span came from were screened clean (redact.CLEAN) and the span holds
     # nothing those bytes do not (no base64 of protobuf bytes): its fact needs no screen of its own.
-    screened: bool = field(default=False, compare=False)
+    screened: bool = False
     # Strings whose invalid text (invalid UTF-8, lone surrogates) was replaced by U+FFFD.
     repaired: int = 0
 
@@ -102,8 +100,7 @@ class Span:
         }
 
 
-@dataclass(slots=True)
-class LogRecord:
+class LogRecord(msgspec.Struct):
     trace_id: str | None
     span_id: str | None
     event_name: str | None
@@ -112,8 +109,8 @@ class LogRecord:
     severity_number: int
     body: Any
     attributes: dict[str, Any]
-    resource: dict[str, Any] = field(default_factory=dict)
-    scope: dict[str, Any] = field(default_factory=dict)
+    resource: dict[str, Any] = msgspec.field(default_factory=dict)
+    scope: dict[str, Any] = msgspec.field(default_factory=dict)
     repaired: int = 0  # as on Span
 
     def to_raw(self) -> dict[str, Any]:
@@ -753,13 +750,12 @@ def _pb_log(
 U = TypeVar("U", Span, LogRecord)
 
 
-@dataclass(slots=True)
-class Decoded(Generic[U]):
+class Decoded(msgspec.Struct, Generic[U]):
     """The units of one request that could be taken, and the ones that could not: the first
     ``MAX_NAMED`` named (where each was in the request, and why), the rest only counted."""
 
-    units: list[U] = field(default_factory=list)
-    rejected: list[str] = field(default_factory=list)
+    units: list[U] = msgspec.field(default_factory=list)
+    rejected: list[str] = msgspec.field(default_factory=list)
     unnamed: int = 0  # rejected units past the named ones
 
     @property
@@ -1153,11 +1149,11 @@ def pb_logs(data: bytes, most: int | None = None) -> Decoded[LogRecord]:
 
 def _repaired(unit: U) -> U:
     n = 0
-    for f in fields(unit):
-        if f.name not in ("screened", "repaired"):
-            fixed, k = fix_text(getattr(unit, f.name))
+    for name in unit.__struct_fields__:
+        if name not in ("screened", "repaired"):
+            fixed, k = fix_text(getattr(unit, name))
             if k:
-                setattr(unit, f.name, fixed)
+                setattr(unit, name, fixed)
                 n += k
     unit.repaired = n
     return unit

@@ -8,9 +8,9 @@ import itertools
 import json
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
+import msgspec
 import orjson
 
 from lithify.core.text import loads
@@ -18,8 +18,7 @@ from lithify.core.text import loads
 _LINE_END = re.compile(r"\r\n|\r|\n")
 
 
-@dataclass(slots=True, frozen=True)
-class SSEEvent:
+class SSEEvent(msgspec.Struct, frozen=True):
     event: str | None
     data: str
 
