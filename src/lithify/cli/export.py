@@ -28,10 +28,13 @@ from lithify.cli.options import (
     json_flag,
     json_text,
     leave,
+    model_option,
     option,
     repeatable,
+    session_option,
     stderr,
     store_option,
+    until_option,
 )
 
 if TYPE_CHECKING:
@@ -192,11 +195,11 @@ def _warn_placeholders(summary: ExportSummary) -> None:
     help="A row over --max-tokens: drop (counted as over_token_budget) or split (SFT "
     "rows: cut at a turn boundary, keeping the system message and the latest turns).",
 )
-@repeatable("--session", help="Session id (repeatable).")
-@repeatable("--model", help="Model (repeatable).")
+@session_option
+@model_option
 @repeatable("--source", help="Translator that made the fact (repeatable).")
 @option("--since", help="From this time on (RFC 3339).")
-@option("--until", help="Before this time (RFC 3339).")
+@until_option
 @engine_option
 @ray_address_option
 @option(

@@ -79,9 +79,6 @@ class Group(click.Group):
                 formatter.write_dl(rows)
 
 
-Group.group_class = Group
-
-
 def summary(help_text: str | None) -> str:
     """The first paragraph of a command's help, on one line: what a command list shows."""
     import inspect
@@ -104,24 +101,26 @@ store_option = option(
 )
 
 
+# The store filter options, fact_filter's; export takes three of them as they are.
+session_option = repeatable("--session", help="Session id (repeatable).")
+model_option = repeatable("--model", help="Model (repeatable).")
+until_option = option("--until", help="Before this time (RFC 3339).")
+_FILTERS = (
+    session_option,
+    model_option,
+    repeatable("--source", help="Translator that made the fact, e.g. otel-genai (repeatable)."),
+    repeatable("--provider", help="Provider (repeatable)."),
+    option(
+        "--since", help="From this time on (RFC 3339, e.g. 2026-11-01 or 2026-11-01T12:00:00Z)."
+    ),
+    until_option,
+)
+
+
 def filter_options(f: F) -> F:
     """The store filter options (``fact_filter``'s): --session, --model, --source, --provider,
     --since, --until."""
-    for decorate in reversed(
-        (
-            repeatable("--session", help="Session id (repeatable)."),
-            repeatable("--model", help="Model (repeatable)."),
-            repeatable(
-                "--source", help="Translator that made the fact, e.g. otel-genai (repeatable)."
-            ),
-            repeatable("--provider", help="Provider (repeatable)."),
-            option(
-                "--since",
-                help="From this time on (RFC 3339, e.g. 2026-11-01 or 2026-11-01T12:00:00Z).",
-            ),
-            option("--until", help="Before this time (RFC 3339)."),
-        )
-    ):
+    for decorate in reversed(_FILTERS):
         f = decorate(f)
     return f
 
