@@ -72,6 +72,7 @@ from lithify.model import (
     ToolDefinition,
 )
 from lithify.store import open_store
+from lithify.store.migrations import LATEST
 from lithify.store.sqlite import PAGE_SIZE
 
 OUT = Path(__file__).resolve().parent / "out"
@@ -249,8 +250,12 @@ def generate(
 def store_for(calls: int, page_size: int = PAGE_SIZE) -> tuple[Path, str]:
     """The cached store of ``calls`` facts (made when missing), and a note on it."""
     OUT.mkdir(parents=True, exist_ok=True)
-    # The page size a new store takes is in the name: a store cached before it changed differs.
-    name = f"export-{calls}-calls-{CALLS_PER_SESSION}-per-session-{page_size // 1024}k-pages.db"
+    # The page size a new store takes and the schema version are in the name: a store cached
+    # before either changed differs (one of version 11 keeps no digests of its facts).
+    name = (
+        f"export-{calls}-calls-{CALLS_PER_SESSION}-per-session-{page_size // 1024}k-pages"
+        f"-v{LATEST}.db"
+    )
     path = OUT / name
     if path.exists():
         return path, f"cached {path.name} ({path.stat().st_size / 1e9:.1f} GB)"
@@ -307,7 +312,7 @@ with open_store(url) as store:
         flagger = Flagger("sft", dropped_flags((), ()), builder.validator)
         facts = selection.facts
         if stage >= 1:
-            facts = FactDigests().watch(facts)
+            facts = FactDigests().watch(selection.digested())
         if stage >= 2:
             facts = flagger.watch(facts)
         items = facts
@@ -324,14 +329,14 @@ with open_store(url) as store:
 """
 
 
-def stages(db: Path, rounds: int) -> None:
+def stages(db: Path, rounds: int, src: str | None = None) -> None:
     """CPU seconds of the pipeline up to each stage (median of ``rounds``, interleaved), and
-    what each stage adds."""
-    warm(None)
+    what each stage adds; ``src``: lithify from this ``src`` folder."""
+    warm(src)
     cpu: list[list[float]] = [[] for _ in STAGES]
     for _ in range(rounds):
         for i in range(len(STAGES)):
-            cpu[i].append(float(_run(peak.python(STAGE, f"sqlite:///{db}", str(i)))[3]))
+            cpu[i].append(float(_run(peak.python(STAGE, f"sqlite:///{db}", str(i)), src)[3]))
     medians = [statistics.median(c) for c in cpu]
     print(f"{'stage':<32}{'CPU s':>8}{'adds':>8}{'× read':>8}")
     for i, (name, m) in enumerate(zip(STAGES, medians, strict=True)):
@@ -557,7 +562,7 @@ def main() -> None:
         db, note = store_for(args.stages, args.page_size)
         print(note, flush=True)
         load = os.getloadavg()[0]
-        stages(db, args.rounds)
+        stages(db, args.rounds, args.src)
         print(f"load average {load:.2f} at the start, {os.getloadavg()[0]:.2f} at the end")
         return
     tokenizer = args.tokenizer

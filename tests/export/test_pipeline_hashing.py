@@ -27,7 +27,7 @@ def _facts(n: int, size: int) -> list:
 def test_fact_lines_are_each_facts_line_in_order_across_batches() -> None:
     facts = _facts(300, 20_000)  # ≈ 6 MB of JSON: several batches
     digests = FactDigests()
-    assert list(digests.watch(facts)) == facts
+    assert list(digests.watch((f, None) for f in facts)) == facts
     lines = b"".join(digests.chunks())
     assert lines == b"".join(call_line(f) for f in facts)
     assert digests.count == 300

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from lithify.core import factfile
 from lithify.derive.sessions import sort_facts
 from lithify.export import (
     ExportOptions,
@@ -20,7 +21,6 @@ from lithify.export import (
     export,
     from_facts,
     from_store,
-    manifest,
     pipeline,
 )
 from lithify.export.manifest import MANIFEST, decode_manifest
@@ -134,13 +134,13 @@ def test_a_workers_error_is_raised_here_and_nothing_is_written(
     hook = tmp_path / "hook"
     hook.mkdir()
     (hook / "sitecustomize.py").write_text(
-        f"from lithify.export import manifest\n{_DAMAGED}\n"
-        "manifest.fact_json = damaged(manifest.fact_json)\n"
+        f"from lithify.core import factfile\n{_DAMAGED}\n"
+        "factfile.fact_json = damaged(factfile.fact_json)\n"
     )
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(hook), os.environ.get("PYTHONPATH", "")]))
     here: dict[str, Any] = {}
     exec(_DAMAGED, here)
-    monkeypatch.setattr(manifest, "fact_json", here["damaged"](manifest.fact_json))
+    monkeypatch.setattr(factfile, "fact_json", here["damaged"](factfile.fact_json))
     bad = fact("bad", [user("x")], [assistant(text("y"))], session="s-000")
     facts = [bad, *(f for s in range(1, 30) for f in _agent(s, 8, 4000))]
     errors = []

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lithify.core.codec import encode
-from lithify.core.factfile import encode_line
+from lithify.core.factfile import encode_line, fact_sha256
 from lithify.derive.sessions import resolve_facts
 from lithify.export import ExportOptions, export, from_facts, from_files, from_store, select
 from lithify.model import InferenceCall, Message, ReasoningPart, TextPart
@@ -194,8 +194,12 @@ def test_a_store_read_by_session_parts_is_the_session_read_in_order(
         parts = store.session_parts(session, size)
         assert parts[0][0] is None and parts[-1][1] is None
         assert all(a[1] == b[0] for a, b in itertools.pairwise(parts))
-        read = [f for part in parts for f in query.read(store, part)]
+        digested = [pair for part in parts for pair in query.read(store, part)]
+        read = [f for f, _ in digested]
         assert _ids(read) == _ids(store.iter_facts(session))
+        # A kept digest is the one of the fact as read (a capture read under its call's id, its
+        # JSON changed, has none).
+        assert all(sha in (None, fact_sha256(f)) for f, sha in digested)
         counts = [store.count(dataclasses.replace(session, part=p)) for p in parts]
         assert sum(counts) == store.count(session)
         # Parts hold whole sessions, at least ``size`` calls each but the last.

@@ -59,11 +59,24 @@ def same(a: Any, b: Any) -> bool:
     return bool(a == b)
 
 
+def drop_digests(url: str) -> list[str]:
+    """The statements that take a store back to before version 12 (the facts' kept digests)."""
+    bodies = "facts" if url.startswith("postgres") else "fact_bodies"
+    tables = (bodies, "fact_variants", "call_fills")
+    return [f"ALTER TABLE {t} DROP COLUMN json_sha256" for t in tables]
+
+
 def drop_summaries(url: str) -> list[str]:
     """The statements that take a store back to before version 7 (session summaries), and so
-    before version 9 (call fills)."""
+    before version 9 (call fills) and version 12."""
     docs = [] if url.startswith("postgres") else ["DROP TABLE session_docs"]
-    return ["DROP TABLE call_fills", "DROP TABLE session_text", *docs, "DROP TABLE sessions"]
+    return [
+        *drop_digests(url),
+        "DROP TABLE call_fills",
+        "DROP TABLE session_text",
+        *docs,
+        "DROP TABLE sessions",
+    ]
 
 
 def raw_execute(url: str, *statements: str) -> list[Any]:

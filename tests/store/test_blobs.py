@@ -312,7 +312,7 @@ def test_a_version_5_store_opens_migrated_and_its_media_facts_stay_exact(store_u
     assert bodies == [codec.encode(old_facts[0])]  # whole, as version 5 wrote it
     new = media_fact("new", [img, _image(41)], session_id="s")
     with open_store(store_url) as store:
-        assert store.schema_version() == LATEST == 11
+        assert store.schema_version() == LATEST == 12
         assert _encoded(store.iter_facts()) == _encoded(old_facts)
         # a redelivery of the whole-stored fact is still a duplicate, not another capture
         assert store.insert_facts(old_facts).duplicates == 1

@@ -291,7 +291,7 @@ def test_an_older_store_gains_its_summaries_and_text_index(store_url: str) -> No
         assert old.schema_version() == 6
         old.insert_facts([make_fact("c1", session_id="s-c", started_at=TIMES[1])])
     with open_store(store_url) as store:
-        assert store.schema_version() == LATEST == 11
+        assert store.schema_version() == LATEST == 12
         page = store.sessions()
         assert [(s.session_id, s.calls) for s in page.sessions] == [
             ("s-b", 1),

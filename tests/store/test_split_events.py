@@ -23,7 +23,7 @@ from lithify.store.migrations import LATEST, MIGRATIONS
 from lithify.translate import translate_document
 from lithify.translate.otlp import Span
 from lithify.translate.telemetry import translate_span
-from tests.store.helpers import raw_execute
+from tests.store.helpers import drop_digests, raw_execute
 from tests.test_genai import METADATA, T0, TRACE, Rec, json_logs
 
 SESSION = FactFilter(order="session")
@@ -135,13 +135,16 @@ def test_a_version_10_store_reads_its_split_calls_whole(store_url: str) -> None:
         store.insert_facts(captures)
     # The fills as version 10 left them (the metadata's alone), and version 11 forgotten.
     raw_execute(
-        store_url, "DELETE FROM call_fills", "DELETE FROM schema_version WHERE version > 10"
+        store_url,
+        *drop_digests(store_url),
+        "DELETE FROM call_fills",
+        "DELETE FROM schema_version WHERE version > 10",
     )
     with open_store(store_url, migrations=MIGRATIONS[:10]) as old:
         assert old.schema_version() == 10
         assert all(f.output_messages == [] for f in old.iter_facts(SESSION))
     with open_store(store_url) as store:
-        assert store.schema_version() == LATEST == 11
+        assert store.schema_version() == LATEST == 12
         read = list(store.iter_facts(SESSION))
     assert [_messages(f) for f in read] == [_messages(f) for f in _whole()]
     assert [encode(f) for f in read] == [encode(f) for f in sort_facts(captures)]

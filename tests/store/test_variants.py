@@ -24,7 +24,14 @@ from lithify.store import FactFilter, open_store, prepare
 from lithify.store.migrations import LATEST, MIGRATIONS
 from lithify.store.sqlite import pack_body, unpack_body
 from tests.export.helpers import captured_twice
-from tests.store.helpers import drop_summaries, make_fact, race_writers, raw_execute, same
+from tests.store.helpers import (
+    drop_digests,
+    drop_summaries,
+    make_fact,
+    race_writers,
+    raw_execute,
+    same,
+)
 
 SESSION = FactFilter(order="session")
 T0, T1 = "2025-05-01T10:00:00.000000000Z", "2025-05-01T10:00:05.000000000Z"
@@ -441,16 +448,16 @@ def test_a_version_2_store_opens_migrated_and_keeps_its_facts(store_url: str) ->
         assert store.insert_facts([span, other]).inserted == 2  # rows as version 2 wrote them
     raw_execute(
         store_url,
+        *drop_summaries(store_url),
         "DROP TABLE fact_captures",
         "DROP TABLE fact_variants",
         "DROP TABLE blobs",
-        *drop_summaries(store_url),
         "DELETE FROM schema_version WHERE version >= 3",
     )
     with open_store(store_url, migrations=MIGRATIONS[:2]) as old:
         assert old.schema_version() == 2
     with open_store(store_url) as store:
-        assert store.schema_version() == LATEST == 11
+        assert store.schema_version() == LATEST == 12
         assert store.count() == 2
         assert same(store.get_fact(span.inference_call_id), span)
         assert _encoded(store.iter_facts(SESSION)) == _encoded(sort_facts([span, other]))
@@ -497,6 +504,7 @@ def test_a_version_8_store_reads_its_calls_filled(store_url: str) -> None:
         store.insert_facts(CAPTURES)
     raw_execute(
         store_url,
+        *drop_digests(store_url),
         "DROP TABLE call_fills",
         f"UPDATE fact_captures SET kept = 1 - kept WHERE inference_call_id = '{span_id}'",
         f"UPDATE fact_captures SET call = (SELECT digest FROM fact_captures AS c WHERE "
@@ -528,13 +536,18 @@ def test_a_version_9_store_reads_its_calls_with_the_finish_reasons_filled(store_
     with open_store(store_url) as store:
         store.insert_facts(CAPTURES)
     # A fill as version 9 left none for this call: dropped, and version 10 forgotten.
-    raw_execute(store_url, "DELETE FROM call_fills", "DELETE FROM schema_version WHERE version > 9")
+    raw_execute(
+        store_url,
+        *drop_digests(store_url),
+        "DELETE FROM call_fills",
+        "DELETE FROM schema_version WHERE version > 9",
+    )
     with open_store(store_url, migrations=MIGRATIONS[:9]) as old:
         assert old.schema_version() == 9
         read = old.get_fact(span.inference_call_id)
         assert read is not None and read.output_messages == log.output_messages
     with open_store(store_url) as store:
-        assert store.schema_version() == LATEST == 11
+        assert store.schema_version() == LATEST == 12
         assert _encoded(store.iter_facts(SESSION)) == _encoded(sort_facts(CAPTURES))
         read = store.get_fact(span.inference_call_id)
         assert read is not None and read.output_messages[0].finish_reason == "length"

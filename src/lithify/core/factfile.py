@@ -19,6 +19,7 @@ and read by msgspec straight from and into the structs.
 from __future__ import annotations
 
 import gzip
+import hashlib
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -83,6 +84,21 @@ def encode_line(obj: Fact) -> bytes:
     buf = bytearray()
     write_line(obj, buf)
     return bytes(buf)
+
+
+def fact_json(fact: Fact) -> bytes:
+    """The JSON a fact's digest is of (``facts.sha256`` of an export, and the one a store keeps
+    from ingest): its line, without the newline (a fact with a lone surrogate, which JSON cannot
+    hold, as its escaped line)."""
+    try:
+        return _json.encode(fact)
+    except UnicodeEncodeError:
+        return encode_line(fact)[:-1]
+
+
+def fact_sha256(fact: Fact) -> bytes:
+    """The SHA-256 of ``fact_json``: what a store keeps of each fact it writes."""
+    return hashlib.sha256(fact_json(fact)).digest()
 
 
 def _non_finite(obj: Fact) -> bool:

@@ -245,25 +245,39 @@ def _derive_part(batch: Any, job: _Job, images: str | None = None) -> Iterator[A
     (item,) = batch.to_pylist()
     filters = dataclasses.replace(pickle.loads(item["filters"]), part=pickle.loads(item["part"]))
     with open_store(item["store"]) as store:
-        for _, group in iter_sessions(store.iter_facts(filters)):
-            yield from _derive_facts(group, _group_of(group[0])[1], job, images)
+        kept: dict[str, bytes | None] = {}  # the digests the store kept, until their group's turn
+
+        def facts() -> Iterator[InferenceCall]:
+            for f, sha256 in store.iter_digested(filters):
+                kept[f.inference_call_id] = sha256
+                yield f
+
+        for _, group in iter_sessions(facts()):
+            digests = [kept.pop(f.inference_call_id, None) for f in group]
+            yield from _derive_facts(group, _group_of(group[0])[1], job, images, digests)
 
 
 def _derive_facts(
-    facts: list[InferenceCall], order: str, job: _Job, images: str | None = None
+    facts: list[InferenceCall],
+    order: str,
+    job: _Job,
+    images: str | None = None,
+    digests: list[bytes | None] | None = None,
 ) -> Iterator[Any]:
     """The rows of one group (a session's facts in session order, or one call without a
     session; ``order``: its place in the local export's), flagged as the local export flags
     them, in batches; then one tally record: the derivation's counts, the builder's, the
     flags', the feedback targets met, the facts read, and the facts of the calls its DPO
     candidates name (the pairs are flagged on the driver). TRL vision rows' images are written
-    into the folder ``images`` (the rows carry their names only)."""
+    into the folder ``images`` (the rows carry their names only). ``digests``: each fact's
+    digest its store kept, or ``None`` (none: all computed here)."""
     # The group's lines of facts.sha256, in the local export's order (this group's place, then
     # each call's): shards carry them beside the rows, and the driver joins them in order.
     counts = FactCounts()
     for f in facts:
         counts.note(f)
-    yield _lines(order, [call_line(f) for f in facts])
+    kept = digests or [None] * len(facts)
+    yield _lines(order, [call_line(f, d) for f, d in zip(facts, kept, strict=True)])
     options = job.options
     builder = make_builder(options)
     flagger = Flagger(options.kind, dropped_flags(options.drop_flags, options.keep_flags))

@@ -28,13 +28,13 @@ from typing import Any
 import msgspec
 import orjson
 
-from lithify.core.factfile import encode_line
+from lithify.core import factfile
 from lithify.derive.sessions import DeriveStats
 from lithify.export.media import DEFAULT_MAX_INLINE, IMAGES_DIR
 from lithify.export.rows import EXPORTER
 from lithify.export.tokens import TokenStats
 from lithify.export.writers import _Background
-from lithify.model import Feedback, InferenceCall, encode
+from lithify.model import Feedback, InferenceCall
 from lithify.store import FactFilter, display_url
 
 MANIFEST = "manifest.json"
@@ -43,6 +43,7 @@ DIGESTS = "facts.sha256"
 MANIFEST_FORMAT = "lithify-export-manifest/1"
 _DEPTH = 4  # batches of encoded facts that may wait for the hashing thread…
 _BATCH = 1 << 20  # …of about this many bytes each: one hand-over per batch, not per fact
+_KEPT = 128  # what a kept digest counts towards a batch: about its line
 _SPOOL = 4 << 20  # bytes of fact lines kept in memory before they spill to a temporary file
 
 
@@ -170,29 +171,20 @@ class Manifest(msgspec.Struct, kw_only=True):
     files: dict[str, OutputFile]  # file name in the folder → its bytes' hash
 
 
-def _line(kind: str, ident: str, data: bytes) -> bytes:
+def _line(kind: str, ident: str, sha256: bytes) -> bytes:
     # sha256sum's format, the name being the kind and the id as JSON (any character is safe:
     # an id with a lone surrogate, which orjson refuses, as an ASCII escape).
     try:
         name = orjson.dumps(ident)
     except TypeError:
         name = json.dumps(ident).encode()
-    return b"%s  %s:%s\n" % (hashlib.sha256(data).hexdigest().encode(), kind.encode(), name)
+    return b"%s  %s:%s\n" % (sha256.hex().encode(), kind.encode(), name)
 
 
-def fact_json(fact: InferenceCall | Feedback) -> bytes:
-    """The JSON a fact's digest is of: its line in a fact file, without the newline (a fact
-    with a lone surrogate, which JSON cannot hold, as the escaped line ``core.factfile``
-    writes)."""
-    try:
-        return encode(fact)
-    except UnicodeEncodeError:
-        return encode_line(fact)[:-1]
-
-
-def call_line(fact: InferenceCall) -> bytes:
-    """A call's line of ``facts.sha256``: the SHA-256 of its JSON and its id."""
-    return _line("call", fact.inference_call_id, fact_json(fact))
+def call_line(fact: InferenceCall, sha256: bytes | None = None) -> bytes:
+    """A call's line of ``facts.sha256``: the SHA-256 of its JSON (``sha256``: the one its store
+    kept, else computed) and its id."""
+    return _line("call", fact.inference_call_id, sha256 or factfile.fact_sha256(fact))
 
 
 def _name(line: bytes) -> bytes:
@@ -231,9 +223,11 @@ class FactDigests(FactCounts):
         self.hash = hashlib.sha256()
         self.count = 0
 
-    def _digest(self, batch: list[tuple[str, bytes]]) -> None:
-        for ident, data in batch:
-            self.add(_line("call", ident, data))
+    def _digest(self, batch: list[tuple[str, bytes | None, bytes | None]]) -> None:
+        for ident, data, sha256 in batch:
+            if sha256 is None:
+                sha256 = hashlib.sha256(data or b"").digest()
+            self.add(_line("call", ident, sha256))
 
     def add(self, line: bytes) -> None:
         """One call's line (``call_line``), in the export's order."""
@@ -241,17 +235,18 @@ class FactDigests(FactCounts):
         self.hash.update(line)
         self.count += 1
 
-    def watch(self, facts: Iterable[InferenceCall]) -> Iterator[InferenceCall]:
-        """``facts``, digested in the order given (session order: a function of the facts
-        alone). Hashing releases the GIL: it runs in a thread of its own, beside the export."""
+    def watch(self, facts: Iterable[tuple[InferenceCall, bytes | None]]) -> Iterator[InferenceCall]:
+        """The facts of ``facts``, digested in the order given (session order: a function of
+        the facts alone), each with the SHA-256 of its JSON its store kept (``None``: computed
+        here). Hashing releases the GIL: it runs in a thread of its own, beside the export."""
         background = _Background(self._digest, depth=_DEPTH)
-        batch: list[tuple[str, bytes]] = []
+        batch: list[tuple[str, bytes | None, bytes | None]] = []
         size = 0
         try:
-            for f in facts:
-                data = fact_json(f)
-                batch.append((f.inference_call_id, data))
-                size += len(data)
+            for f, sha256 in facts:
+                data = factfile.fact_json(f) if sha256 is None else None
+                batch.append((f.inference_call_id, data, sha256))
+                size += _KEPT if data is None else len(data)
                 if size >= _BATCH:
                     background.put(batch)
                     batch, size = [], 0
@@ -336,7 +331,9 @@ def publish(
 
     folder = Path(folder)
     # A feedback fact given twice (in two files) is one, as a store keeps it; in id order.
-    notes = sorted({_line("feedback", f.feedback_id, fact_json(f)) for f in feedback}, key=_name)
+    notes = sorted(
+        {_line("feedback", f.feedback_id, factfile.fact_sha256(f)) for f in feedback}, key=_name
+    )
     write_atomic(folder / DIGESTS, chain(digests.chunks(), notes))
     digests.spool.close()
     files = {DIGESTS: file_entry(folder / DIGESTS)}

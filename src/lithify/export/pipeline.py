@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 
@@ -43,6 +43,8 @@ from lithify.export.where import Condition, parse
 from lithify.export.writers import FORMATS, SplitWriter, columns_for
 from lithify.model import Feedback, InferenceCall
 from lithify.store import PartBound, open_store
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -137,12 +139,10 @@ def token_budget(
 _TICK = 256  # facts per progress report: a report per fact would cost more than the fact
 
 
-def _ticking(
-    facts: Iterable[InferenceCall], progress: Callable[[int], None]
-) -> Iterator[InferenceCall]:
+def _ticking(items: Iterable[T], progress: Callable[[int], None]) -> Iterator[T]:
     n = 0
-    for f in facts:
-        yield f
+    for item in items:
+        yield item
         n += 1
         if n == _TICK:
             progress(n)
@@ -192,7 +192,8 @@ def _export(
     digests = FactDigests()
     drop = dropped_flags(options.drop_flags, options.keep_flags)
     flagger = Flagger(options.kind, drop, builder.validator)
-    facts = selection.facts if progress is None else _ticking(selection.facts, progress)
+    digested = selection.digested()
+    facts = digested if progress is None else _ticking(digested, progress)
     columns = columns_for(options.kind, builder.shape, images=options.images)
     writer = SplitWriter(out, options.fmt, columns, before_commit=lambda: unpublish(out))
     n = _workers(options, selection, workers)
@@ -301,14 +302,17 @@ def _auto(selection: Selection) -> int:
     return min(idle, _AUTO_MAX) if idle >= 2 else 0
 
 
-def _batches(facts: Iterable[InferenceCall], digests: FactDigests) -> Iterator[bytes]:
+def _batches(
+    facts: Iterable[tuple[InferenceCall, bytes | None]], digests: FactDigests
+) -> Iterator[bytes]:
     """``facts`` (grouped by session, as ``iter_sessions`` checks) as messages to a worker:
-    batches of whole sessions' codec bytes; ``digests`` counts them."""
+    batches of whole sessions' codec bytes; ``digests`` counts them. Kept digests are not sent:
+    only facts from files or memory, which have none, and a store's read with a limit go so."""
     blobs: list[bytes] = []
     size = 0
     last: str | None = None  # the column form of the last session id
     prev: object = object()
-    for f in facts:
+    for f, _ in facts:
         sid = f.session_id
         if sid is not None and sid != prev:
             if size >= _BATCH:
@@ -427,12 +431,13 @@ def _work(fd: int) -> None:
             store = None if query is None else stack.enter_context(open_store(query.url))
             while message := inbox.get():
                 if query is not None and store is not None:
-                    facts = list(query.read(store, _part_decoder.decode(message)))
-                    for f in facts:
+                    digested = list(query.read(store, _part_decoder.decode(message)))
+                    for f, _ in digested:
                         counts.note(f)
                 else:
-                    facts = [reader.decode(b) for b in _batch_decoder.decode(message)]
-                lines = [call_line(f) for f in facts]
+                    digested = [(reader.decode(b), None) for b in _batch_decoder.decode(message)]
+                lines = [call_line(f, sha256) for f, sha256 in digested]
+                facts = [f for f, _ in digested]
                 rows = derive_rows(flagger.watch(facts), index, builder, stats)
                 out = [_sent(row, options.fmt, columns) for row in flagger.apply(rows)]
                 conn.send_bytes(pickle.dumps((lines, out), protocol=5))

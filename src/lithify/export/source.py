@@ -19,12 +19,15 @@ from datetime import datetime
 from itertools import islice
 from operator import attrgetter
 from pathlib import Path
+from typing import TypeVar
 
 from lithify.core.factfile import read_facts
 from lithify.core.times import datetime_to_rfc3339
 from lithify.derive.sessions import call_order_key, resolve_facts, session_order_key
 from lithify.model import Feedback, InferenceCall
 from lithify.store import FactFilter, FactStore, PartBound, open_store
+
+T = TypeVar("T")
 
 __all__ = ["Selection", "StoreQuery", "from_facts", "from_files", "from_store", "matcher", "select"]
 
@@ -50,6 +53,15 @@ class Selection:
     # Of ``dropped``, the captures holding more message parts than the one their call is read
     # from: rows lack those parts (``DeriveStats.richer_dropped``).
     richer: int = 0
+    # ``facts`` again, each with the SHA-256 of its JSON its store kept (``None``: none kept),
+    # for the manifest's facts.sha256; read instead of ``facts`` (``digested``), never both.
+    kept_digests: Iterable[tuple[InferenceCall, bytes | None]] | None = None
+
+    def digested(self) -> Iterable[tuple[InferenceCall, bytes | None]]:
+        """The facts, each with its kept digest or ``None``."""
+        if self.kept_digests is not None:
+            return self.kept_digests
+        return ((f, None) for f in self.facts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,9 +80,10 @@ class StoreQuery:
 
     def read(
         self, store: FactStore, part: tuple[PartBound | None, PartBound | None]
-    ) -> Iterator[InferenceCall]:
-        """The selection's calls in ``part`` (one of ``parts``), in session order."""
-        return store.iter_facts(replace(self.filters, part=part))
+    ) -> Iterator[tuple[InferenceCall, bytes | None]]:
+        """The selection's calls in ``part`` (one of ``parts``), in session order, each with
+        its kept digest (``FactStore.iter_digested``)."""
+        return store.iter_digested(replace(self.filters, part=part))
 
 
 def from_store(store: FactStore, filters: FactFilter) -> Selection:
@@ -87,8 +100,11 @@ def from_store(store: FactStore, filters: FactFilter) -> Selection:
     # A limit counts calls across the whole read: ranges read apart cannot keep it.
     url = getattr(store, "connect_url", None)
     query = StoreQuery(url, filters) if url and filters.limit is None else None
-    facts = store.iter_facts(filters)
-    return Selection(facts, feedback, aliases, dropped, total, query, richer=richer)
+    facts = store.iter_facts(filters)  # each read lazily: the export takes one of the two
+    digested = store.iter_digested(filters)
+    return Selection(
+        facts, feedback, aliases, dropped, total, query, richer=richer, kept_digests=digested
+    )
 
 
 # Fact files up to this size on disk are read into memory; larger inputs are first written into
@@ -145,14 +161,19 @@ def _through_scratch_store(paths: list[Path], filters: FactFilter) -> Selection:
         close()
         raise
 
-    def selected() -> Iterator[InferenceCall]:
+    def closing(items: Iterable[T]) -> Iterator[T]:
         try:
-            yield from selection.facts
+            yield from items
         finally:
             close()
 
     # Worker processes may read the scratch store in parts as they read any store.
-    return replace(selection, facts=selected(), close=close)
+    return replace(
+        selection,
+        facts=closing(selection.facts),
+        kept_digests=closing(selection.digested()),
+        close=close,
+    )
 
 
 def from_facts(

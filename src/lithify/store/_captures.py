@@ -29,7 +29,7 @@ from lithify.core.identity import (
 from lithify.model import InferenceCall
 from lithify.store._backend import Backend
 from lithify.store._query import Cursor, Query, _and, _select_in, fact_where
-from lithify.store._rows import FACT_COLUMNS, VARIANT_COLUMNS, fact_row, now
+from lithify.store._rows import FACT_COLUMNS, QUERY_COLUMNS, VARIANT_COLUMNS, fact_row, now
 from lithify.store._text import _fact_decoder
 from lithify.store._types import FactFilter, InsertResult, StoredCapture
 
@@ -215,11 +215,11 @@ def _resolved(
     dropped: Iterator[tuple[Any, ...]],
     kept: Iterator[tuple[Any, ...]],
     width: int,
-) -> Iterator[tuple[bytes, str | None]]:
-    """The bodies of ``main`` without the rows whose key is in ``dropped``, with ``kept``
-    merged in; rows start with their key (``width`` columns, of ``kept`` the last is the call
-    id it is read under), the three in one key order. Each body comes with that call id, or
-    ``None`` (a ``main`` row, read under its own)."""
+) -> Iterator[tuple[bytes, bytes | None, str | None]]:
+    """The bodies and digests of ``main`` without the rows whose key is in ``dropped``, with
+    ``kept`` merged in; rows start with their key (``width`` columns, of ``kept`` the last is
+    the call id it is read under), the three in one key order. Each body comes with that call
+    id, or ``None`` (a ``main`` row, read under its own)."""
     skip = next(dropped, None)
     extra = next(kept, None)
     extra_key = None if extra is None else extra[:width]
@@ -233,11 +233,11 @@ def _resolved(
         # Contested calls are few: a row whose first key column is below the next one's
         # passes with one comparison.
         if edge is None or row[0] < edge:
-            yield row[width], None
+            yield row[width], row[width + 1], None
             continue
         key = row[:width]
         while extra_key is not None and extra_key < key:
-            yield extra[width], extra[width - 1]  # type: ignore[index]
+            yield extra[width], extra[width + 1], extra[width - 1]  # type: ignore[index]
             extra = next(kept, None)
             extra_key = None if extra is None else extra[:width]
         while skip is not None and skip < key:
@@ -245,10 +245,10 @@ def _resolved(
         if skip == key:
             skip = next(dropped, None)
         else:
-            yield row[width], None
+            yield row[width], row[width + 1], None
         edge = horizon()
     while extra is not None:
-        yield extra[width], extra[width - 1]
+        yield extra[width], extra[width + 1], extra[width - 1]
         extra = next(kept, None)
 
 
@@ -516,18 +516,20 @@ class CaptureIndex(Backend):
 
     def _call_bodies(
         self, query: Query, where: str, params: list[Any], order: str, contested: bool
-    ) -> Iterator[tuple[bytes, str | None]]:
+    ) -> Iterator[tuple[bytes, bytes | None, str | None]]:
         """The bodies of the calls whose first capture matches ``where``, in ``order``
-        (columns), each with its call id when it is not the capture's own (``None``): of the
-        captures of a contested call, the first, at its own place, under its call's id."""
+        (columns), each with its kept digest (``json_sha256``, ``None`` when it has none) and
+        its call id when it is not the capture's own (``None``): of the captures of a contested
+        call, the first, at its own place, under its call's id."""
+        fact_sha, sha = (self._fact_sha, "json_sha256") if self._digests else ("NULL", "NULL")
+        body = f"{self._fact_body}, {fact_sha}"
         if not contested:  # no capture shares an id: the facts rows are the calls
-            sql = f"SELECT {self._fact_body} FROM {self._fact_from}{where} ORDER BY {order}"
-            for (body,) in query(sql, params):
-                yield body, None
+            sql = f"SELECT {body} FROM {self._fact_from}{where} ORDER BY {order}"
+            for data, digest in query(sql, params):
+                yield data, digest, None
             return
         main = query(
-            f"SELECT {order}, {self._fact_body} FROM {self._fact_from}{where} ORDER BY {order}",
-            params,
+            f"SELECT {order}, {body} FROM {self._fact_from}{where} ORDER BY {order}", params
         )
         # facts rows that are not the first capture of their call, or are read under another id
         filled, unfilled = self._fill_conds()
@@ -541,12 +543,13 @@ class CaptureIndex(Backend):
         keys = order.split(", ")[:-1]
 
         def firsts(call_id: str, body: str, table: str, cond: str) -> str:
-            cols = ", ".join([*keys, f"({call_id}) AS call_id", f"{body} AS body"])
+            cols = ", ".join([*keys, f"({call_id}) AS call_id", body])
             return f"SELECT {cols} FROM {table}{_and(where, cond)}"
 
+        variant = f"{self._variant_body} AS body, {sha} AS json_sha256"
         variants = firsts(
             "SELECT call_id FROM fact_captures AS c WHERE c.digest = v.digest",
-            self._variant_body,
+            variant,
             "fact_variants AS v",
             f"digest IN (SELECT digest FROM fact_captures WHERE variant = 1 AND kept = 1"
             f"{unfilled})",
@@ -554,7 +557,7 @@ class CaptureIndex(Backend):
         renamed = firsts(
             "SELECT call_id FROM fact_captures AS c "
             "WHERE c.variant = 0 AND c.inference_call_id = facts.inference_call_id",
-            self._fact_body,
+            f"{self._fact_body} AS body, {fact_sha} AS json_sha256",
             self._fact_from,
             "inference_call_id IN (SELECT inference_call_id FROM fact_captures "
             f"WHERE variant = 0 AND kept = 1 AND call_id <> inference_call_id{unfilled})",
@@ -564,7 +567,7 @@ class CaptureIndex(Backend):
             parts.append(
                 firsts(
                     "SELECT call_id FROM fact_captures AS c WHERE c.digest = f.digest",
-                    self._variant_body,
+                    variant,
                     "call_fills AS f",
                     "1 = 1",
                 )
@@ -655,7 +658,7 @@ class CaptureIndex(Backend):
         ``facts``."""
         if not self._contested(cur):
             return "facts"
-        cols = ", ".join(FACT_COLUMNS[:-1])
+        cols = ", ".join(QUERY_COLUMNS)
         filled, unfilled = self._fill_conds()
         fills = f" UNION ALL SELECT {cols} FROM call_fills" if self._fills else ""
         return (

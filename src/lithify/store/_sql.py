@@ -50,7 +50,12 @@ from lithify.store._types import (
     TokenExists,
     TokenInfo,
 )
-from lithify.store.migrations import FILLS_VERSION, SCHEMA_VERSION_TABLE, SESSIONS_VERSION
+from lithify.store.migrations import (
+    DIGESTS_VERSION,
+    FILLS_VERSION,
+    SCHEMA_VERSION_TABLE,
+    SESSIONS_VERSION,
+)
 
 # A write's facts rows as ordered, their outcomes, the sessions decided again, their text notes.
 _Noted = tuple[list[Any], list[int], set[str], list[TextNote | None]]
@@ -83,6 +88,7 @@ class SqlStore(SessionQueries):
         latest = self.migrations[-1].version if self.migrations else 0
         self._summarized = self._keep_summaries and latest >= SESSIONS_VERSION
         self._fills = latest >= FILLS_VERSION
+        self._digests = latest >= DIGESTS_VERSION
 
         def up_to_date(cur: Cursor) -> bool:
             cur.execute(_HAS_VERSIONS[self.dialect])
@@ -367,6 +373,15 @@ class SqlStore(SessionQueries):
     ) -> Iterator[InferenceCall]:
         """Facts in (started_at or observed_at, inference_call_id) order, in constant memory;
         grouped by session first with ``FactFilter(order="session")``."""
+        for fact, _ in self.iter_digested(filters, batch_size=batch_size):
+            yield fact
+
+    def iter_digested(
+        self, filters: FactFilter | None = None, *, batch_size: int = 500
+    ) -> Iterator[tuple[InferenceCall, bytes | None]]:
+        """``iter_facts``, each fact with the SHA-256 of its JSON (``core.factfile.fact_sha256``)
+        the store kept when it was written; ``None`` when it kept none (a fact stored before
+        version 12, or a capture read under its call's id)."""
         where, params = fact_where(filters)
         limit = filters.limit if filters else None
         order = "time" if filters is None else filters.order
@@ -390,8 +405,11 @@ class SqlStore(SessionQueries):
                 self._call_bodies(query, _and(where, cond), params, keys, contested)
                 for cond, keys in parts
             )
-            for body, call_id in islice(bodies, left):
-                yield named(reader.decode(join(body)), call_id)
+            for body, sha256, call_id in islice(bodies, left):
+                fact = reader.decode(join(body))
+                read = named(fact, call_id)
+                # Renamed, its JSON is not the one the digest is of.
+                yield read, bytes(sha256) if sha256 is not None and read is fact else None
 
     def iter_feedback(
         self, filters: FeedbackFilter | None = None, *, batch_size: int = 500

@@ -283,6 +283,9 @@ class FactStore(Protocol):
     def iter_facts(
         self, filters: FactFilter | None = None, *, batch_size: int = 500
     ) -> Iterator[InferenceCall]: ...
+    def iter_digested(
+        self, filters: FactFilter | None = None, *, batch_size: int = 500
+    ) -> Iterator[tuple[InferenceCall, bytes | None]]: ...
     def iter_feedback(
         self, filters: FeedbackFilter | None = None, *, batch_size: int = 500
     ) -> Iterator[Feedback]: ...

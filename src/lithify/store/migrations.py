@@ -449,6 +449,17 @@ _V10 = ("DELETE FROM fact_captures",)
 # it ends): the fills are made again, and calls stored before are read whole.
 _V11 = _V10
 
+# Each fact's digest as an export's facts.sha256 names it (the SHA-256 of its JSON), computed
+# once as it is written; facts stored before have none, and an export computes theirs.
+_V12_SQLITE = tuple(
+    f"ALTER TABLE {t} ADD COLUMN json_sha256 BLOB"
+    for t in ("fact_bodies", "fact_variants", "call_fills")
+)
+_V12_POSTGRES = tuple(
+    f"ALTER TABLE {t} ADD COLUMN json_sha256 BYTEA"
+    for t in ("facts", "fact_variants", "call_fills")
+)
+
 
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "facts and feedback", _V1_SQLITE, _V1_POSTGRES),
@@ -495,9 +506,11 @@ MIGRATIONS: tuple[Migration, ...] = (
         _V11,
         rebuild_captures=True,
     ),
+    Migration(12, "each fact's digest kept for exports", _V12_SQLITE, _V12_POSTGRES),
 )
 
 SESSIONS_VERSION = 7  # the first version with the session summaries
 FILLS_VERSION = 9  # the first version with call_fills
+DIGESTS_VERSION = 12  # the first version with json_sha256
 
 LATEST = MIGRATIONS[-1].version

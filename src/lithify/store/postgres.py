@@ -40,6 +40,7 @@ _ARRAY_TYPES = {
     "value_number": "float8",
     "body": "bytea",
     "digest": "bytea",
+    "json_sha256": "bytea",
     "variant": "integer",
     "lack": "bigint",
     "in_key": "bytea",
@@ -250,6 +251,7 @@ class PostgresStore(SqlStore):
         self, cur: Cursor, table: str, columns: tuple[str, ...], rows: list[tuple[Any, ...]]
     ) -> list[tuple[Any, Any]]:
         assert isinstance(cur, _PgCursor)
+        columns, rows = self._as_schema(columns, rows)
         arrays = [list(col) for col in zip(*rows, strict=True)]
         cur.raw.execute(_insert_sql(table, columns), arrays)
         return [(r[0], r[1]) for r in cur.raw.fetchall()]

@@ -121,6 +121,7 @@ class SQLiteStore(SqlStore):
     )
 
     _fact_body = "lithify_body(b.body)"
+    _fact_sha = "b.json_sha256"
     _fact_from = "facts JOIN fact_bodies AS b ON b.id = facts.rowid"
     _variant_body = "lithify_body(body)"
 
@@ -240,15 +241,19 @@ class SQLiteStore(SqlStore):
     def _insert(
         self, cur: Cursor, table: str, columns: tuple[str, ...], rows: list[tuple[Any, ...]]
     ) -> list[tuple[Any, Any]]:
-        split = table == "facts"  # the body goes to fact_bodies, under the fact's rowid
+        columns, rows = self._as_schema(columns, rows)
+        # The digest and the body go to fact_bodies, under the fact's rowid.
+        split = table == "facts"
         if split:
+            n = 2 if columns[-2] == "json_sha256" else 1
             assert columns[-1] == "body"
-            bodies: dict[Any, bytes] = {}
+            apart = ", ".join(columns[-n:])
+            bodies: dict[Any, tuple[Any, ...]] = {}
             for row in rows:
                 # Of a batch's rows with one (inference_call_id, model_call_id), the first is
                 # the one that can be stored.
-                bodies.setdefault((row[0], row[1]), row[-1])
-            columns, rows = columns[:-1], [row[:-1] for row in rows]
+                bodies.setdefault((row[0], row[1]), row[-n:])
+            columns, rows = columns[:-n], [row[:-n] for row in rows]
         stored: list[tuple[Any, Any]] = []
         row_sql = "(" + ", ".join("?" * len(columns)) + ")"
         head = f"INSERT INTO {table} ({', '.join(columns)}) VALUES "
@@ -260,10 +265,12 @@ class SQLiteStore(SqlStore):
             returned = cur.fetchall()
             if split:
                 assert isinstance(cur, sqlite3.Cursor)
-                cur.executemany(
-                    "INSERT INTO fact_bodies (id, body) VALUES (?, ?)",
-                    [(rowid, pack_body(bodies[key, second])) for rowid, key, second in returned],
-                )
+                kept = []
+                for rowid, key, second in returned:
+                    *digest, body = bodies[key, second]
+                    kept.append((rowid, *digest, pack_body(body)))
+                sql = f"INSERT INTO fact_bodies (id, {apart}) VALUES (?{', ?' * n})"
+                cur.executemany(sql, kept)
             stored.extend((key, second) for _, key, second in returned)
         return stored
 
