@@ -10,14 +10,16 @@ from pathlib import Path
 
 import msgspec
 import pytest
+from hypothesis import given
 
+from lithify.core import codec
 from lithify.core.factfile import encode_line, fact_sha256
 from lithify.export import ExportOptions, export, from_facts, from_store
-from lithify.model import InferenceCall
+from lithify.model import InferenceCall, Source
 from lithify.store import FactFilter, open_store
 from lithify.store.migrations import LATEST
 from tests.export.helpers import assistant, captured_twice, fact, text, tool_session, user
-from tests.store.helpers import drop_digests, raw_execute
+from tests.store.helpers import EDGE_VALUES, VALUES, drop_digests, raw_execute
 
 SESSION = FactFilter(order="session")
 
@@ -30,6 +32,27 @@ def _odd() -> InferenceCall:
 def _digested(url: str, filters: FactFilter = SESSION) -> list[tuple[InferenceCall, bytes | None]]:
     with open_store(url) as store:
         return list(store.iter_digested(filters))
+
+
+@given(VALUES)
+def test_a_fact_read_back_has_the_digest_it_was_written_with(raw: object) -> None:
+    """What the digest is made of survives the store's codec: any value a fact can hold (NUL,
+    lone surrogates, integers past 64 bits, NaN, -0.0) gives the same JSON read back."""
+    written = InferenceCall(inference_call_id="k", source=Source("t"), raw=raw)
+    read = codec.FactReader().decode(codec.encode(written))
+    assert fact_sha256(read) == fact_sha256(written)
+
+
+def test_every_edge_value_is_read_with_its_kept_digest(store_url: str) -> None:
+    facts = [
+        InferenceCall(inference_call_id=f"k-{i}", source=Source("t"), raw={key: value})
+        for i, (key, value) in enumerate(sorted(EDGE_VALUES.items()))
+    ]
+    with open_store(store_url) as store:
+        store.insert_facts(facts)
+    read = _digested(store_url)
+    assert len(read) == len(facts)
+    assert [sha for _, sha in read] == [fact_sha256(f) for f, _ in read]
 
 
 @pytest.mark.parametrize("path", ["insert_facts", "insert_prepared"])

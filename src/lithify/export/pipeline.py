@@ -192,8 +192,9 @@ def _export(
     digests = FactDigests()
     drop = dropped_flags(options.drop_flags, options.keep_flags)
     flagger = Flagger(options.kind, drop, builder.validator)
-    digested = selection.digested()
-    facts = digested if progress is None else _ticking(digested, progress)
+    facts = selection.digested()  # each with the digest its store kept, or None
+    if progress is not None:
+        facts = _ticking(facts, progress)
     columns = columns_for(options.kind, builder.shape, images=options.images)
     writer = SplitWriter(out, options.fmt, columns, before_commit=lambda: unpublish(out))
     n = _workers(options, selection, workers)
