@@ -4,6 +4,9 @@ in the order ``lithify.derive.sessions.sort_facts`` gives fact files."""
 from __future__ import annotations
 
 import random
+import sqlite3
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -12,6 +15,7 @@ from lithify.derive.segments import iter_segments
 from lithify.derive.sessions import session_order_key, sort_facts
 from lithify.model import InferenceCall
 from lithify.store import FactFilter, open_store
+from lithify.store._query import fact_where
 from tests.derive.helpers import EXAMPLES, facts_of
 from tests.store.helpers import make_fact
 
@@ -97,3 +101,53 @@ def test_segments_from_the_store_equal_segments_from_files(store_url: str) -> No
         ]
     assert from_store == from_files
     assert len(from_files) > 10
+
+
+@pytest.mark.parametrize("kind", ["session", "time"])
+def test_a_part_of_the_session_read_walks_its_own_rows(tmp_path: Path, kind: str) -> None:
+    """Export workers read a store in parts (``session_parts``). A part's query must walk the
+    index over its own rows only: a bound under an OR is no bound to an index, which was then
+    walked from its start (sessions) or to its end (calls without one), and reading a store in
+    parts took time quadratic in its size. Counted in SQLite VM steps (its progress handler),
+    not timed: a part near the end costs what one near the start does."""
+    path = tmp_path / "facts.db"
+    facts = [
+        make_fact(
+            f"c{i:05d}",
+            session_id=f"s{i // 4:04d}" if kind == "session" else None,
+            started_at=f"2025-01-01T00:{i // 60 % 60:02d}:{i % 60:02d}Z",
+            observed_at=f"2025-01-{1 + i // 3600:02d}T00:00:00Z",
+        )
+        for i in range(4000)
+    ]
+    with open_store(f"sqlite:///{path}") as store:
+        store.insert_facts(facts)
+        parts = store.session_parts(FactFilter(order="session"), 40)
+    assert len(parts) > 50 and {b[0] for p in parts[1:-1] for b in p if b} == {kind}
+    conn = sqlite3.connect(path)
+    cond, order = {
+        "session": ("session_id IS NOT NULL", "session_id, sort_at, inference_call_id"),
+        "time": ("session_id IS NULL", "sort_at, inference_call_id"),
+    }[kind]
+
+    def steps(part: Any) -> tuple[int, int]:
+        where, params = fact_where(FactFilter(order="session", part=part))
+        ticks = 0
+
+        def tick() -> int:
+            nonlocal ticks
+            ticks += 1
+            return 0
+
+        conn.set_progress_handler(tick, 100)
+        sql = f"SELECT inference_call_id FROM facts{where} AND {cond} ORDER BY {order}"
+        rows = conn.execute(sql, params).fetchall()
+        conn.set_progress_handler(None, 0)
+        return ticks, len(rows)
+
+    # Steps per row read: the same near the start and near the end (bounded from one side
+    # only, one of the two walks most of the index).
+    (early, n_early), (late, n_late) = steps(parts[1]), steps(parts[-2])
+    assert n_early >= 40 and n_late >= 40
+    per_row = sorted([early / n_early, late / n_late])
+    assert per_row[1] <= 2 * per_row[0] + 0.25, (early, n_early, late, n_late)

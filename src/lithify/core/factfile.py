@@ -87,9 +87,9 @@ def encode_line(obj: Fact) -> bytes:
 
 
 def fact_json(fact: Fact) -> bytes:
-    """The JSON a fact's digest is of (``facts.sha256`` of an export, and the one a store keeps
-    from ingest): its line, without the newline (a fact with a lone surrogate, which JSON cannot
-    hold, as its escaped line)."""
+    """The JSON a fact's digest is of (an export's ``facts.sha256``, and what a store keeps of
+    each fact): msgspec's encoding, NaN and ±Infinity as null; a fact with a lone surrogate,
+    which JSON cannot hold, as its escaped line without the newline."""
     try:
         return _json.encode(fact)
     except UnicodeEncodeError:

@@ -218,8 +218,8 @@ def _resolved(
 ) -> Iterator[tuple[bytes, bytes | None, str | None]]:
     """The bodies and digests of ``main`` without the rows whose key is in ``dropped``, with
     ``kept`` merged in; rows start with their key (``width`` columns, of ``kept`` the last is
-    the call id it is read under), the three in one key order. Each body comes with that call
-    id, or ``None`` (a ``main`` row, read under its own)."""
+    the call id it is read under), the three in one key order. Each body comes with its digest
+    (the column after it) and that call id, or ``None`` (a ``main`` row, read under its own)."""
     skip = next(dropped, None)
     extra = next(kept, None)
     extra_key = None if extra is None else extra[:width]

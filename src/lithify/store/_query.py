@@ -55,12 +55,25 @@ def fact_where(f: FactFilter | None) -> tuple[str, list[Any]]:
         ("trace_id", f.trace_id),
     ]
     where, params = _where(conds, f.since, f.until)
-    if f.part is not None:
-        for bound, sql in zip(f.part, (_PART_FROM, _PART_TO), strict=True):
-            if bound is not None:
-                kind, value = bound
-                where = _and(where, sql[kind])
-                params.append(codec.col(value))
+    if f.part is None:
+        return where, params
+    lo, hi = f.part
+    if lo is not None and hi is not None and lo[0] == hi[0]:
+        # Both bounds of one kind (every part but the first, the last and the one where the
+        # sessions end): one range, which an index walks from one bound to the other. The
+        # general form bounds from below under an OR, which no index can use: each part then
+        # walked the index from its start, and a store read in parts took time quadratic in
+        # its size.
+        if lo[0] == "session":
+            where = _and(_and(where, "session_id >= ?"), "session_id < ?")
+        else:
+            where = _and(where, "session_id IS NULL AND sort_at >= ? AND sort_at < ?")
+        return where, [*params, codec.col(lo[1]), codec.col(hi[1])]
+    for bound, sql in zip(f.part, (_PART_FROM, _PART_TO), strict=True):
+        if bound is not None:
+            kind, value = bound
+            where = _and(where, sql[kind])
+            params.append(codec.col(value))
     return where, params
 
 
