@@ -33,6 +33,10 @@ store read, the fact digests, the flags' look at the facts, sessions and segment
 the rows, then the whole export to JSONL and to Parquet), one process each, their CPU time (all
 threads') as medians of the rounds, and what each stage adds.
 
+``--parts CALLS`` times the session read of a store whole and in the parts of 256 calls that an
+export's workers read (``FactStore.session_parts``), one after the other in one process: the
+same calls, so the two should cost alike (with ``--before``, also from another checkout).
+
 ``--before OLD/src`` runs each export again with lithify imported from another checkout's
 ``src`` (PYTHONPATH), in the same rounds, so that a change is measured against its starting
 point under the same load; ``--src NEW/src`` takes the other runs' lithify from a checkout too
@@ -329,6 +333,45 @@ with open_store(url) as store:
 """
 
 
+# The session read of a store whole, and in the parts an export's workers read (one after the
+# other, in one process): the CPU time of each, printed as "whole parts count".
+PARTS = """
+import sys, time
+from lithify.store import FactFilter, open_store
+
+with open_store(sys.argv[1]) as store:
+    f = FactFilter(order="session")
+    t0 = time.process_time()
+    for _ in store.iter_facts(f):
+        pass
+    t1 = time.process_time()
+    parts = store.session_parts(f, 256)
+    for part in parts:
+        for _ in store.iter_facts(FactFilter(order="session", part=part)):
+            pass
+    print(t1 - t0, time.process_time() - t1, len(parts))
+"""
+
+
+def parts(db: Path, rounds: int, before: str | None, src: str | None) -> None:
+    """CPU seconds of the session read whole and in parts of 256 calls (median of
+    ``rounds``), with this lithify and with ``before``'s."""
+    sides = [("after", src), *([("before", before)] if before else [])]
+    warm(*(s for _, s in sides))
+    got: dict[str, list[tuple[float, float]]] = {name: [] for name, _ in sides}
+    count = 0
+    for r in range(rounds):
+        for name, path in sides if r % 2 == 0 else sides[::-1]:
+            out = _run(peak.python(PARTS, f"sqlite:///{db}"), path)[3].split()
+            got[name].append((float(out[0]), float(out[1])))
+            count = int(out[2])
+    print(f"{'side':<8}{'whole CPU s':>13}{'in parts CPU s':>16}{'× whole':>9}  ({count:,} parts)")
+    for name, runs in got.items():
+        whole = statistics.median(w for w, _ in runs)
+        split = statistics.median(p for _, p in runs)
+        print(f"{name:<8}{whole:>13.2f}{split:>16.2f}{split / whole:>9.2f}")
+
+
 def stages(db: Path, rounds: int, src: str | None = None) -> None:
     """CPU seconds of the pipeline up to each stage (median of ``rounds``, interleaved), and
     what each stage adds; ``src``: lithify from this ``src`` folder."""
@@ -551,6 +594,12 @@ def main() -> None:
         help="only: where the time goes, stage by stage, on a store of CALLS calls",
     )
     ap.add_argument(
+        "--parts",
+        type=int,
+        metavar="CALLS",
+        help="only: the session read whole and in workers' parts, on a store of CALLS calls",
+    )
+    ap.add_argument(
         "--tokenizer",
         help="also export with --tokenizer (a folder, a cached name, or 'built': see above)",
     )
@@ -558,6 +607,13 @@ def main() -> None:
         "--page-size", type=int, default=PAGE_SIZE, help="the stores' SQLite page size (bytes)"
     )
     args = ap.parse_args()
+    if args.parts:
+        db, note = store_for(args.parts, args.page_size)
+        print(note, flush=True)
+        load = os.getloadavg()[0]
+        parts(db, args.rounds, args.before, args.src)
+        print(f"load average {load:.2f} at the start, {os.getloadavg()[0]:.2f} at the end")
+        return
     if args.stages:
         db, note = store_for(args.stages, args.page_size)
         print(note, flush=True)

@@ -148,6 +148,7 @@ def test_a_part_of_the_session_read_walks_its_own_rows(tmp_path: Path, kind: str
     # Steps per row read: the same near the start and near the end (bounded from one side
     # only, one of the two walks most of the index).
     (early, n_early), (late, n_late) = steps(parts[1]), steps(parts[-2])
+    conn.close()
     assert n_early >= 40 and n_late >= 40
     per_row = sorted([early / n_early, late / n_late])
     assert per_row[1] <= 2 * per_row[0] + 0.25, (early, n_early, late, n_late)
