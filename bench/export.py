@@ -314,9 +314,11 @@ with open_store(url) as store:
         options = ExportOptions("sft")
         builder = make_builder(options)
         flagger = Flagger("sft", dropped_flags((), ()), builder.validator)
-        facts = selection.facts
+        # (fact, kept digest) pairs; before session 21 a second stream, ``digested()``
+        pairs = selection.digested() if hasattr(selection, "digested") else selection.facts
+        facts = (f for f, _ in pairs)
         if stage >= 1:
-            facts = FactDigests().watch(selection.digested())
+            facts = FactDigests().watch(pairs)
         if stage >= 2:
             facts = flagger.watch(facts)
         items = facts

@@ -22,6 +22,7 @@ from lithify.export import (
     from_facts,
     from_store,
     pipeline,
+    plain,
 )
 from lithify.export.manifest import MANIFEST, decode_manifest
 from lithify.export.source import StoreQuery
@@ -108,7 +109,7 @@ def test_sessions_out_of_order_are_refused_as_one_process_refuses_them(tmp_path:
     facts = sort_facts([*a, *b])
     back = [*facts, *a[:1]]  # session s-001 again after s-002
     for n in (0, 2):
-        selection = Selection(back, total=len(back))
+        selection = Selection(plain(back), total=len(back))
         with pytest.raises(ValueError, match="not grouped by session"):
             export(selection, tmp_path / str(n), ExportOptions("sft"), workers=n)
         assert not (tmp_path / str(n) / "train.jsonl").exists()

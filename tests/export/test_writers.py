@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from lithify.derive.sessions import sort_facts
-from lithify.export import ExportOptions, Selection, export, from_store, writers
+from lithify.export import ExportOptions, Selection, export, from_store, plain, writers
 from lithify.model import InferenceCall
 from lithify.store import FactFilter, open_store
 from tests.export.helpers import read_rows, run_export, tool_session, user
@@ -128,7 +128,7 @@ def test_a_failed_export_leaves_the_earlier_one_untouched(tmp_path: Path, fmt: s
     run_export(facts, tmp_path, kind="sft", fmt=fmt, eval_fraction=0.3)
     before = _files(tmp_path)
     with pytest.raises(RuntimeError):
-        export(Selection(_failing(facts, 25)), tmp_path, ExportOptions(kind="sft", fmt=fmt))
+        export(Selection(plain(_failing(facts, 25))), tmp_path, ExportOptions(kind="sft", fmt=fmt))
     assert _files(tmp_path) == before  # same files, same bytes, no temporary files left
 
 

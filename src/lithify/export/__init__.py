@@ -18,7 +18,14 @@ from lithify.export.manifest import Manifest, Provenance, cli_provenance
 from lithify.export.pipeline import ExportOptions, export, make_builder
 from lithify.export.profiles import KINDS, PROFILE_CHANGES, PROFILES, ProfileError
 from lithify.export.rows import EXPORTER
-from lithify.export.source import Selection, from_facts, from_files, from_store, select
+from lithify.export.source import (
+    Selection,
+    from_facts,
+    from_files,
+    from_store,
+    plain,
+    select,
+)
 from lithify.export.summary import ExportSummary
 from lithify.export.trainer import SKIP_REASONS
 from lithify.export.validate import RowInvalid
@@ -47,5 +54,6 @@ __all__ = [
     "from_files",
     "from_store",
     "make_builder",
+    "plain",
     "select",
 ]

@@ -192,7 +192,7 @@ def _export(
     digests = FactDigests()
     drop = dropped_flags(options.drop_flags, options.keep_flags)
     flagger = Flagger(options.kind, drop, builder.validator)
-    facts = selection.digested()  # each with the digest its store kept, or None
+    facts = selection.facts  # each with the digest its store kept, or None
     if progress is not None:
         facts = _ticking(facts, progress)
     columns = columns_for(options.kind, builder.shape, images=options.images)

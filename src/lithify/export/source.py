@@ -29,7 +29,16 @@ from lithify.store import FactFilter, FactStore, PartBound, open_store
 
 T = TypeVar("T")
 
-__all__ = ["Selection", "StoreQuery", "from_facts", "from_files", "from_store", "matcher", "select"]
+__all__ = [
+    "Selection",
+    "StoreQuery",
+    "from_facts",
+    "from_files",
+    "from_store",
+    "matcher",
+    "plain",
+    "select",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,8 +46,9 @@ class Selection:
     """Facts to export, and what derivation needs beside them."""
 
     # Grouped by session, in the store's session order (``FactFilter(order="session")``), one
-    # capture per call: what ``derive.segments.iter_segments`` reads.
-    facts: Iterable[InferenceCall]
+    # capture per call (what ``derive.segments.iter_segments`` reads), each with the SHA-256 of
+    # its JSON its store kept, for the manifest's facts.sha256 (``None``: none kept; ``plain``).
+    facts: Iterable[tuple[InferenceCall, bytes | None]]
     feedback: Sequence[Feedback] = ()
     # Ids of other captures of the calls → the id of the call (``FeedbackIndex`` aliases).
     aliases: Mapping[str, str] = field(default_factory=dict)
@@ -53,15 +63,11 @@ class Selection:
     # Of ``dropped``, the captures holding more message parts than the one their call is read
     # from: rows lack those parts (``DeriveStats.richer_dropped``).
     richer: int = 0
-    # ``facts`` again, each with the SHA-256 of its JSON its store kept (``None``: none kept),
-    # for the manifest's facts.sha256; read instead of ``facts`` (``digested``), never both.
-    kept_digests: Iterable[tuple[InferenceCall, bytes | None]] | None = None
 
-    def digested(self) -> Iterable[tuple[InferenceCall, bytes | None]]:
-        """The facts, each with its kept digest or ``None``."""
-        if self.kept_digests is not None:
-            return self.kept_digests
-        return ((f, None) for f in self.facts)
+
+def plain(facts: Iterable[InferenceCall]) -> Iterator[tuple[InferenceCall, None]]:
+    """``facts`` as a ``Selection`` holds them when no store kept their digests."""
+    return ((f, None) for f in facts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,11 +106,8 @@ def from_store(store: FactStore, filters: FactFilter) -> Selection:
     # A limit counts calls across the whole read: ranges read apart cannot keep it.
     url = getattr(store, "connect_url", None)
     query = StoreQuery(url, filters) if url and filters.limit is None else None
-    facts = store.iter_facts(filters)  # each read lazily: the export takes one of the two
-    digested = store.iter_digested(filters)
-    return Selection(
-        facts, feedback, aliases, dropped, total, query, richer=richer, kept_digests=digested
-    )
+    facts = store.iter_digested(filters)  # read lazily, as the export goes
+    return Selection(facts, feedback, aliases, dropped, total, query, richer=richer)
 
 
 # Fact files up to this size on disk are read into memory; larger inputs are first written into
@@ -168,12 +171,7 @@ def _through_scratch_store(paths: list[Path], filters: FactFilter) -> Selection:
             close()
 
     # Worker processes may read the scratch store in parts as they read any store.
-    return replace(
-        selection,
-        facts=closing(selection.facts),
-        kept_digests=closing(selection.digested()),
-        close=close,
-    )
+    return replace(selection, facts=closing(selection.facts), close=close)
 
 
 def from_facts(
@@ -188,7 +186,9 @@ def from_facts(
     kept, _, aliases = resolve_facts(facts, left_out=per_call)
     selected = select(kept, filters)
     left_out, lacking = left_out_of(kept, per_call, filters)
-    return Selection(selected, list(feedback), aliases, left_out, len(selected), richer=lacking)
+    return Selection(
+        plain(selected), list(feedback), aliases, left_out, len(selected), richer=lacking
+    )
 
 
 def left_out_of(
