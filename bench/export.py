@@ -499,14 +499,14 @@ def _steps(
     yield "store read (baseline)", peak.python(READ, url), src, {}
     for fmt in ("jsonl", "parquet"):
         for workers in ("0", "2"):
-            argv = ["export", "sft", "-s", url, "-o", str(out_dir / f"{fmt}-{workers}")]
-            cmd = peak.lithify(*argv, "--format", fmt, "--no-progress", "--json")
-            name = f"export sft → {fmt}" + (", 2 workers" if workers != "0" else "")
-            yield name, cmd, src, {"LITHIFY_EXPORT_WORKERS": workers}
-        if before is not None:
-            argv = ["export", "sft", "-s", url, "-o", str(out_dir / f"{fmt}-before")]
-            cmd = peak.lithify(*argv, "--format", fmt, "--no-progress", "--json")
-            yield f"  before: → {fmt}", cmd, before, {}
+            env = {"LITHIFY_EXPORT_WORKERS": workers}
+            name = f"→ {fmt}" + (", 2 workers" if workers != "0" else "")
+            sides = [("export sft ", src, "after")]
+            sides += [("  before: ", before, "before")] if before else []
+            for label, where, side in sides:
+                argv = ["export", "sft", "-s", url, "-o", str(out_dir / f"{fmt}-{workers}-{side}")]
+                cmd = peak.lithify(*argv, "--format", fmt, "--no-progress", "--json")
+                yield label + name, cmd, where, env
     if tokenizer is not None:
         argv = ["export", "sft", "-s", url, "-o", str(out_dir / "tokens"), "--profile", "trl"]
         argv += ["--tokenizer", tokenizer, "--no-progress", "--json"]
