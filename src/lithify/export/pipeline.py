@@ -460,8 +460,8 @@ def _lined(
 ) -> Iterator[InferenceCall]:
     """The facts of ``digested`` as they are read, their facts.sha256 lines added to
     ``lines`` (and the facts to ``counts``) on the way: a part streams through, as one
-    process's read does, rather than being held whole (a part held whole, decoded, costs
-    the rows built from it about a tenth more CPU: docs/export-speed.md)."""
+    process's read does, rather than being held whole (decoded and held whole, a part cost
+    its worker about 15% more CPU: docs/export-speed.md)."""
     for f, sha256 in digested:
         lines.append(call_line(f, sha256))
         if counts is not None:
