@@ -153,6 +153,34 @@ def test_a_workers_error_is_raised_here_and_nothing_is_written(
     assert errors[0] == errors[1]
 
 
+def test_a_store_read_with_a_limit_sends_its_kept_digests_to_the_workers(
+    tmp_path: Path, store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A limit keeps the read in this process, which hands the facts over in batches: with
+    each fact goes the digest its store kept, so no worker encodes a fact to hash it (one
+    whose JSON a worker cannot make passes), and the files are one process's."""
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(
+        f"from lithify.core import factfile\n{_DAMAGED}\n"
+        "factfile.fact_json = damaged(factfile.fact_json)\n"
+    )
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(hook), os.environ.get("PYTHONPATH", "")]))
+    bad = fact("bad", [user("x")], [assistant(text("y"))], session="s-000")
+    facts = [bad, *(f for s in range(1, 6) for f in _agent(s, 4, 300))]
+    with open_store(store_url) as store:
+        store.insert_facts(facts)
+        out = {}
+        for n in (0, 2):
+            selection = from_store(store, FactFilter(limit=len(facts)))
+            assert selection.query is None  # read here, handed over in batches
+            folder = tmp_path / f"workers-{n}"
+            summary = export(selection, folder, ExportOptions("sft"), workers=n)
+            out[n] = (_files(folder), summary.rows)
+    assert out[0] == out[2] and sum(out[0][1].values()) == len(facts)
+    assert decode_manifest(out[2][0][MANIFEST]).facts.count == len(facts)
+
+
 def test_rows_name_the_distributions_version() -> None:
     from lithify.export.rows import EXPORTER
 

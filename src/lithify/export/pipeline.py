@@ -245,7 +245,7 @@ _BATCH = 4 << 20  # codec bytes of whole sessions per batch
 _PART = 256  # calls per part a worker reads itself (whole sessions: a long one makes it longer)
 _AHEAD = 2  # batches a worker may hold: memory stays at workers × _AHEAD batches and rows
 _batch_encoder = msgspec.msgpack.Encoder()
-_batch_decoder = msgspec.msgpack.Decoder(list[bytes])
+_batch_decoder = msgspec.msgpack.Decoder(list[tuple[bytes, bytes | None]])
 _part_encoder = msgspec.msgpack.Encoder()
 _part_decoder = msgspec.msgpack.Decoder(tuple[PartBound | None, PartBound | None])
 
@@ -307,13 +307,13 @@ def _batches(
     facts: Iterable[tuple[InferenceCall, bytes | None]], digests: FactDigests
 ) -> Iterator[bytes]:
     """``facts`` (grouped by session, as ``iter_sessions`` checks) as messages to a worker:
-    batches of whole sessions' codec bytes; ``digests`` counts them. Kept digests are not sent:
-    only facts from files or memory, which have none, and a store's read with a limit go so."""
-    blobs: list[bytes] = []
+    batches of whole sessions' codec bytes, each with its kept digest (a store's read with a
+    limit goes so; facts from files or memory have none); ``digests`` counts them."""
+    blobs: list[tuple[bytes, bytes | None]] = []
     size = 0
     last: str | None = None  # the column form of the last session id
     prev: object = object()
-    for f, _ in facts:
+    for f, sha256 in facts:
         sid = f.session_id
         if sid is not None and sid != prev:
             if size >= _BATCH:
@@ -325,7 +325,7 @@ def _batches(
             blobs, size = [], 0
         prev = sid
         data = codec.encode(f)
-        blobs.append(data)
+        blobs.append((data, sha256))
         size += len(data)
         digests.note(f)
     if blobs:
@@ -435,7 +435,7 @@ def _work(fd: int) -> None:
                     digested = query.read(store, _part_decoder.decode(message))
                 else:
                     blobs = _batch_decoder.decode(message)
-                    digested = ((reader.decode(b), None) for b in blobs)
+                    digested = ((reader.decode(b), sha256) for b, sha256 in blobs)
                 lines: list[bytes] = []
                 facts = _lined(digested, lines, None if query is None else counts)
                 rows = derive_rows(flagger.watch(facts), index, builder, stats)
