@@ -130,7 +130,10 @@ def test_protobuf_file(tmp_path: Path) -> None:
 
 def test_usage_errors_exit_2(tmp_path: Path) -> None:
     assert runner.invoke(app, ["convert"]).exit_code == 2
-    assert runner.invoke(app, ["convert", "--from", "nope", str(TRACES)]).exit_code == 2
+    out = str(tmp_path / "o")
+    for engine in ([], ["--engine", "ray"]):  # refused before Ray starts
+        res = runner.invoke(app, ["convert", *engine, "--from", "nope", str(TRACES), "-o", out])
+        assert res.exit_code == 2 and "unknown --from 'nope'" in res.stderr, engine
 
 
 def test_environment_variable_sets_an_option(tmp_path: Path) -> None:

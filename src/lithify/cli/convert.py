@@ -32,7 +32,7 @@ from lithify.cli.options import (
 if TYPE_CHECKING:
     from rich.progress import Progress
 
-    from lithify.ingest.convert import Sink, Summary
+    from lithify.ingest.convert import Sink, StrictError, Summary
 
 # The stages (and rich) are imported where they are used: `lithify convert` must not pay for what
 # `import` or the Ray engine needs, and `lithify --help` for neither.
@@ -178,6 +178,18 @@ def _check_urls(paths: list[str] | None) -> None:
                 pass
 
 
+def _check_source(source: str) -> None:
+    """Exit ``Exit.USAGE`` for a ``--from`` that names no format."""
+    if source not in FORMATS:
+        err.print(f"[red]unknown --from {source!r}[/]; choose one of: {', '.join(FORMATS)}")
+        leave(Exit.USAGE)
+
+
+def _corrupt(e: StrictError) -> NoReturn:
+    err.print(f"[red]corrupt input (--strict):[/] {e.skip.detail}")
+    leave(Exit.STRICT)
+
+
 def _no_filesystem(e: Exception) -> NoReturn:
     from rich.markup import escape
 
@@ -201,9 +213,7 @@ def _pipeline(
     request/response pair is read."""
     from lithify.ingest.convert import StrictError, run
 
-    if source not in FORMATS:
-        err.print(f"[red]unknown --from {source!r}[/]; choose one of: {', '.join(FORMATS)}")
-        leave(Exit.USAGE)
+    _check_source(source)
     if not paths and request is None and response is None:
         err.print("[red]nothing to read:[/] give PATH… or --request/--response")
         leave(Exit.USAGE)
@@ -240,8 +250,7 @@ def _pipeline(
         with bars:
             return go(_progress_factory(bars))
     except StrictError as e:
-        err.print(f"[red]corrupt input (--strict):[/] {e.skip.detail}")
-        leave(Exit.STRICT)
+        _corrupt(e)
 
 
 @click.command("convert")
@@ -416,9 +425,7 @@ def _convert_ray(
     if output == "-" or request is not None or response is not None or not paths:
         err.print("[red]--engine ray converts PATH… into a folder: give -o DIR[/]")
         leave(Exit.USAGE)
-    if source not in FORMATS:
-        err.print(f"[red]unknown --from {source!r}[/]; choose one of: {', '.join(FORMATS)}")
-        leave(Exit.USAGE)
+    _check_source(source)
     split = SPLIT_BYTES if split_bytes is None else split_bytes
     _check_urls(paths)
     try:
@@ -430,5 +437,4 @@ def _convert_ray(
         err.print(f"[red]{escape(str(e))}[/]")
         leave(Exit.USAGE)
     except StrictError as e:
-        err.print(f"[red]corrupt input (--strict):[/] {e.skip.detail}")
-        leave(Exit.STRICT)
+        _corrupt(e)
