@@ -128,10 +128,8 @@ def damaged(real):
 """
 
 
-def test_a_workers_error_is_raised_here_and_nothing_is_written(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # In the first batch, while this process still sends the next ones.
+def _damage_workers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Worker processes started from now on make no JSON of the fact "bad" (``_DAMAGED``)."""
     hook = tmp_path / "hook"
     hook.mkdir()
     (hook / "sitecustomize.py").write_text(
@@ -139,6 +137,13 @@ def test_a_workers_error_is_raised_here_and_nothing_is_written(
         "factfile.fact_json = damaged(factfile.fact_json)\n"
     )
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(hook), os.environ.get("PYTHONPATH", "")]))
+
+
+def test_a_workers_error_is_raised_here_and_nothing_is_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # In the first batch, while this process still sends the next ones.
+    _damage_workers(tmp_path, monkeypatch)
     here: dict[str, Any] = {}
     exec(_DAMAGED, here)
     monkeypatch.setattr(factfile, "fact_json", here["damaged"](factfile.fact_json))
@@ -159,13 +164,7 @@ def test_a_store_read_with_a_limit_sends_its_kept_digests_to_the_workers(
     """A limit keeps the read in this process, which hands the facts over in batches: with
     each fact goes the digest its store kept, so no worker encodes a fact to hash it (one
     whose JSON a worker cannot make passes), and the files are one process's."""
-    hook = tmp_path / "hook"
-    hook.mkdir()
-    (hook / "sitecustomize.py").write_text(
-        f"from lithify.core import factfile\n{_DAMAGED}\n"
-        "factfile.fact_json = damaged(factfile.fact_json)\n"
-    )
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(hook), os.environ.get("PYTHONPATH", "")]))
+    _damage_workers(tmp_path, monkeypatch)
     bad = fact("bad", [user("x")], [assistant(text("y"))], session="s-000")
     facts = [bad, *(f for s in range(1, 6) for f in _agent(s, 4, 300))]
     with open_store(store_url) as store:
