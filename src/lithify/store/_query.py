@@ -43,6 +43,15 @@ _PART_FROM = {
     "time": "(session_id IS NULL AND sort_at >= ?)",
 }
 _PART_TO = {"session": "session_id < ?", "time": "(session_id IS NOT NULL OR sort_at < ?)"}
+# Both bounds of one kind (every part but the first, the last and the one where the sessions
+# end): the two above simplified (``session_id < ?`` is never true of a NULL) into one range,
+# which an index walks from one bound to the other. Under the OR, the lower bound is one no
+# index can use: each part then walked the index from its start, and a store read in parts
+# took time quadratic in its size.
+_PART_RANGE = {
+    "session": "session_id >= ? AND session_id < ?",
+    "time": "session_id IS NULL AND sort_at >= ? AND sort_at < ?",
+}
 
 
 def fact_where(f: FactFilter | None) -> tuple[str, list[Any]]:
@@ -59,15 +68,7 @@ def fact_where(f: FactFilter | None) -> tuple[str, list[Any]]:
         return where, params
     lo, hi = f.part
     if lo is not None and hi is not None and lo[0] == hi[0]:
-        # Both bounds of one kind (every part but the first, the last and the one where the
-        # sessions end): one range, which an index walks from one bound to the other. The
-        # general form bounds from below under an OR, which no index can use: each part then
-        # walked the index from its start, and a store read in parts took time quadratic in
-        # its size.
-        if lo[0] == "session":
-            where = _and(_and(where, "session_id >= ?"), "session_id < ?")
-        else:
-            where = _and(where, "session_id IS NULL AND sort_at >= ? AND sort_at < ?")
+        where = _and(where, _PART_RANGE[lo[0]])
         return where, [*params, codec.col(lo[1]), codec.col(hi[1])]
     for bound, sql in zip(f.part, (_PART_FROM, _PART_TO), strict=True):
         if bound is not None:
