@@ -61,6 +61,54 @@ def test_rows_are_the_json_of_their_data(profile: str, shape: str) -> None:
         validator.check(row.data, row.source_ids)  # the whole-row check agrees
 
 
+# Values a metadata field may be set to, with the ones Python finds equal but JSON does not.
+_META_VALUES = st.one_of(
+    st.sampled_from([[], ["degraded_source"], 0, 1, True, False, 1.0, None, "x", [1], [True]]),
+    st.integers(-(2**63), 2**63 - 1),
+    st.lists(st.sampled_from(["a", "b"]), max_size=2),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    steps=st.lists(
+        st.dictionaries(st.sampled_from(["flags", "tokens", "context_cut"]), _META_VALUES),
+        max_size=4,
+    ),
+    spans=st.booleans(),
+    stale=st.booleans(),
+)
+def test_set_metadata_keeps_a_row_the_json_of_its_data(
+    steps: list[dict[str, Any]], spans: bool, stale: bool
+) -> None:
+    # With spans the metadata is spliced in; without (rows other than SFT's) the row is
+    # encoded whole; a stale row (b"": tools recovered, cut to a budget) is always encoded.
+    rows = _rows("trl", "messages", _session())
+    for row in rows:
+        if not spans:
+            row.spans = None
+        if stale:
+            row.encoded, row.spans = b"", None
+        for fields in steps:
+            row = row.set_metadata(**fields)
+            assert row.encoded == orjson.dumps(row.data)
+            meta = orjson.loads(row.encoded)["metadata"]
+            assert all(orjson.dumps(meta[k]) == orjson.dumps(v) for k, v in fields.items())
+
+
+def test_a_row_without_flags_is_not_encoded_again() -> None:
+    # The builder writes "flags": [] where the flagger would put it: an unflagged row keeps its
+    # JSON as built (before, every row's metadata was encoded again and spliced in).
+    rows = _rows("trl", "messages", _session())
+    assert rows and all(r.data["metadata"]["flags"] == [] for r in rows)
+    for row in rows:
+        encoded = row.encoded
+        assert row.set_metadata(flags=[]).encoded is encoded
+        flagged = row.set_metadata(flags=["degraded_source"])
+        assert flagged.encoded == orjson.dumps(flagged.data)
+        assert list(flagged.data["metadata"])[-1] == "flags"
+
+
 def test_the_prompt_digest_tells_prompts_and_tools_apart() -> None:
     def loop(key: str, question: str, tools: bool = True) -> list[InferenceCall]:
         first = fact(

@@ -118,6 +118,7 @@ def test_sft_every_assistant_turn_is_a_target_with_earlier_turns_as_context() ->
         "schema": "urn:lithify:schemas:rows:sft.messages:v1:canonical.thinking.object",
         "exporter": EXPORTER,
         "turn": 1,
+        "flags": [],  # the flagger's to fill (last: a row without flags is encoded once)
     }
     assert first["metadata"]["turn"] == 0 and first["metadata"]["source_call_ids"] == ["s-1-a"]
 

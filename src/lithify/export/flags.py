@@ -221,7 +221,7 @@ class Flagger:
         holder["tools"] = [*holder["tools"], *(flat_tools(extra) if flat else trainer_tools(extra))]
         if self.validator is not None:
             self.validator.check(row.data, row.source_ids)
-        row.spans = None  # the row is encoded again, whole
+        row.encoded, row.spans = b"", None  # set_metadata encodes it again, whole
         return True
 
     def flags(self, row: Row) -> list[str]:

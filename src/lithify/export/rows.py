@@ -105,7 +105,9 @@ def digest(value: Any) -> bytes:
 @dataclass(slots=True)
 class Row:
     data: dict[str, Any]
-    encoded: bytes  # the row's JSON, one line without the newline
+    # The row's JSON, one line without the newline; b"" while it is to be encoded again, whole,
+    # by ``set_metadata`` (a row cut to a token budget, one whose tools were recovered).
+    encoded: bytes
     split: str
     prompt: bytes  # digest of the row's exact prompt
     source_ids: list[str]
@@ -118,8 +120,11 @@ class Row:
 
     def set_metadata(self, **fields: Any) -> Row:
         """This row with ``fields`` set in its ``metadata``, its JSON as encoding the whole
-        row would give (only the metadata is encoded again, where its place is known)."""
+        row would give (only the metadata is encoded again, where its place is known; nothing
+        when it holds ``fields`` already, as a row's ``"flags": []`` from the builder does)."""
         meta = self.data["metadata"]
+        if self.encoded and all(_holds(meta, k, v) for k, v in fields.items()):
+            return self
         meta.update(fields)
         span = self.spans.get("metadata") if self.spans else None
         if span is None:
@@ -131,6 +136,11 @@ class Row:
         assert self.spans is not None
         self.spans = {**self.spans, "metadata": (start, start + len(encoded))}
         return self
+
+
+def _holds(meta: dict[str, Any], key: str, value: Any) -> bool:
+    # Compared as JSON: 1 == True == 1.0 in Python, not in a row.
+    return key in meta and orjson.dumps(meta[key]) == orjson.dumps(value)
 
 
 _PIECE_HEAD = len(b'{"m":[')
@@ -466,6 +476,8 @@ class RowBuilder:
             "schema": self.schema_id,
             "exporter": EXPORTER,
             **extra,
+            # Last, where the flagger sets it: a row without flags is then encoded once.
+            "flags": [],
         }
 
     def _finish(self, data: dict[str, Any], prompt: Any, split: str, ids: list[str]) -> Row:
