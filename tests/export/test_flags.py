@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from lithify.cli import app
 from lithify.export import ExportOptions, ProfileError, make_builder
-from lithify.export.flags import DEFAULT_DROP, FLAGS, _scan, call_flags
+from lithify.export.flags import _BIT_NAMES, DEFAULT_DROP, FLAGS, _names, _scan, call_flags
 from lithify.export.profiles import resolve
 from lithify.export.rows import shape_for
 from lithify.export.validate import RowValidator
@@ -287,3 +287,10 @@ def test_scanning_from_the_call_before_finds_what_a_full_scan_finds(
     prefix = first if shared else [Message(m.role, list(m.parts)) for m in first]
     messages = [*prefix, *more]
     assert _scan(messages, before)[1:] == _scan(messages, None)[1:]
+
+
+def test_every_flag_is_judged_by_a_bit_of_its_own() -> None:
+    # Rows are judged by bits (one a flag): a flag in FLAGS without one could never be set.
+    assert sorted(_BIT_NAMES.values()) == sorted(FLAGS)
+    assert _names(sum(_BIT_NAMES)) == tuple(sorted(FLAGS))
+    assert all(_names(bit) == (name,) for bit, name in _BIT_NAMES.items())

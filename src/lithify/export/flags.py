@@ -13,6 +13,7 @@ import operator
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from lithify.export.trainer import flat_tools, trainer_tools
@@ -78,15 +79,31 @@ def dropped_flags(drop: Iterable[str], keep: Iterable[str]) -> frozenset[str]:
     return frozenset((DEFAULT_DROP | drop) - keep)
 
 
+# A flag of a row judged from its calls: a bit each. Target flags come from the calls the row
+# teaches (an SFT row's last), source flags from any of its calls.
+_TRUNCATED, _CONTENT_FILTER, _ERROR, _EMPTY, _ORPHAN, _DEGRADED, _RECOVERED, _UNDEFINED = (
+    1 << i for i in range(8)
+)
+_BIT_NAMES = {
+    _TRUNCATED: "truncated_target",
+    _CONTENT_FILTER: "content_filter",
+    _ERROR: "error_target",
+    _EMPTY: "empty_target",
+    _ORPHAN: "orphan_tool_result",
+    _DEGRADED: "degraded_source",
+    _RECOVERED: "tools_recovered",
+    _UNDEFINED: "undefined_tool_call",
+}
+_FINISHES = {"length": _TRUNCATED, "content_filter": _CONTENT_FILTER, "error": _ERROR}
+
+
 @dataclass(frozen=True, slots=True)
 class _Call:
     """What flags need of one call."""
 
     used: frozenset[str]  # tool names its input and outputs call
-    finishes: frozenset[str | None]  # of its outputs
-    empty: bool  # an output with neither text nor a tool call
-    orphan: bool  # a tool result in its input whose call is not earlier
-    degraded: bool
+    target: int  # the target flags' bits of its outputs (finish reasons, an empty one)
+    source: int  # the source flags' bits: an orphan tool result in its input, a degradation
 
 
 # An input scanned: its messages, the tool names and call ids they call, whether one holds an
@@ -98,31 +115,39 @@ def _scan(messages: list[Message], before: _Scan | None) -> _Scan:
     """Scan ``messages``, from where ``before`` ends when they begin with its messages (a call
     replays the one before it, and decoding shares the replayed messages: compared by identity,
     so only what is new is scanned)."""
-    start, used, called, orphan = 0, set[str](), set[str](), False
+    start, used, called, orphan = 0, frozenset[str](), frozenset[str](), False
     n = len(before[0]) if before is not None else 0
     if before is not None and n <= len(messages) and all(map(operator.is_, before[0], messages)):
-        start, used, called, orphan = len(before[0]), set(before[1]), set(before[2]), before[3]
+        start, used, called, orphan = n, before[1], before[2], before[3]
+    names: list[str] = []
+    ids: set[str] = set()  # called in the new messages, so far
     for m in messages[start:]:
         for p in m.parts:
             if isinstance(p, ToolCallPart):
-                used.add(p.name)
-                called.add(p.id)
-            elif isinstance(p, ToolCallResponsePart) and p.id not in called:
+                names.append(p.name)
+                ids.add(p.id)
+            elif isinstance(p, ToolCallResponsePart) and p.id not in ids and p.id not in called:
                 orphan = True
-    return messages, frozenset(used), frozenset(called), orphan
+    # Sets made anew only when something new is called: most calls add one call and one name.
+    if ids:
+        called = called.union(ids)
+    if names and not used.issuperset(names):
+        used = used.union(names)
+    return messages, used, called, orphan
 
 
 def _call(f: InferenceCall, scan: _Scan) -> _Call:
-    used = set(scan[1])
+    used = scan[1]
+    names = [p.name for m in f.output_messages for p in m.parts if isinstance(p, ToolCallPart)]
+    if names and not used.issuperset(names):
+        used = used.union(names)
+    target = 0
     for m in f.output_messages:
-        used.update(p.name for p in m.parts if isinstance(p, ToolCallPart))
-    return _Call(
-        frozenset(used),
-        frozenset(m.finish_reason for m in f.output_messages),
-        any(_empty(m) for m in f.output_messages),
-        scan[3],
-        bool(f.degradations),
-    )
+        target |= _FINISHES.get(m.finish_reason or "", 0)
+        if _empty(m):
+            target |= _EMPTY
+    source = (_ORPHAN if scan[3] else 0) | (_DEGRADED if f.degradations else 0)
+    return _Call(used, target, source)
 
 
 def _empty(m: Message) -> bool:
@@ -229,9 +254,9 @@ class Flagger:
         calls = [c for i in ids if (c := self._lookup(i)) is not None]
         targets = calls[-1:] if self.kind == "sft" else calls
         missing = set().union(*(c.used for c in calls)) - self._tool_names(row.data)
-        tools = None
+        tools = 0
         if missing:
-            tools = "tools_recovered" if self._recover(row, missing) else "undefined_tool_call"
+            tools = _RECOVERED if self._recover(row, missing) else _UNDEFINED
         return _judged(calls, targets, tools)
 
     def tally(self) -> tuple[Counter[str], int]:
@@ -264,23 +289,20 @@ def note_flags(summary: ExportSummary, flagger: Flagger) -> ExportSummary:
     return summary
 
 
-def _judged(calls: list[_Call], targets: list[_Call], tools: str | None) -> list[str]:
-    """The flags of a row made of ``calls`` whose targets are ``targets``; ``tools``: the flag
-    its tool definitions earned (recovered, undefined), if any."""
-    found = set() if tools is None else {tools}
-    if any("length" in c.finishes for c in targets):
-        found.add("truncated_target")
-    if any("content_filter" in c.finishes for c in targets):
-        found.add("content_filter")
-    if any("error" in c.finishes for c in targets):
-        found.add("error_target")
-    if any(c.empty for c in targets):
-        found.add("empty_target")
-    if any(c.orphan for c in calls):
-        found.add("orphan_tool_result")
-    if any(c.degraded for c in calls):
-        found.add("degraded_source")
-    return sorted(found)
+def _judged(calls: list[_Call], targets: list[_Call], tools: int) -> list[str]:
+    """The flags of a row made of ``calls`` whose targets are ``targets``; ``tools``: the bit
+    its tool definitions earned (recovered, undefined), or 0."""
+    bits = tools
+    for c in targets:
+        bits |= c.target
+    for c in calls:
+        bits |= c.source
+    return list(_names(bits))
+
+
+@cache
+def _names(bits: int) -> tuple[str, ...]:
+    return tuple(sorted(name for bit, name in _BIT_NAMES.items() if bits & bit))
 
 
 def call_flags(facts: Iterable[InferenceCall]) -> Iterator[tuple[InferenceCall, list[str]]]:
@@ -296,9 +318,9 @@ def call_flags(facts: Iterable[InferenceCall]) -> Iterator[tuple[InferenceCall, 
     def judged() -> Iterator[tuple[InferenceCall, list[str]]]:
         for f, c in held:
             missing = c.used - {t.name for t in f.tools}
-            tools = None
+            tools = 0
             if missing:
-                tools = "tools_recovered" if missing <= defined else "undefined_tool_call"
+                tools = _RECOVERED if missing <= defined else _UNDEFINED
             yield f, _judged([c], [c], tools)
 
     for f in facts:
