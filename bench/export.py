@@ -37,6 +37,12 @@ threads') as medians of the rounds, and what each stage adds.
 export's workers read (``FactStore.session_parts``), one after the other in one process: the
 same calls, so the two should cost alike (with ``--before``, also from another checkout).
 
+``--instructions CALLS`` counts the instructions (valgrind's cachegrind) of a one-process export
+up to its rows flagged and whole to JSONL, and of the read, with ``--before`` too: a run gives
+the same count within about 0.1% where CPU times here differ by 15-40% from run to run, so a
+change of a few percent shows. Valgrind has no SHA-NI: the hashing of the JSONL counts several
+times its share; compare the stages before the writes.
+
 ``--before OLD/src`` runs each export again with lithify imported from another checkout's
 ``src`` (PYTHONPATH), in the same rounds, so that a change is measured against its starting
 point under the same load; ``--src NEW/src`` takes the other runs' lithify from a checkout too
@@ -51,6 +57,7 @@ import contextlib
 import hashlib
 import os
 import random
+import re
 import shutil
 import sqlite3
 import statistics
@@ -390,6 +397,44 @@ def stages(db: Path, rounds: int, src: str | None = None) -> None:
         print(f"{name:<32}{m:>8.2f}{adds:>8.2f}{m / medians[0]:>8.2f}")
 
 
+# Instructions counted by valgrind's cachegrind: the same run gives the same count within about
+# 0.1%, where this machine's CPU times of one run differ by 15-40% (docs/export-speed.md). Up to
+# these stages: the read, the rows flagged (all but the writes), the whole export to JSONL.
+_COUNTED = (0, 5, 6)
+
+
+def instructions(db: Path, before: str | None, src: str | None) -> None:
+    """Instructions of a one-process export up to ``_COUNTED`` stages, under valgrind, with
+    this lithify and with ``before``'s: a change's cost measured without the machine's noise."""
+    if shutil.which("valgrind") is None:
+        raise SystemExit("--instructions needs valgrind (apt-get install valgrind)")
+    sides = [("after", src), *([("before", before)] if before else [])]
+    warm(*(s for _, s in sides))
+    got: dict[str, list[int]] = {name: [] for name, _ in sides}
+    for stage in _COUNTED:
+        for name, path in sides:
+            argv = [
+                "valgrind", "--tool=cachegrind", "--cache-sim=no",
+                "--cachegrind-out-file=/dev/null",
+                *peak.python(STAGE, f"sqlite:///{db}", str(stage)),
+            ]  # fmt: skip
+            # Sets and dicts of strings iterate in the hash seed's order: one seed, one count.
+            env = _env(path, {"PYTHONHASHSEED": "0"})
+            done = subprocess.run(argv, env=env, capture_output=True, check=True)
+            refs = re.search(rb"I\s+refs:\s+([\d,]+)", done.stderr)
+            assert refs is not None, done.stderr[-2000:]
+            got[name].append(int(refs.group(1).replace(b",", b"")))
+    print(f"{'up to':<34}" + "".join(f"{name + ' Ir':>18}" for name in got), end="")
+    print(f"{'after/before':>14}" if before else "")
+    for i, stage in enumerate(_COUNTED):
+        print(f"{STAGES[stage]:<34}" + "".join(f"{c[i]:>18,}" for c in got.values()), end="")
+        print(f"{got['after'][i] / got['before'][i]:>14.3f}" if before else "")
+    print(
+        "(valgrind runs without SHA-NI: hashing the JSONL counts several times what it costs; "
+        "compare the stages before it)"
+    )
+
+
 # Worker processes of an export (LITHIFY_EXPORT_WORKERS) report their own peak too, as
 # "workers VmHWM": a sitecustomize on the path of every process of a run, reporting in those
 # whose parent is not the benchmark (the export's children).
@@ -413,12 +458,9 @@ def _workers_mb(stderr: bytes) -> float:
     return sum(int(part.split()[0]) for part in text.split("workers VmHWM:")[1:]) / 1024
 
 
-def _run(
-    argv: list[str], src: str | None = None, extra: dict[str, str] | None = None
-) -> tuple[float, float, float, bytes]:
-    """Run a command (one that reports its peak, bench/peak.py); (wall seconds, CPU seconds of
-    it and its children, its peak RSS with its workers' in MB, stdout). ``src``: import
-    lithify from this ``src`` folder; ``extra``: environment variables."""
+def _env(src: str | None, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of a measured run: lithify from ``src`` (else the installed one), the
+    workers' peak reporting, ``extra``."""
     SITE.mkdir(parents=True, exist_ok=True)
     (SITE / "sitecustomize.py").write_text(_SITECUSTOMIZE)
     env = {**os.environ, **(extra or {}), "LITHIFY_BENCH_PID": str(os.getpid())}
@@ -427,6 +469,16 @@ def _run(
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     paths = [str(SITE)] + ([str(Path(src).resolve())] if src is not None else [])
     env["PYTHONPATH"] = os.pathsep.join(paths)
+    return env
+
+
+def _run(
+    argv: list[str], src: str | None = None, extra: dict[str, str] | None = None
+) -> tuple[float, float, float, bytes]:
+    """Run a command (one that reports its peak, bench/peak.py); (wall seconds, CPU seconds of
+    it and its children, its peak RSS with its workers' in MB, stdout). ``src``: import
+    lithify from this ``src`` folder; ``extra``: environment variables."""
+    env = _env(src, extra)
     t0 = time.perf_counter()
     with tempfile.TemporaryFile() as err:
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err, env=env)
@@ -602,6 +654,12 @@ def main() -> None:
         help="only: the session read whole and in workers' parts, on a store of CALLS calls",
     )
     ap.add_argument(
+        "--instructions",
+        type=int,
+        metavar="CALLS",
+        help="only: instructions of a one-process export (valgrind), on a store of CALLS calls",
+    )
+    ap.add_argument(
         "--tokenizer",
         help="also export with --tokenizer (a folder, a cached name, or 'built': see above)",
     )
@@ -615,6 +673,11 @@ def main() -> None:
         load = os.getloadavg()[0]
         parts(db, args.rounds, args.before, args.src)
         print(f"load average {load:.2f} at the start, {os.getloadavg()[0]:.2f} at the end")
+        return
+    if args.instructions:
+        db, note = store_for(args.instructions, args.page_size)
+        print(note, flush=True)
+        instructions(db, args.before, args.src)
         return
     if args.stages:
         db, note = store_for(args.stages, args.page_size)

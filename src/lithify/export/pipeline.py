@@ -404,8 +404,9 @@ def _rows_back(conn: Connection, into: _Merge) -> Iterator[Row]:
         into.digests.add(line)
     if into.progress is not None:
         into.progress(len(lines))
-    for encoded, split, prompt, ids, spans, data in rows:
-        yield Row(data, encoded, split, prompt, ids, spans)
+    for encoded, split, prompt, spans, data in rows:
+        # No source ids: the writer reads none (a worker's rows were validated and flagged there).
+        yield Row(data, encoded, split, prompt, [], spans)
 
 
 def _work(fd: int) -> None:
@@ -480,13 +481,15 @@ def _receive(conn: Connection, inbox: queue.SimpleQueue[bytes]) -> None:
 
 def _sent(
     row: Row, fmt: str, columns: tuple[tuple[str, str], ...]
-) -> tuple[bytes, str, bytes, list[str], dict[str, tuple[int, int]] | None, dict[str, Any]]:
-    """What the writer reads of a row. Its ``data`` only where the row's JSON does not hold the
-    value: JSONL lines are the JSON; a Parquet JSON column with its place known is a view of
-    it (a mark stands for the value), a reward column is the value."""
+) -> tuple[bytes, str, bytes, dict[str, tuple[int, int]] | None, dict[str, Any]]:
+    """What the writer reads of a row (every object sent is pickled here and again made there).
+    Its ``data`` and ``spans`` only where the row's JSON does not hold the value: JSONL lines
+    are the JSON; a Parquet JSON column with its place known is a view of it (a mark stands
+    for the value), a reward column is the value."""
     spans = row.spans
     if fmt == "jsonl":
         data: dict[str, Any] = {}
+        spans = None
     elif spans is None:
         data = row.data
     else:
@@ -494,7 +497,7 @@ def _sent(
         for name, kind in columns:
             value = row.data.get(name)
             data[name] = True if kind == "json" and name in spans and value is not None else value
-    return (row.encoded, row.split, row.prompt, row.source_ids, spans, data)
+    return (row.encoded, row.split, row.prompt, spans, data)
 
 
 def counted(rows: Iterable[Row], budget: TokenBudget | None) -> Iterable[Row]:
