@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from hypothesis import given
+from hypothesis import strategies as st
 
-from lithify.derive.canonical import canonical_message
+from lithify.derive.canonical import canonical_message, canonical_messages
+from lithify.derive.segments import _extends
 from lithify.model import Message, ReasoningPart, TextPart, ToolCallPart, ToolCallResponsePart
 from tests.store.helpers import VALUES
 
@@ -79,3 +81,25 @@ def _typed_equal(a: object, b: object) -> bool:
     if isinstance(a, float) and a != a:
         return b != b
     return a == b or repr(a) == repr(b)
+
+
+# Tool results of any value (the typed fallback forms among them), as a history's messages.
+_HISTORY = st.lists(
+    st.builds(lambda v: Message("tool", [ToolCallResponsePart("c", v)]), VALUES), max_size=5
+)
+
+
+@given(_HISTORY, _HISTORY, _HISTORY)
+def test_comparing_forms_as_lists_is_comparing_their_concatenations(
+    head: list[Message], more: list[Message], other: list[Message]
+) -> None:
+    """Segments compare inputs form by form (``_extends``, the next form against an output's):
+    the same verdicts as the concatenated bodies' ``startswith``, because every form is
+    self-delimiting."""
+    a = canonical_messages(head + more)
+    for b in (canonical_messages(head), canonical_messages(other), canonical_messages(more)):
+        body_a, body_b = b"".join(a), b"".join(b)
+        assert _extends(a, b) == body_a.startswith(body_b)
+        if _extends(a, b) and len(a) > len(b):
+            for out in canonical_messages(other[:1] + head[:1]):
+                assert (a[len(b)] == out) == body_a.startswith(out, len(body_b))

@@ -29,25 +29,34 @@ FAST_WINDOW = 8
 REASON_WINDOW = 32
 
 
-class _Call:
-    __slots__ = ("body", "chosen", "fact", "new_from", "out")
+def _extends(forms: list[bytes], prefix: list[bytes]) -> bool:
+    """Whether the input of ``forms`` begins with the messages of ``prefix``. Forms are
+    self-delimiting, so this is their concatenations' ``startswith``; compared as lists, equal
+    forms are mostly the same objects (``Forms`` shares them) and cost a pointer each, where
+    bytes would be compared byte by byte, the whole history again for every call."""
+    return len(forms) >= len(prefix) and forms[: len(prefix)] == prefix
 
-    def __init__(self, fact: InferenceCall, body: bytes, new_from: int) -> None:
+
+class _Call:
+    __slots__ = ("chosen", "fact", "forms", "new_from", "out")
+
+    def __init__(self, fact: InferenceCall, forms: list[bytes], new_from: int) -> None:
         self.fact = fact
-        # Canonical input (one body) and outputs (one form each); released once the call is
-        # no longer a tail, since only tails are compared.
-        self.body = body
+        # Canonical input and outputs (a form a message); released once the call is no longer
+        # a tail, since only tails are compared.
+        self.forms = forms
         self.out: list[bytes] = canonical_messages(fact.output_messages)
         self.new_from = new_from  # where this turn's new messages start in its input
         self.chosen = 0  # the choice the next call replayed; the first when none does
 
-    def replayed_by(self, body: bytes) -> int | None:
-        """The choice a call whose input is ``body`` replays after this call's input."""
-        if not body.startswith(self.body):
+    def replayed_by(self, forms: list[bytes]) -> int | None:
+        """The choice a call whose input is ``forms`` replays after this call's input."""
+        n = len(self.forms)
+        if len(forms) <= n or not _extends(forms, self.forms):
             return None
-        n = len(self.body)
+        after = forms[n]  # a whole form: it equals an output's exactly when it starts with it
         for j, out in enumerate(self.out):
-            if body.startswith(out, n):
+            if after == out:
                 return j
         return None
 
@@ -102,16 +111,16 @@ class _Open:
             entries[:] = [e for e in entries if e[0] is not seg]
             if not entries:
                 del self.tails[(n, out)]
-        tail.body, tail.out = b"", []
+        tail.forms, tail.out = [], []
 
-    def find(self, body: bytes, forms: list[bytes]) -> tuple[_Segment, int] | None:
-        """The open trajectory a call whose input is ``body`` (``forms``: its messages' forms)
-        continues, and the choice it replays: the most recently active one if several do;
-        within one, the lowest of equal choices."""
+    def find(self, forms: list[bytes]) -> tuple[_Segment, int] | None:
+        """The open trajectory a call whose input is ``forms`` (its messages' forms) continues,
+        and the choice it replays: the most recently active one if several do; within one, the
+        lowest of equal choices."""
         for i, seg in enumerate(reversed(self.recent.values())):
             if i == FAST_WINDOW:
                 break
-            j = seg.calls[-1].replayed_by(body)
+            j = seg.calls[-1].replayed_by(forms)
             if j is not None:
                 return seg, j
         if not self.indexed:
@@ -119,20 +128,20 @@ class _Open:
         best: tuple[_Segment, int] | None = None
         for k in range(1, len(forms) + 1):
             for seg, j in self.tails.get((k, forms[k - 1]), ()):
-                if seg.calls[-1].replayed_by(body) != j:
+                if seg.calls[-1].replayed_by(forms) != j:
                     continue
                 if best is None or seg.active > best[0].active:
                     best = (seg, j)
         return best
 
-    def reason(self, body: bytes) -> str:
+    def reason(self, forms: list[bytes]) -> str:
         """Why the call continues no open trajectory, against the most recent one whose input
         its own extends."""
         for i, seg in enumerate(reversed(self.recent.values())):
             if i == REASON_WINDOW:
                 break
             tail = seg.calls[-1]
-            if body.startswith(tail.body):
+            if _extends(forms, tail.forms):
                 return "prior_output_not_replayed" if tail.out else "prior_output_absent"
         return "input_history_changed"
 
@@ -194,17 +203,16 @@ def _segment(session_id: str, facts: list[InferenceCall]) -> list[Segment]:
     canonical = Forms()
     for fact in facts:
         forms = canonical.of(fact.input_messages)
-        body = b"".join(forms)  # canonical_body: the forms are self-delimiting
-        found = open_.find(body, forms)
+        found = open_.find(forms)
         if found is not None:
             seg, choice = found
             open_.remove_tail(seg)
             seg.calls[-1].chosen = choice
             new_from = len(seg.calls[-1].fact.input_messages) + 1
-            seg.calls.append(_Call(fact, body, new_from))
+            seg.calls.append(_Call(fact, forms, new_from))
         else:
-            reason = open_.reason(body) if segments else None
-            seg = _Segment(len(segments), reason, _Call(fact, body, new_from=0))
+            reason = open_.reason(forms) if segments else None
+            seg = _Segment(len(segments), reason, _Call(fact, forms, new_from=0))
             segments.append(seg)
         open_.add(seg)
     return [_finish(session_id, seg) for seg in segments]
