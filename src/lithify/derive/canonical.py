@@ -38,21 +38,6 @@ def canonical_messages(messages: list[Message]) -> list[bytes]:
     return [canonical_message(m) for m in messages]
 
 
-def canonical_body(messages: list[Message]) -> bytes:
-    """The concatenated canonical forms of ``messages``, in one encoder call when possible.
-
-    ``a.startswith(b)`` on two bodies says that ``b``'s messages begin ``a``'s, boundaries
-    included, because every form is self-delimiting.
-    """
-    try:
-        # msgpack writes an array as its header followed by each element's encoding.
-        data = _encoder.encode([(m.role, m.parts) for m in messages])
-    except (UnicodeEncodeError, OverflowError, TypeError):
-        return b"".join(canonical_message(m) for m in messages)
-    n = len(messages)
-    return data[1 if n < 16 else 3 if n < 65536 else 5 :]
-
-
 class Forms:
     """Canonical forms of a stream of inputs, reusing those of the messages the previous input
     held at the same place.
