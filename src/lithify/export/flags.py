@@ -128,19 +128,18 @@ def _scan(messages: list[Message], before: _Scan | None) -> _Scan:
                 ids.add(p.id)
             elif isinstance(p, ToolCallResponsePart) and p.id not in ids and p.id not in called:
                 orphan = True
-    # Sets made anew only when something new is called: most calls add one call and one name.
-    if ids:
-        called = called.union(ids)
-    if names and not used.issuperset(names):
-        used = used.union(names)
-    return messages, used, called, orphan
+    return messages, _grown(used, names), _grown(called, ids), orphan
+
+
+def _grown(known: frozenset[str], more: Iterable[str]) -> frozenset[str]:
+    """``known`` with ``more``; the same set when nothing is new (a call mostly calls the tools
+    the calls before it did): a set is copied only when it grows."""
+    return known if known.issuperset(more) else known.union(more)
 
 
 def _call(f: InferenceCall, scan: _Scan) -> _Call:
-    used = scan[1]
     names = [p.name for m in f.output_messages for p in m.parts if isinstance(p, ToolCallPart)]
-    if names and not used.issuperset(names):
-        used = used.union(names)
+    used = _grown(scan[1], names)
     target = 0
     for m in f.output_messages:
         target |= _FINISHES.get(m.finish_reason or "", 0)
