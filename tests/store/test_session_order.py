@@ -14,7 +14,7 @@ from lithify.core.codec import encode
 from lithify.derive.segments import iter_segments
 from lithify.derive.sessions import session_order_key, sort_facts
 from lithify.model import InferenceCall
-from lithify.store import FactFilter, open_store
+from lithify.store import FactFilter, _sql, open_store
 from lithify.store._query import fact_where
 from tests.derive.helpers import EXAMPLES, facts_of
 from tests.store.helpers import make_fact
@@ -68,7 +68,10 @@ def test_session_order_groups_sessions_with_sessionless_facts_last(store_url: st
 
 
 @pytest.mark.parametrize("limit", [0, 3, 35, 37, 100])
-def test_session_order_with_filters_and_limits(store_url: str, limit: int) -> None:
+def test_session_order_with_filters_and_limits(
+    store_url: str, limit: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_sql, "_UNPACKED", 3)  # bodies unpacked 3 at a time: limits cut chunks
     facts = _facts()
     flt = FactFilter(model="m1", since="2025-03-01T00:01", order="session", limit=limit)
     want = [

@@ -125,10 +125,11 @@ class Backend:
             )
 
     def _joiner(self, fetch: Callable[[list[bytes]], dict[bytes, bytes]]) -> Callable[[Any], bytes]:
-        """Codec bytes of bodies read with the backend's body SQL (``_fact_body``), blobs
+        """Codec bytes of bodies read as stored (``_fact_body``, ``_variant_body``), blobs
         fetched with ``fetch`` and cached for the bodies after (a session repeats them)."""
         cache = codec.BlobCache()
-        return lambda body: codec.join_blobs(bytes(body), fetch, cache)
+        unpack = self._unpack
+        return lambda body: codec.join_blobs(unpack(bytes(body)), fetch, cache)
 
     def _cur_joiner(self, cur: Cursor) -> Callable[[Any], bytes]:
         def fetch(shas: list[bytes]) -> dict[bytes, bytes]:
@@ -153,7 +154,7 @@ class Backend:
 
     def _codec_bytes(self, body: bytes, cur: Cursor) -> bytes:
         """The codec bytes of a row's body as ``_write`` holds it (blobs already stored)."""
-        return self._cur_joiner(cur)(self._unpack(body))
+        return self._cur_joiner(cur)(body)
 
     def close(self) -> None:
         raise NotImplementedError

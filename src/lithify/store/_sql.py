@@ -69,6 +69,8 @@ def _token_name(name: str) -> str:
     return name
 
 
+_UNPACKED = 64  # bodies a read unpacks together (iter_digested)
+
 # Whether the schema_version table exists yet (a new database has none).
 _HAS_VERSIONS = {
     "sqlite": "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'",
@@ -405,11 +407,18 @@ class SqlStore(SessionQueries):
                 self._call_bodies(query, _and(where, cond), params, keys, contested)
                 for cond, keys in parts
             )
-            for body, sha256, call_id in islice(bodies, left):
-                fact = reader.decode(join(body))
-                read = named(fact, call_id)
-                # Renamed, its JSON is not the one the digest is of.
-                yield read, bytes(sha256) if sha256 is not None and read is fact else None
+            rows = islice(bodies, left)
+            # Bodies unpacked a few dozen at a time, back to back: each LZ4 call lets go of the
+            # GIL, and one such call between two facts' Python kept a thread waiting for the
+            # GIL (an export's writer) waking without getting it, a context switch a fact.
+            while chunk := list(islice(rows, _UNPACKED)):
+                for data, (_, sha256, call_id) in zip(
+                    [join(r[0]) for r in chunk], chunk, strict=True
+                ):
+                    fact = reader.decode(data)
+                    read = named(fact, call_id)
+                    # Renamed, its JSON is not the one the digest is of.
+                    yield read, bytes(sha256) if sha256 is not None and read is fact else None
 
     def iter_feedback(
         self, filters: FeedbackFilter | None = None, *, batch_size: int = 500
