@@ -17,7 +17,7 @@ from lithify.derive.segments import iter_segments
 from lithify.derive.sessions import sort_facts
 from lithify.export import ExportOptions, RowInvalid, make_builder
 from lithify.export.rows import Row, RowBuilder
-from lithify.export.writers import SplitWriter, _Background, columns_for
+from lithify.export.writers import Background, SplitWriter, columns_for
 from lithify.model import InferenceCall
 from tests.export.helpers import (
     WEATHER,
@@ -265,12 +265,12 @@ def test_background_work_keeps_order_and_reports_errors() -> None:
             raise OSError("disk full")
         done.append(n)
 
-    bg = _Background(work, depth=1)
+    bg = Background(work, depth=1)
     for n in range(3):
         bg.put(n)
     bg.close()
     assert done == [0, 1, 2]
-    bg = _Background(work, depth=1)
+    bg = Background(work, depth=1)
     with pytest.raises(OSError, match="disk full"):
         for n in range(3, 100):
             bg.put(n)

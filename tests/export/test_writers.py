@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import random
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -11,9 +13,12 @@ import datasets
 import orjson
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from lithify.derive.sessions import sort_facts
 from lithify.export import ExportOptions, Selection, export, from_store, plain, writers
+from lithify.export.rows import Row
 from lithify.model import InferenceCall
 from lithify.store import FactFilter, open_store
 from tests.export.helpers import read_rows, run_export, tool_session, user
@@ -170,3 +175,58 @@ def test_datasets_loads_jsonl_and_parquet(tmp_path: Path) -> None:
         first = ds[0]
         messages = first["messages"] if fmt == "jsonl" else orjson.loads(first["messages"])
         assert messages[0]["role"] == rows[0]["messages"][0]["role"]
+
+
+_ROW = st.tuples(
+    st.binary(min_size=1, max_size=40).map(lambda b: orjson.dumps({"t": b.hex()})),
+    st.sampled_from(["train", "eval"]),
+    st.sampled_from([bytes([i]) * 16 for i in range(4)]),  # few prompts: evals meet trains
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(chunks=st.lists(st.tuples(st.booleans(), st.lists(_ROW, max_size=6)), max_size=6))
+def test_train_rows_as_lines_write_what_rows_one_by_one_write(
+    chunks: list[tuple[bool, list[tuple[bytes, str, bytes]]]],
+) -> None:
+    # Workers hand a part's train rows over as one block of lines (``Lines``) and the eval rows
+    # one by one; the files, their hashes and the eval rows left out are those of ``write``.
+    def row(encoded: bytes, split: str, prompt: bytes) -> Row:
+        return Row({}, encoded, split, prompt, [])
+
+    with tempfile.TemporaryDirectory() as tmp:
+        results = []
+        for as_lines in (False, True):
+            out = Path(tmp) / str(as_lines)
+            with writers.SplitWriter(out, "jsonl", writers.columns_for("sft", "messages")) as w:
+                for block, rows in chunks:
+                    train = [r for r in rows if r[1] == "train"]
+                    if as_lines and block:
+                        data = b"".join(e + b"\n" for e, _, _ in train)
+                        prompts = b"".join(p for _, _, p in train)
+                        w.write_lines(writers.Lines(bytearray(data), len(train), prompts))
+                        rows = [r for r in rows if r[1] != "train"]
+                    for r in rows:
+                        w.write(row(*r))
+            files = {p.name: p.read_bytes() for p in sorted(out.iterdir())}
+            results.append((files, w.written, w.hashed, w.eval_prompt_in_train, w.left_out))
+        assert results[0] == results[1]
+
+
+def test_jsonl_rows_are_synced_to_disk_as_they_are_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # So that the fsync at the end does not wait for the whole file: at least one sync per
+    # _SYNC bytes written, before the file is closed.
+    synced: list[int] = []
+    real = os.fdatasync
+    monkeypatch.setattr(os, "fdatasync", lambda fd: synced.append(fd) or real(fd))
+    monkeypatch.setattr(writers, "_BUFFER", 100)
+    monkeypatch.setattr(writers, "_SYNC", 1000)
+    encoded = orjson.dumps({"t": "x" * 91})  # 99 bytes, 100 with its newline
+    with writers.SplitWriter(tmp_path, "jsonl", writers.columns_for("sft", "messages")) as w:
+        for _ in range(100):
+            w.write(Row({}, encoded, "train", bytes(16), []))
+    # One a 1,000 bytes as they were written (the fsync at the end is not one of them).
+    assert len(synced) == 10
+    assert (tmp_path / "train.jsonl").read_bytes() == (encoded + b"\n") * 100

@@ -33,7 +33,7 @@ from lithify.derive.sessions import DeriveStats
 from lithify.export.media import DEFAULT_MAX_INLINE, IMAGES_DIR
 from lithify.export.rows import EXPORTER
 from lithify.export.tokens import TokenStats
-from lithify.export.writers import _Background
+from lithify.export.writers import Background
 from lithify.model import Feedback, InferenceCall
 from lithify.store import FactFilter, display_url
 
@@ -239,7 +239,7 @@ class FactDigests(FactCounts):
         """The facts of ``facts``, digested in the order given (session order: a function of
         the facts alone), each with the SHA-256 of its JSON its store kept (``None``: computed
         here). Hashing releases the GIL: it runs in a thread of its own, beside the export."""
-        background = _Background(self._digest, depth=_DEPTH)
+        background = Background(self._digest, depth=_DEPTH)
         batch: list[tuple[str, bytes | None, bytes | None]] = []
         size = 0
         try:

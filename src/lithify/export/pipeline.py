@@ -14,7 +14,6 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -40,7 +39,7 @@ from lithify.export.source import Selection, StoreQuery
 from lithify.export.summary import ExportSummary
 from lithify.export.tokens import TextCounter, TokenBudget, check_options, load_tokenizer
 from lithify.export.where import Condition, parse
-from lithify.export.writers import FORMATS, SplitWriter, columns_for
+from lithify.export.writers import FORMATS, Lines, SplitWriter, columns_for
 from lithify.model import Feedback, InferenceCall
 from lithify.store import PartBound, open_store
 
@@ -210,7 +209,10 @@ def _export(
             watched = flagger.watch(digests.watch(facts))
             rows = counted(flagger.apply(derive_rows(watched, index, builder, stats)), budget)
         for row in rows:
-            writer.write(row)
+            if isinstance(row, Lines):
+                writer.write_lines(row)
+            else:
+                writer.write(row)
         for row in counted(flagger.apply(builder.pairs()), budget):
             writer.write(row)
     summary = note_flags(summarize(options, builder, stats, writer, index.dropped()), flagger)
@@ -343,15 +345,16 @@ def _parts(query: StoreQuery) -> Iterator[bytes]:
 _WORKER = "import sys; from lithify.export.pipeline import _work; _work(int(sys.argv[1]))"
 
 
-def _in_workers(work: Iterable[bytes], job: _Job, n: int, into: _Merge) -> Iterator[Row]:
+def _in_workers(work: Iterable[bytes], job: _Job, n: int, into: _Merge) -> Iterator[Row | Lines]:
     """The rows of ``work`` (``_batches`` or ``_parts``), built by ``n`` worker processes, in
-    the order one process makes them; the fact lines and the workers' counts go ``into`` this
-    process's."""
-    conns: list[Connection] = []
+    the order one process makes them (a JSONL export's train rows as ``Lines``); the fact lines
+    and the workers' counts go ``into`` this process's."""
+    socks: list[socket.socket] = []
     procs: list[subprocess.Popen[bytes]] = []
     try:
         for _ in range(n):
             ours, theirs = socket.socketpair()
+            socks.append(ours)
             fd = theirs.fileno()
             argv = [sys.executable, "-c", _WORKER, str(fd)]
             # Not this process's stdin or stdout (a pipe reading the summary waits for every
@@ -359,22 +362,21 @@ def _in_workers(work: Iterable[bytes], job: _Job, n: int, into: _Merge) -> Itera
             dev = subprocess.DEVNULL
             procs.append(subprocess.Popen(argv, pass_fds=(fd,), stdin=dev, stdout=dev))
             theirs.close()
-            conns.append(Connection(ours.detach()))
-            conns[-1].send_bytes(pickle.dumps(job, protocol=5))
+            _send(ours, pickle.dumps(job, protocol=5))
         sent = done = 0
         for message in work:
             while sent - done >= n * _AHEAD:
-                yield from _rows_back(conns[done % n], into)
+                yield from _rows_back(socks[done % n], into)
                 done += 1
-            conns[sent % n].send_bytes(message)
+            _send(socks[sent % n], message)
             sent += 1
         while done < sent:
-            yield from _rows_back(conns[done % n], into)
+            yield from _rows_back(socks[done % n], into)
             done += 1
-        for conn in conns:
-            conn.send_bytes(b"")
-        for conn in conns:
-            tally, stats, flags, met, counts = _received(conn)
+        for sock in socks:
+            _send(sock, b"")
+        for sock in socks:
+            tally, stats, flags, met, counts = _received(sock)
             into.digests.merge(counts)
             into.builder.merge(tally)
             into.stats.add(stats)
@@ -387,23 +389,58 @@ def _in_workers(work: Iterable[bytes], job: _Job, n: int, into: _Merge) -> Itera
             if proc.poll() is None:  # this export failed or was abandoned: so is their work
                 proc.kill()
                 proc.wait()
-        for conn in conns:
-            conn.close()
+        for sock in socks:
+            sock.close()
 
 
-def _received(conn: Connection) -> Any:
-    got = pickle.loads(conn.recv_bytes())
+# Messages between this process and a worker: an 8-byte length, then the bytes. Read straight
+# into one buffer: a JSONL export's rows (about 10 KB each, 1 GB for 100,000 calls) are then
+# copied once on their way to the file, where a pickled list of rows through
+# ``multiprocessing.connection`` was copied four times (docs/export-speed.md).
+def _send(sock: socket.socket, *data: bytes | bytearray) -> None:
+    """One message made of ``data`` (sent in one call, not joined)."""
+    head = sum(map(len, data)).to_bytes(8, "little")
+    views = [memoryview(head), *(memoryview(d).cast("B") for d in data if d)]
+    while views:
+        sent = sock.sendmsg(views)
+        while views and sent >= len(views[0]):
+            sent -= len(views.pop(0))
+        if sent:
+            views[0] = views[0][sent:]
+
+
+def _recv(sock: socket.socket) -> bytearray:
+    """The next message; EOFError when the other side has closed."""
+    head = _fill(sock, bytearray(8))
+    return _fill(sock, bytearray(int.from_bytes(head, "little")))
+
+
+def _fill(sock: socket.socket, buf: bytearray) -> bytearray:
+    view = memoryview(buf)
+    while view:
+        got = sock.recv_into(view)
+        if not got:
+            raise EOFError("the other process closed its end")
+        view = view[got:]
+    return buf
+
+
+def _received(sock: socket.socket) -> Any:
+    got = pickle.loads(_recv(sock))
     if isinstance(got, _Failed):
         raise got.error
     return got
 
 
-def _rows_back(conn: Connection, into: _Merge) -> Iterator[Row]:
-    lines, rows = _received(conn)
+def _rows_back(sock: socket.socket, into: _Merge) -> Iterator[Row | Lines]:
+    lines, rows, train = _received(sock)
     for line in lines:
         into.digests.add(line)
     if into.progress is not None:
         into.progress(len(lines))
+    if train is not None:  # JSONL: the part's train rows, as one message of lines
+        count, prompts = train
+        yield Lines(_recv(sock), count, prompts)
     for encoded, split, prompt, spans, data in rows:
         # No source ids: the writer reads none (a worker's rows were validated and flagged there).
         yield Row(data, encoded, split, prompt, [], spans)
@@ -412,12 +449,12 @@ def _rows_back(conn: Connection, into: _Merge) -> Iterator[Row]:
 def _work(fd: int) -> None:
     """A worker, on the socket ``fd``: its job, then batches of sessions or parts to read in,
     their fact lines and rows out, then its tallies."""
-    conn = Connection(fd)
+    sock = socket.socket(fileno=fd)
     # Batches are taken in as they come, so the main process never waits on a worker that is
     # itself waiting to hand back rows.
-    job: _Job = pickle.loads(conn.recv_bytes())
-    inbox: queue.SimpleQueue[bytes] = queue.SimpleQueue()
-    threading.Thread(target=_receive, args=(conn, inbox), daemon=True).start()
+    job: _Job = pickle.loads(_recv(sock))
+    inbox: queue.SimpleQueue[bytearray] = queue.SimpleQueue()
+    threading.Thread(target=_receive, args=(sock, inbox), daemon=True).start()
     try:
         options = job.options
         builder = make_builder(options)
@@ -439,17 +476,22 @@ def _work(fd: int) -> None:
                     digested = ((reader.decode(b), sha256) for b, sha256 in blobs)
                 lines: list[bytes] = []
                 facts = _lined(digested, lines, None if query is None else counts)
-                rows = derive_rows(flagger.watch(facts), index, builder, stats)
-                out = [_sent(row, options.fmt, columns) for row in flagger.apply(rows)]
-                conn.send_bytes(pickle.dumps((lines, out), protocol=5))
+                rows = flagger.apply(derive_rows(flagger.watch(facts), index, builder, stats))
+                if options.fmt == "jsonl":
+                    out, train, block = _split_lines(rows)
+                    _send(sock, pickle.dumps((lines, out, train), protocol=5))
+                    _send(sock, block)
+                else:
+                    out = [_sent(row, columns) for row in rows]
+                    _send(sock, pickle.dumps((lines, out, None), protocol=5))
         tally = (builder.tally(), stats, flagger.tally(), index.take_met(), counts)
-        conn.send_bytes(pickle.dumps(tally, protocol=5))
+        _send(sock, pickle.dumps(tally, protocol=5))
     except BaseException as e:  # handed to the main process, which raises it
         try:
             failed = pickle.dumps(_Failed(e))
         except Exception:
             failed = pickle.dumps(_Failed(RuntimeError(f"{type(e).__name__}: {e}")))
-        conn.send_bytes(failed)
+        _send(sock, failed)
         while inbox.get():  # what is still sent is taken and dropped: the main process raises
             pass
 
@@ -470,27 +512,41 @@ def _lined(
         yield f
 
 
-def _receive(conn: Connection, inbox: queue.SimpleQueue[bytes]) -> None:
+def _receive(sock: socket.socket, inbox: queue.SimpleQueue[bytearray]) -> None:
     try:
-        while batch := conn.recv_bytes():
+        while batch := _recv(sock):
             inbox.put(batch)
     except (EOFError, OSError):
         pass
-    inbox.put(b"")
+    inbox.put(bytearray())
 
 
-def _sent(
-    row: Row, fmt: str, columns: tuple[tuple[str, str], ...]
-) -> tuple[bytes, str, bytes, dict[str, tuple[int, int]] | None, dict[str, Any]]:
-    """What the writer reads of a row (every object sent is pickled here and again made there).
-    Its ``data`` and ``spans`` only where the row's JSON does not hold the value: JSONL lines
-    are the JSON; a Parquet JSON column with its place known is a view of it (a mark stands
-    for the value), a reward column is the value."""
+_Sent = tuple[bytes, str, bytes, dict[str, tuple[int, int]] | None, dict[str, Any]]
+
+
+def _split_lines(rows: Iterable[Row]) -> tuple[list[_Sent], tuple[int, bytes], bytes]:
+    """A JSONL export's rows as a worker sends them: the train rows as lines (each row's JSON
+    and a newline) with their count and prompt digests, the eval rows one by one (the writer
+    holds them back to the end)."""
+    out: list[_Sent] = []
+    block: list[bytes] = []
+    prompts: list[bytes] = []
+    for row in rows:
+        if row.split == "train":
+            block += (row.encoded, b"\n")
+            prompts.append(row.prompt)
+        else:
+            out.append((row.encoded, row.split, row.prompt, None, {}))
+    return out, (len(prompts), b"".join(prompts)), b"".join(block)
+
+
+def _sent(row: Row, columns: tuple[tuple[str, str], ...]) -> _Sent:
+    """What the Parquet writer reads of a row (every object sent is pickled here and again made
+    there): its ``data`` only where the row's JSON does not hold the value: a JSON column with
+    its place known is a view of it (a mark stands for the value), a reward column is the
+    value."""
     spans = row.spans
-    if fmt == "jsonl":
-        data: dict[str, Any] = {}
-        spans = None
-    elif spans is None:
+    if spans is None:
         data = row.data
     else:
         data = {}
