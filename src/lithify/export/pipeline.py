@@ -291,7 +291,7 @@ def _workers(options: ExportOptions, selection: Selection, asked: int | None) ->
 def _auto(selection: Selection) -> int:
     """``LITHIFY_EXPORT_WORKERS`` when set; else, for an export of at least ``PARALLEL_FACTS``
     facts, a worker per idle core (by the load average), at most ``_AUTO_MAX``, when that is two
-    or more; else none. Workers that read a store themselves cost about a third more CPU than
+    or more; else none. Workers that read a store themselves cost about a quarter more CPU than
     one process (each starts, and rows cross back to this one), so they pay on idle cores only;
     workers fed by this process (fact files) cost twice the CPU (each fact is encoded here and
     decoded again there), so they start only with two idle cores beyond this process's."""

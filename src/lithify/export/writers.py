@@ -390,7 +390,7 @@ class _Output:
         assert self.fd is not None
         _write_all(self.fd, data)
         if self.size - self.synced >= _SYNC:
-            os.fdatasync(self.fd)
+            getattr(os, "fdatasync", os.fsync)(self.fd)  # macOS has no fdatasync
             self.synced = self.size
 
     def entry(self) -> tuple[str, int] | None:
