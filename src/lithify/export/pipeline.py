@@ -4,6 +4,7 @@ rows of one kind and profile, validated → train/eval files, and the ``ExportSu
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import pickle
 import queue
@@ -39,7 +40,7 @@ from lithify.export.source import Selection, StoreQuery
 from lithify.export.summary import ExportSummary
 from lithify.export.tokens import TextCounter, TokenBudget, check_options, load_tokenizer
 from lithify.export.where import Condition, parse
-from lithify.export.writers import FORMATS, Lines, SplitWriter, columns_for
+from lithify.export.writers import FORMATS, Background, Lines, SplitWriter, columns_for
 from lithify.model import Feedback, InferenceCall
 from lithify.store import PartBound, open_store
 
@@ -409,6 +410,11 @@ def _send(sock: socket.socket, *data: bytes | bytearray) -> None:
             views[0] = views[0][sent:]
 
 
+def _send_each(sock: socket.socket, messages: list[bytes]) -> None:
+    for message in messages:
+        _send(sock, message)
+
+
 def _recv(sock: socket.socket) -> bytearray:
     """The next message; EOFError when the other side has closed."""
     head = _fill(sock, bytearray(8))
@@ -455,6 +461,9 @@ def _work(fd: int) -> None:
     job: _Job = pickle.loads(_recv(sock))
     inbox: queue.SimpleQueue[bytearray] = queue.SimpleQueue()
     threading.Thread(target=_receive, args=(sock, inbox), daemon=True).start()
+    # Rows go out from a thread of their own, so that this worker builds its next part while
+    # the main process, taking the other workers' rows in, has not yet read this one's.
+    outbox = Background(functools.partial(_send_each, sock), depth=1)
     try:
         options = job.options
         builder = make_builder(options)
@@ -479,19 +488,21 @@ def _work(fd: int) -> None:
                 rows = flagger.apply(derive_rows(flagger.watch(facts), index, builder, stats))
                 if options.fmt == "jsonl":
                     out, train, block = _split_lines(rows)
-                    _send(sock, pickle.dumps((lines, out, train), protocol=5))
-                    _send(sock, block)
+                    outbox.put([pickle.dumps((lines, out, train), protocol=5), block])
                 else:
                     out = [_sent(row, columns) for row in rows]
-                    _send(sock, pickle.dumps((lines, out, None), protocol=5))
+                    outbox.put([pickle.dumps((lines, out, None), protocol=5)])
         tally = (builder.tally(), stats, flagger.tally(), index.take_met(), counts)
-        _send(sock, pickle.dumps(tally, protocol=5))
+        outbox.put([pickle.dumps(tally, protocol=5)])
+        outbox.close()
     except BaseException as e:  # handed to the main process, which raises it
         try:
             failed = pickle.dumps(_Failed(e))
         except Exception:
             failed = pickle.dumps(_Failed(RuntimeError(f"{type(e).__name__}: {e}")))
-        _send(sock, failed)
+        with contextlib.suppress(BaseException):  # after what was sent before it, in order
+            outbox.put([failed])
+            outbox.close()
         while inbox.get():  # what is still sent is taken and dropped: the main process raises
             pass
 
