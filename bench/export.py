@@ -15,7 +15,8 @@ counted). Then, in fresh processes so that peak RSS is each run's own: the bare 
 same facts (``iter_facts(order="session")``, decoded, nothing derived: the baseline), and
 `lithify export sft` to JSONL and to Parquet, validation on as always, in one process
 (``LITHIFY_EXPORT_WORKERS=0``) and with two worker processes building the rows (``=2``). CPU
-time is the export's with its workers'; peak RSS the main process's plus each worker's. Runs
+time is the export's with its workers' (the system time and voluntary context switches apart:
+threads waiting on one another show there); peak RSS the main process's plus each worker's. Runs
 use compiled bytecode, as an installed lithify does (a warm-up writes it). Every figure is the
 median of the rounds of this run; ratios are against the baseline of this run. A second,
 smaller store (``--small``) shows peak RSS does not grow with the number of calls.
@@ -476,10 +477,10 @@ def _env(src: str | None, extra: dict[str, str] | None = None) -> dict[str, str]
 
 def _run(
     argv: list[str], src: str | None = None, extra: dict[str, str] | None = None
-) -> tuple[float, float, float, bytes]:
+) -> tuple[float, float, float, bytes, os.struct_rusage]:
     """Run a command (one that reports its peak, bench/peak.py); (wall seconds, CPU seconds of
-    it and its children, its peak RSS with its workers' in MB, stdout). ``src``: import
-    lithify from this ``src`` folder; ``extra``: environment variables."""
+    it and its children, its peak RSS with its workers' in MB, stdout, their rusage). ``src``:
+    import lithify from this ``src`` folder; ``extra``: environment variables."""
     env = _env(src, extra)
     t0 = time.perf_counter()
     with tempfile.TemporaryFile() as err:
@@ -495,7 +496,7 @@ def _run(
     if proc.returncode:
         raise SystemExit(f"{' '.join(argv)} exited with {proc.returncode}: {stderr[-2000:]!r}")
     rss = peak.parse_mb(stderr.replace(b"workers VmHWM:", b"")) + _workers_mb(stderr)
-    return secs, usage.ru_utime + usage.ru_stime, rss, out
+    return secs, usage.ru_utime + usage.ru_stime, rss, out, usage
 
 
 WARM = """
@@ -571,6 +572,10 @@ class Step(NamedTuple):
     name: str
     secs: float  # median wall time
     cpu: float  # median CPU time (user + system)
+    sys: float  # median system CPU time
+    # Median voluntary context switches (threads waiting for the GIL, or on each other, show
+    # here: docs/export-speed.md, Rows as lines, bodies unpacked in Python).
+    switches: int
     rss: float  # highest peak RSS of the rounds, MB
     facts: int
     rows: int
@@ -587,15 +592,19 @@ def bench(
     """Each step ``rounds`` times, rounds interleaved so that load drifts hit all alike."""
     wall: dict[str, list[float]] = {}
     cpu: dict[str, list[float]] = {}
+    system: dict[str, list[float]] = {}
+    switches: dict[str, list[int]] = {}
     rss: dict[str, float] = {}
     counts: dict[str, tuple[int, int, int]] = {}
     warm(src, before)
     with tempfile.TemporaryDirectory(dir=OUT, prefix="export-run-") as tmp:
         for _ in range(rounds):
             for name, argv, where, extra in _steps(db, Path(tmp), tokenizer, before, src):
-                secs, used, peak, out = _run(argv, where, extra)
+                secs, used, peak, out, usage = _run(argv, where, extra)
                 wall.setdefault(name, []).append(secs)
                 cpu.setdefault(name, []).append(used)
+                system.setdefault(name, []).append(usage.ru_stime)
+                switches.setdefault(name, []).append(usage.ru_nvcsw)
                 rss[name] = max(rss.get(name, 0.0), peak)
                 if name != "store read (baseline)":
                     summary = orjson.loads(out)
@@ -606,7 +615,15 @@ def bench(
                 else:
                     counts[name] = (int(out), 0, 0)
     return [
-        Step(n, statistics.median(t), statistics.median(cpu[n]), rss[n], *counts[n])
+        Step(
+            n,
+            statistics.median(t),
+            statistics.median(cpu[n]),
+            statistics.median(system[n]),
+            round(statistics.median(switches[n])),
+            rss[n],
+            *counts[n],
+        )
         for n, t in wall.items()
     ]
 
@@ -615,7 +632,8 @@ def _print(title: str, steps: list[Step]) -> None:
     base, base_cpu = steps[0].secs, steps[0].cpu
     print(title)
     print(
-        f"{'step':<34}{'wall s':>8}{'cpu s':>8}{'facts/s':>10}{'rows/s':>10}"
+        f"{'step':<34}{'wall s':>8}{'cpu s':>8}{'sys s':>7}{'switches':>10}{'facts/s':>10}"
+        f"{'rows/s':>10}"
         f"{'rows/cpu-s':>12}{'× baseline':>12}{'× by CPU':>10}{'peak RSS MB':>13}"
         f"{'output GB':>11}"
     )
@@ -624,7 +642,8 @@ def _print(title: str, steps: list[Step]) -> None:
         per_cpu = f"{st.rows / st.cpu:,.0f}" if st.rows else "-"
         out = f"{st.size / 1e9:.2f}" if st.size else "-"
         print(
-            f"{st.name:<34}{st.secs:>8.1f}{st.cpu:>8.1f}{st.facts / st.secs:>10,.0f}{rate:>10}"
+            f"{st.name:<34}{st.secs:>8.1f}{st.cpu:>8.1f}{st.sys:>7.1f}{st.switches:>10,}"
+            f"{st.facts / st.secs:>10,.0f}{rate:>10}"
             f"{per_cpu:>12}{st.secs / base:>12.2f}{st.cpu / base_cpu:>10.2f}{st.rss:>13.0f}"
             f"{out:>11}"
         )
