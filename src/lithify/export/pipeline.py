@@ -398,16 +398,10 @@ def _in_workers(work: Iterable[bytes], job: _Job, n: int, into: _Merge) -> Itera
 # into one buffer: a JSONL export's rows (about 10 KB each, 1 GB for 100,000 calls) are then
 # copied once on their way to the file, where a pickled list of rows through
 # ``multiprocessing.connection`` was copied four times (docs/export-speed.md).
-def _send(sock: socket.socket, *data: bytes | bytearray) -> None:
-    """One message made of ``data`` (sent in one call, not joined)."""
-    head = sum(map(len, data)).to_bytes(8, "little")
-    views = [memoryview(head), *(memoryview(d).cast("B") for d in data if d)]
-    while views:
-        sent = sock.sendmsg(views)
-        while views and sent >= len(views[0]):
-            sent -= len(views.pop(0))
-        if sent:
-            views[0] = views[0][sent:]
+def _send(sock: socket.socket, data: bytes | bytearray) -> None:
+    sock.sendall(len(data).to_bytes(8, "little"))
+    if data:  # the other side may be gone once it has the length of an empty message
+        sock.sendall(data)
 
 
 def _send_each(sock: socket.socket, messages: list[bytes]) -> None:
