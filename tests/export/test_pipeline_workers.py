@@ -345,3 +345,46 @@ def test_messages_to_and_from_workers_arrive_whole_and_in_order() -> None:
     with pytest.raises(EOFError):
         pipeline._recv(theirs)
     theirs.close()
+
+
+# A worker that dies at the fact "bad" (killed as the kernel's out-of-memory killer kills).
+_KILLED = """
+import os, signal, sys
+from lithify.core import factfile
+
+if sys.argv[:1] == ["-c"]:  # a worker, not the process that started it
+    real = factfile.fact_json
+
+    def fact_json(fact):
+        if fact.inference_call_id == "bad":
+            os.kill(os.getpid(), signal.SIGKILL)
+        return real(fact)
+
+    factfile.fact_json = fact_json
+"""
+
+
+def test_a_worker_that_dies_stops_the_export_with_what_became_of_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(_KILLED)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(hook), os.environ.get("PYTHONPATH", "")]))
+    bad = fact("bad", [user("x")], [assistant(text("y"))], session="s-015")
+    calls = sort_facts([bad, *(f for s in range(30) for f in _agent(s, 8, 4000))])
+    want = "an export worker process was killed by SIGKILL"
+    with pytest.raises(pipeline.WorkerDied, match=want):
+        export(from_facts(calls), tmp_path / "lib", ExportOptions("sft"), workers=2)
+    assert list((tmp_path / "lib").iterdir()) == []
+    # The command says so in one line and exits 1 (not click's bare "Aborted!").
+    facts = tmp_path / "facts.jsonl"
+    facts.write_bytes(b"".join(encode(f) + b"\n" for f in calls))
+    out = tmp_path / "cli"
+    argv = [sys.executable, "-c", "from lithify.cli import main; main()", "export", "sft"]
+    argv += ["--facts", str(facts), "-o", str(out), "--no-progress"]
+    env = {**os.environ, "LITHIFY_EXPORT_WORKERS": "2"}
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
+    assert done.returncode == 1, done.stderr
+    assert f"export failed: {want}" in done.stderr and "Aborted" not in done.stderr
+    assert list(out.iterdir()) == []

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from lithify.derive.feedback import FEEDBACK_DROP_REASONS
 from lithify.export.manifest import Manifest, Provenance, cli_provenance
-from lithify.export.pipeline import ExportOptions, export, make_builder
+from lithify.export.pipeline import ExportOptions, WorkerDied, export, make_builder
 from lithify.export.profiles import KINDS, PROFILE_CHANGES, PROFILES, ProfileError
 from lithify.export.rows import EXPORTER
 from lithify.export.source import (
@@ -48,6 +48,7 @@ __all__ = [
     "RowInvalid",
     "Selection",
     "WhereError",
+    "WorkerDied",
     "cli_provenance",
     "export",
     "from_facts",

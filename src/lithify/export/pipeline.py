@@ -8,10 +8,12 @@ import functools
 import os
 import pickle
 import queue
+import signal
 import socket
 import subprocess
 import sys
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -280,6 +282,11 @@ class _Failed:
     error: BaseException
 
 
+class WorkerDied(RuntimeError):
+    """A worker process ended before it had sent all its rows (killed, out of memory): the
+    export stops, and nothing is written."""
+
+
 def _workers(options: ExportOptions, selection: Selection, asked: int | None) -> int:
     """How many worker processes build the rows; 0: this process does. DPO pairs, token
     budgets and TRL vision rows (each needs what the rows of every session leave behind, or
@@ -385,6 +392,8 @@ def _in_workers(work: Iterable[bytes], job: _Job, n: int, into: _Merge) -> Itera
             into.index.meet(met)
         for proc in procs:
             proc.wait()
+    except (EOFError, BrokenPipeError, ConnectionResetError) as e:
+        raise WorkerDied(_died(procs)) from e
     finally:
         for proc in procs:
             if proc.poll() is None:  # this export failed or was abandoned: so is their work
@@ -392,6 +401,22 @@ def _in_workers(work: Iterable[bytes], job: _Job, n: int, into: _Merge) -> Itera
                 proc.wait()
         for sock in socks:
             sock.close()
+
+
+def _died(procs: list[subprocess.Popen[bytes]]) -> str:
+    """What became of a worker that closed its end before the export's end (its exit is seen
+    a moment after its socket's)."""
+    for _ in range(100):
+        codes = [proc.poll() for proc in procs]
+        code = next((c for c in codes if c), None)
+        if code is not None and code < 0:
+            name = signal.Signals(-code).name if -code in signal.valid_signals() else -code
+            hint = " (the system may have run out of memory)" if -code == signal.SIGKILL else ""
+            return f"an export worker process was killed by {name}{hint}; nothing was written"
+        if code is not None:
+            return f"an export worker process exited with code {code}; nothing was written"
+        time.sleep(0.05)
+    return "an export worker process closed its end before its rows were sent"
 
 
 # Messages between this process and a worker: an 8-byte length, then the bytes. Read straight
