@@ -51,7 +51,7 @@ PAGE_SIZE = 4096
 # 1 or 2, so bodies written uncompressed read as before). Facts are mostly text: 3.2x smaller
 # bodies; measured on 512-fact batches, a third less writer CPU per fact (compression included),
 # faster inserts and a store of ~4 KB a fact instead of ~16. Reading pays one LZ4 decompression
-# per fact, where a body is taken from its row (``SqlStore._joiner``). Not in SQL: a function
+# per fact, where a body is taken from its row (``Backend._joiner``). Not in SQL: a function
 # there gave its result to SQLite, which copied it, and the row copied it again (a fact body is
 # about 20 KB, most of what an export reads).
 _LZ4 = 0x10
