@@ -388,3 +388,22 @@ def test_a_worker_that_dies_stops_the_export_with_what_became_of_it(
     assert done.returncode == 1, done.stderr
     assert f"export failed: {want}" in done.stderr and "Aborted" not in done.stderr
     assert list(out.iterdir()) == []
+
+
+def test_a_workers_own_eof_error_is_raised_as_it_is_not_as_a_dead_worker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An EOFError met by a worker (a truncated input is one) is its error, handed back and
+    # raised here; only a socket closed under this process is a worker that died.
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(
+        _KILLED.replace("os.kill(os.getpid(), signal.SIGKILL)", "raise EOFError('cut short: bad')")
+    )
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(hook), os.environ.get("PYTHONPATH", "")]))
+    bad = fact("bad", [user("x")], [assistant(text("y"))], session="s-015")
+    calls = sort_facts([bad, *(f for s in range(30) for f in _agent(s, 8, 4000))])
+    with pytest.raises(EOFError, match="cut short: bad") as e:
+        export(from_facts(calls), tmp_path / "out", ExportOptions("sft"), workers=2)
+    assert not isinstance(e.value, pipeline.WorkerDied)
+    assert list((tmp_path / "out").iterdir()) == []

@@ -392,7 +392,7 @@ def _in_workers(work: Iterable[bytes], job: _Job, n: int, into: _Merge) -> Itera
             into.index.meet(met)
         for proc in procs:
             proc.wait()
-    except (EOFError, BrokenPipeError, ConnectionResetError) as e:
+    except _Closed as e:  # not a worker's own error (raised here as it was), which may be one
         raise WorkerDied(_died(procs)) from e
     finally:
         for proc in procs:
@@ -423,10 +423,17 @@ def _died(procs: list[subprocess.Popen[bytes]]) -> str:
 # into one buffer: a JSONL export's rows (about 10 KB each, 1 GB for 100,000 calls) are then
 # copied once on their way to the file, where a pickled list of rows through
 # ``multiprocessing.connection`` was copied four times (docs/export-speed.md).
+class _Closed(EOFError):
+    """The process at the other end of a socket has closed it (ended, or was killed)."""
+
+
 def _send(sock: socket.socket, data: bytes | bytearray) -> None:
-    sock.sendall(len(data).to_bytes(8, "little"))
-    if data:  # the other side may be gone once it has the length of an empty message
-        sock.sendall(data)
+    try:
+        sock.sendall(len(data).to_bytes(8, "little"))
+        if data:  # the other side may be gone once it has the length of an empty message
+            sock.sendall(data)
+    except (BrokenPipeError, ConnectionResetError) as e:
+        raise _Closed("the other process closed its end") from e
 
 
 def _send_each(sock: socket.socket, messages: list[bytes]) -> None:
@@ -445,7 +452,7 @@ def _fill(sock: socket.socket, buf: bytearray) -> bytearray:
     while view:
         got = sock.recv_into(view)
         if not got:
-            raise EOFError("the other process closed its end")
+            raise _Closed("the other process closed its end")
         view = view[got:]
     return buf
 
