@@ -5,6 +5,7 @@ output; the scratch files go."""
 
 from __future__ import annotations
 
+import builtins
 import gzip
 import os
 import subprocess
@@ -18,6 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from lithify.core.workers import WorkerDied
 from lithify.ingest import parallel
 from lithify.ingest.convert import StrictError, convert, open_output
 from lithify.ingest.importer import StoreSink
@@ -180,27 +182,83 @@ def test_a_worker_that_dies_fails_the_run_and_leaves_no_output(
     path.write_bytes(jsonl_input(5, 30))
     monkeypatch.setattr(parallel, "JOB_BYTES", path.stat().st_size // 4)
     monkeypatch.setattr(parallel, "_WORKER", "import sys; sys.exit(3)")
-    with pytest.raises(RuntimeError, match="convert worker process ended"):
+    with pytest.raises(WorkerDied, match=r"^a convert worker process exited with code 3$"):
         _parallel([path], tmp_path / "p.jsonl", 1)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl"]
 
 
+# In a worker (``python -c``), every job kills the worker as the out-of-memory killer would; in
+# the process that started it, every job takes 0.3 s, so that a worker surely gets one.
+_KILLED = """
+import os, signal, sys, time
+from lithify.ingest import parallel
+
+real = parallel.run_job
+
+def run_job(job, progress=None):
+    if sys.argv[:1] == ["-c"]:
+        os.kill(os.getpid(), signal.SIGKILL)
+    time.sleep(0.3)
+    return real(job, progress)
+
+parallel.run_job = run_job
+"""
+
+
+def test_a_killed_worker_fails_convert_and_import_in_one_line(tmp_path: Path) -> None:
+    (tmp_path / "hook").mkdir()
+    (tmp_path / "hook" / "sitecustomize.py").write_text(_KILLED)
+    path = tmp_path / "in.jsonl"
+    path.write_bytes(jsonl_input(11, 30))
+    pythonpath = os.pathsep.join([str(tmp_path / "hook"), os.environ.get("PYTHONPATH", "")])
+    env = {**os.environ, "PYTHONPATH": pythonpath}
+    split = ["--workers", "2", "--split-bytes", str(path.stat().st_size // 8), "--no-progress"]
+    killed = "worker process was killed by SIGKILL (the system may have run out of memory)"
+
+    out = tmp_path / "facts.jsonl"
+    argv = [str(LITHIFY), "convert", str(path), "-o", str(out), *split]
+    p = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
+    assert p.returncode == 1, p.stderr
+    want = f"convert failed: a convert {killed}; nothing was written"
+    assert want in " ".join(p.stderr.split()) and "Traceback" not in p.stderr
+    assert sorted(f.name for f in tmp_path.iterdir()) == ["hook", "in.jsonl"]
+
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    argv = [str(LITHIFY), "import", str(path), "--store", url, *split]
+    p = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
+    assert p.returncode == 1, p.stderr
+    want = f"import failed: an import {killed}; what was stored before stays stored"
+    assert want in " ".join(p.stderr.split()) and "Traceback" not in p.stderr
+    # As it says: importing again, with nothing killed, stores the rest.
+    subprocess.run([str(LITHIFY), "import", str(path), "--store", url, *split],
+                   capture_output=True, check=True)  # fmt: skip
+    alone = f"sqlite:///{tmp_path / 'alone.db'}"
+    subprocess.run([str(LITHIFY), "import", str(path), "--store", alone], capture_output=True,
+                   check=True)  # fmt: skip
+    with open_store(url) as store, open_store(alone) as other:
+        assert _store_view(store)[0] == _store_view(other)[0] and store.count() > 30
+
+
 @pytest.mark.usefixtures("slow_here")
-def test_an_error_in_a_worker_reaches_the_caller(
+def test_an_error_in_a_worker_reaches_the_caller_as_it_is(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     path = tmp_path / "in.jsonl"
     path.write_bytes(jsonl_input(6, 30))
     monkeypatch.setattr(parallel, "JOB_BYTES", path.stat().st_size // 4)
-    failing = (
-        "import sys; from lithify.ingest import parallel as p\n"
-        "def run_job(job, progress=None): raise ValueError('bad in a worker')\n"
-        "p.run_job = run_job; p._work(int(sys.argv[1]))"
-    )
-    monkeypatch.setattr(parallel, "_WORKER", failing)
-    with pytest.raises(ValueError, match="bad in a worker"):
-        _parallel([path], tmp_path / "p.jsonl", 1)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl"]
+    # An EOFError too (a truncated input raises one): only a socket closed under this process
+    # is a worker that died.
+    for error in ("ValueError", "EOFError"):
+        failing = (
+            "import sys; from lithify.ingest import parallel as p\n"
+            f"def run_job(job, progress=None): raise {error}('bad in a worker')\n"
+            "p.run_job = run_job; p._work(int(sys.argv[1]))"
+        )
+        monkeypatch.setattr(parallel, "_WORKER", failing)
+        with pytest.raises(getattr(builtins, error), match="bad in a worker") as e:
+            _parallel([path], tmp_path / "p.jsonl", 1)
+        assert not isinstance(e.value, WorkerDied)
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl"]
 
 
 def test_small_inputs_take_no_worker() -> None:

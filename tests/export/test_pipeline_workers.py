@@ -4,10 +4,8 @@ as one process writes, whatever the kind, format, split and batches; errors come
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
-import threading
 from dataclasses import replace
 from importlib.metadata import version
 from pathlib import Path
@@ -324,27 +322,6 @@ def test_workers_open_a_sqlite_store_whatever_its_file_is_named(tmp_path: Path) 
                    workers=n)  # fmt: skip
             out[n] = _files(tmp_path / f"w{n}")
     assert out[0] == out[2] and out[0]["train.jsonl"]
-
-
-def test_messages_to_and_from_workers_arrive_whole_and_in_order() -> None:
-    # Sizes past what one socket call moves (a few hundred KB), and the empty message that
-    # ends a worker's input.
-    messages = [b"", b"x", os.urandom(5 << 20), bytearray(b"b" * 70_000), b""]
-    ours, theirs = socket.socketpair()
-
-    def send() -> None:
-        for m in messages:
-            pipeline._send(ours, m)
-        ours.close()
-
-    sender = threading.Thread(target=send)
-    sender.start()
-    got = [pipeline._recv(theirs) for _ in messages]
-    sender.join()
-    assert got == messages
-    with pytest.raises(EOFError):
-        pipeline._recv(theirs)
-    theirs.close()
 
 
 # A worker that dies at the fact "bad" (killed as the kernel's out-of-memory killer kills).

@@ -207,10 +207,13 @@ def _pipeline(
     response: Path | None,
     progress: bool | None,
     parallel: Callable[..., Summary] | None = None,
+    failed: tuple[str, str] = ("convert", ""),
 ) -> Summary:
     """Check the inputs, run the pipeline into ``sink`` with progress bars on a terminal: by
     ``parallel`` (``ingest.parallel``'s, taking the paths and the progress) unless a
-    request/response pair is read."""
+    request/response pair is read. A worker process that dies fails the command (``failed``:
+    its name, and what became of its output), said in one line (exit FAILED)."""
+    from lithify.core.workers import WorkerDied
     from lithify.ingest.convert import StrictError, run
 
     _check_source(source)
@@ -251,6 +254,9 @@ def _pipeline(
             return go(_progress_factory(bars))
     except StrictError as e:
         _corrupt(e)
+    except WorkerDied as e:
+        err.print(f"[red]{failed[0]} failed:[/] {e}; {failed[1]}")
+        leave(Exit.FAILED)
 
 
 @click.command("convert")
@@ -313,9 +319,11 @@ def convert_cmd(
             parallel = functools.partial(
                 convert_parallel, out=out, workers=count, scratch=scratch, job_bytes=split
             )
+            after = "nothing was written" if output != "-" else "the facts on stdout stop short"
             summary = _pipeline(
                 paths, JsonlSink(out), source=source, strict=strict, request=request,
                 response=response, progress=progress, parallel=parallel,
+                failed=("convert", after),
             )  # fmt: skip
     to_stdout = output == "-"
     if as_json:
@@ -367,6 +375,7 @@ def import_cmd(
         summary = _pipeline(
             paths, sink, source=source, strict=strict, request=request, response=response,
             progress=progress, parallel=parallel,
+            failed=("import", "what was stored before stays stored: import again for the rest"),
         )  # fmt: skip
         url = opened.url
     report = {"store": url, **summary.to_json(), **sink.counts()}

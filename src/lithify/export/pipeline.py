@@ -8,12 +8,9 @@ import functools
 import os
 import pickle
 import queue
-import signal
 import socket
 import subprocess
-import sys
 import threading
-import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -23,6 +20,8 @@ from typing import Any, TypeVar
 import msgspec
 
 from lithify.core import codec
+from lithify.core.workers import Closed, WorkerDied, died, failure, received, recv, send, send_each
+from lithify.core.workers import start as start_worker
 from lithify.derive.feedback import FeedbackIndex
 from lithify.derive.segments import iter_segments
 from lithify.derive.sessions import DeriveStats, next_session
@@ -277,16 +276,6 @@ class _Merge:
     progress: Callable[[int], None] | None = None  # told of facts the workers read themselves
 
 
-@dataclass(frozen=True)
-class _Failed:
-    error: BaseException
-
-
-class WorkerDied(RuntimeError):
-    """A worker process ended before it had sent all its rows (killed, out of memory): the
-    export stops, and nothing is written."""
-
-
 def _workers(options: ExportOptions, selection: Selection, asked: int | None) -> int:
     """How many worker processes build the rows; 0: this process does. DPO pairs, token
     budgets and TRL vision rows (each needs what the rows of every session leave behind, or
@@ -348,43 +337,37 @@ def _parts(query: StoreQuery) -> Iterator[bytes]:
         yield _part_encoder.encode(part)
 
 
-# The worker's program: its own interpreter, not multiprocessing's spawn, which would run the
-# caller's main module again (a script without a ``__main__`` guard would export twice).
+# The worker's program (``core.workers.start``).
 _WORKER = "import sys; from lithify.export.pipeline import _work; _work(int(sys.argv[1]))"
 
 
 def _in_workers(work: Iterable[bytes], job: _Job, n: int, into: _Merge) -> Iterator[Row | Lines]:
     """The rows of ``work`` (``_batches`` or ``_parts``), built by ``n`` worker processes, in
     the order one process makes them (a JSONL export's train rows as ``Lines``); the fact lines
-    and the workers' counts go ``into`` this process's."""
+    and the workers' counts go ``into`` this process's. ``WorkerDied`` (nothing is written)
+    when one ends before its rows are sent."""
     socks: list[socket.socket] = []
     procs: list[subprocess.Popen[bytes]] = []
     try:
         for _ in range(n):
-            ours, theirs = socket.socketpair()
-            socks.append(ours)
-            fd = theirs.fileno()
-            argv = [sys.executable, "-c", _WORKER, str(fd)]
-            # Not this process's stdin or stdout (a pipe reading the summary waits for every
-            # holder of its end); stderr stays, for what a worker cannot hand back.
-            dev = subprocess.DEVNULL
-            procs.append(subprocess.Popen(argv, pass_fds=(fd,), stdin=dev, stdout=dev))
-            theirs.close()
-            _send(ours, pickle.dumps(job, protocol=5))
+            sock, proc = start_worker(_WORKER)
+            socks.append(sock)
+            procs.append(proc)
+            send(sock, pickle.dumps(job, protocol=5))
         sent = done = 0
         for message in work:
             while sent - done >= n * _AHEAD:
                 yield from _rows_back(socks[done % n], into)
                 done += 1
-            _send(socks[sent % n], message)
+            send(socks[sent % n], message)
             sent += 1
         while done < sent:
             yield from _rows_back(socks[done % n], into)
             done += 1
         for sock in socks:
-            _send(sock, b"")
+            send(sock, b"")
         for sock in socks:
-            tally, stats, flags, met, counts = _received(sock)
+            tally, stats, flags, met, counts = received(sock)
             into.digests.merge(counts)
             into.builder.merge(tally)
             into.stats.add(stats)
@@ -392,8 +375,9 @@ def _in_workers(work: Iterable[bytes], job: _Job, n: int, into: _Merge) -> Itera
             into.index.meet(met)
         for proc in procs:
             proc.wait()
-    except _Closed as e:  # not a worker's own error (raised here as it was), which may be one
-        raise WorkerDied(_died(procs)) from e
+    except Closed as e:  # not a worker's own error (raised here as it was), which may be one
+        cause = died(procs, "an export worker process")
+        raise WorkerDied(f"{cause}; nothing was written") from e
     finally:
         for proc in procs:
             if proc.poll() is None:  # this export failed or was abandoned: so is their work
@@ -403,76 +387,15 @@ def _in_workers(work: Iterable[bytes], job: _Job, n: int, into: _Merge) -> Itera
             sock.close()
 
 
-def _died(procs: list[subprocess.Popen[bytes]]) -> str:
-    """What became of a worker that closed its end before the export's end (its exit is seen
-    a moment after its socket's)."""
-    for _ in range(100):
-        codes = [proc.poll() for proc in procs]
-        code = next((c for c in codes if c), None)
-        if code is not None and code < 0:
-            name = signal.Signals(-code).name if -code in signal.valid_signals() else -code
-            hint = " (the system may have run out of memory)" if -code == signal.SIGKILL else ""
-            return f"an export worker process was killed by {name}{hint}; nothing was written"
-        if code is not None:
-            return f"an export worker process exited with code {code}; nothing was written"
-        time.sleep(0.05)
-    return "an export worker process closed its end before its rows were sent"
-
-
-# Messages between this process and a worker: an 8-byte length, then the bytes. Read straight
-# into one buffer: a JSONL export's rows (about 10 KB each, 1 GB for 100,000 calls) are then
-# copied once on their way to the file, where a pickled list of rows through
-# ``multiprocessing.connection`` was copied four times (docs/export-speed.md).
-class _Closed(EOFError):
-    """The process at the other end of a socket has closed it (ended, or was killed)."""
-
-
-def _send(sock: socket.socket, data: bytes | bytearray) -> None:
-    try:
-        sock.sendall(len(data).to_bytes(8, "little"))
-        if data:  # the other side may be gone once it has the length of an empty message
-            sock.sendall(data)
-    except (BrokenPipeError, ConnectionResetError) as e:
-        raise _Closed("the other process closed its end") from e
-
-
-def _send_each(sock: socket.socket, messages: list[bytes]) -> None:
-    for message in messages:
-        _send(sock, message)
-
-
-def _recv(sock: socket.socket) -> bytearray:
-    """The next message; EOFError when the other side has closed."""
-    head = _fill(sock, bytearray(8))
-    return _fill(sock, bytearray(int.from_bytes(head, "little")))
-
-
-def _fill(sock: socket.socket, buf: bytearray) -> bytearray:
-    view = memoryview(buf)
-    while view:
-        got = sock.recv_into(view)
-        if not got:
-            raise _Closed("the other process closed its end")
-        view = view[got:]
-    return buf
-
-
-def _received(sock: socket.socket) -> Any:
-    got = pickle.loads(_recv(sock))
-    if isinstance(got, _Failed):
-        raise got.error
-    return got
-
-
 def _rows_back(sock: socket.socket, into: _Merge) -> Iterator[Row | Lines]:
-    lines, rows, train = _received(sock)
+    lines, rows, train = received(sock)
     for line in lines:
         into.digests.add(line)
     if into.progress is not None:
         into.progress(len(lines))
     if train is not None:  # JSONL: the part's train rows, as one message of lines
         count, prompts = train
-        yield Lines(_recv(sock), count, prompts)
+        yield Lines(recv(sock), count, prompts)
     for encoded, split, prompt, spans, data in rows:
         # No source ids: the writer reads none (a worker's rows were validated and flagged there).
         yield Row(data, encoded, split, prompt, [], spans)
@@ -484,12 +407,12 @@ def _work(fd: int) -> None:
     sock = socket.socket(fileno=fd)
     # Batches are taken in as they come, so the main process never waits on a worker that is
     # itself waiting to hand back rows.
-    job: _Job = pickle.loads(_recv(sock))
+    job: _Job = pickle.loads(recv(sock))
     inbox: queue.SimpleQueue[bytearray] = queue.SimpleQueue()
     threading.Thread(target=_receive, args=(sock, inbox), daemon=True).start()
     # Rows go out from a thread of their own, so that this worker builds its next part while
     # the main process, taking the other workers' rows in, has not yet read this one's.
-    outbox = Background(functools.partial(_send_each, sock), depth=1)
+    outbox = Background(functools.partial(send_each, sock), depth=1)
     try:
         options = job.options
         builder = make_builder(options)
@@ -522,12 +445,8 @@ def _work(fd: int) -> None:
         outbox.put([pickle.dumps(tally, protocol=5)])
         outbox.close()
     except BaseException as e:  # handed to the main process, which raises it
-        try:
-            failed = pickle.dumps(_Failed(e))
-        except Exception:
-            failed = pickle.dumps(_Failed(RuntimeError(f"{type(e).__name__}: {e}")))
         with contextlib.suppress(BaseException):  # after what was sent before it, in order
-            outbox.put([failed])
+            outbox.put([failure(e)])
             outbox.close()
         while inbox.get():  # what is still sent is taken and dropped: the main process raises
             pass
@@ -551,7 +470,7 @@ def _lined(
 
 def _receive(sock: socket.socket, inbox: queue.SimpleQueue[bytearray]) -> None:
     try:
-        while batch := _recv(sock):
+        while batch := recv(sock):
             inbox.put(batch)
     except (EOFError, OSError):
         pass

@@ -11,9 +11,9 @@ converted which job.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
-import sys
 import tempfile
 import threading
 from collections.abc import Callable, Iterable
@@ -27,8 +27,8 @@ from lithify.ingest.remote import RemoteFile
 from lithify.model import Feedback, InferenceCall, Skip
 
 if TYPE_CHECKING:
+    import socket
     import subprocess
-    from multiprocessing.connection import Connection
 
     from lithify.ingest.importer import StoreSink
     from lithify.store import Prepared
@@ -71,10 +71,6 @@ class _Done(NamedTuple):
     start: int = 0
     end: int = 0
     rows: list[Prepared] | None = None
-
-
-class _Failed(NamedTuple):
-    error: BaseException
 
 
 def auto_workers(total: int) -> int:
@@ -176,7 +172,7 @@ def convert_parallel(
     of about ``job_bytes`` (``JOB_BYTES`` when None). A job's facts wait in a scratch file in
     ``scratch`` (the system's temporary folder when None) until the jobs before it are in the
     output. Raises ``StrictError`` under ``strict`` for the first corrupt unit in input order,
-    and what a worker raised (a ``RuntimeError`` for one that died)."""
+    and what a worker raised (``core.workers.WorkerDied`` for one that died)."""
 
     def write(job: _Job, kept: list[_Done]) -> None:
         for d in kept:
@@ -270,8 +266,7 @@ def _copy(at: tuple[str, int, int], out: IO[bytes], piece: int = 1 << 20) -> Non
             start += len(data)
 
 
-# The worker's program: its own interpreter, not multiprocessing's spawn, which would run the
-# caller's main module again (a script without a ``__main__`` guard would convert twice).
+# The worker's program (``core.workers.start``).
 _WORKER = "import sys; from lithify.ingest.parallel import _work; _work(int(sys.argv[1]))"
 
 
@@ -363,26 +358,18 @@ class _Pool:
                 return
 
     def run(self) -> Summary:
-        import socket
-        import subprocess
-        from multiprocessing.connection import Connection
+        from lithify.core.workers import start
 
         procs: list[subprocess.Popen[bytes]] = []
         threads: list[threading.Thread] = []
         finished = False
         try:
             for _ in range(self.workers):
-                ours, theirs = socket.socketpair()
-                argv = [sys.executable, "-c", _WORKER, str(theirs.fileno())]
-                # Not this process's stdin or stdout (a pipe reading the facts waits for every
-                # holder of its end); stderr stays, for what a worker cannot hand back.
-                dev = subprocess.DEVNULL
-                procs.append(
-                    subprocess.Popen(argv, pass_fds=(theirs.fileno(),), stdin=dev, stdout=dev)
+                sock, proc = start(_WORKER)
+                procs.append(proc)
+                threads.append(
+                    threading.Thread(target=self._drive, args=(sock, procs), daemon=True)
                 )
-                theirs.close()
-                conn = Connection(ours.detach())
-                threads.append(threading.Thread(target=self._drive, args=(conn,), daemon=True))
                 threads[-1].start()
             own = self.progress.bar if self.progress is not None else None
             while (k := self.claim(wait=False)) is not None:
@@ -404,23 +391,27 @@ class _Pool:
                     proc.kill()
                 proc.wait()
 
-    def _drive(self, conn: Connection) -> None:
+    def _drive(self, sock: socket.socket, procs: list[subprocess.Popen[bytes]]) -> None:
         """One worker's jobs, until none is left; then the worker is told to end."""
         import pickle
 
+        from lithify.core.workers import Closed, WorkerDied, died, received, send
+
         try:
-            with conn:
+            with sock:
                 while (k := self.claim(wait=True)) is not None:
-                    conn.send_bytes(pickle.dumps(self.specs[k], protocol=5))
-                    got = pickle.loads(conn.recv_bytes())
-                    if isinstance(got, _Failed):
-                        raise got.error
-                    self.finish(k, got)
+                    send(sock, pickle.dumps(self.specs[k], protocol=5))
+                    self.finish(k, received(sock))
                     if self.progress is not None:
                         self.progress.done(self.specs[k].tasks)
-                conn.send_bytes(b"")
-        except (EOFError, BrokenPipeError, ConnectionResetError):
-            self.fail(RuntimeError("a convert worker process ended before its job was done"))
+                send(sock, b"")
+        except Closed as e:  # not a worker's own error (raised as it was), which may be one
+            # Jobs that prepare a store's rows are an import's.
+            importing = self.specs[0].prepare is not None
+            who = "an import worker process" if importing else "a convert worker process"
+            error = WorkerDied(died(procs, who))
+            error.__cause__ = e
+            self.fail(error)
         except BaseException as e:
             self.fail(e)
 
@@ -451,17 +442,15 @@ class _Bars:
 def _work(fd: int) -> None:
     """A worker, on the socket ``fd``: jobs in, their results out, until an empty message."""
     import pickle
-    from multiprocessing.connection import Connection
+    import socket
 
-    with Connection(fd) as conn:
-        while message := conn.recv_bytes():
+    from lithify.core.workers import Closed, failure, recv, send
+
+    with socket.socket(fileno=fd) as sock, contextlib.suppress(Closed):  # its starter is gone
+        while message := recv(sock):
             job: _Job = pickle.loads(message)
             try:
-                got: object = run_job(job)
+                data = pickle.dumps(run_job(job), protocol=5)
             except BaseException as e:
-                got = _Failed(e)
-            try:
-                data = pickle.dumps(got, protocol=5)
-            except Exception as e:  # an error that does not pickle: its text does
-                data = pickle.dumps(_Failed(RuntimeError(f"{type(e).__name__}: {e}")))
-            conn.send_bytes(data)
+                data = failure(e)
+            send(sock, data)
