@@ -4,6 +4,7 @@ arrive in; a killed task is retried; a rerun writes the same output (docs/scale.
 
 from __future__ import annotations
 
+import fcntl
 import gzip
 import os
 import random
@@ -21,7 +22,7 @@ import orjson
 import pytest
 
 from lithify.core.factfile import InputError
-from lithify.export import ExportOptions, ExportSummary, export, from_files
+from lithify.export import ExportOptions, ExportSummary, FolderBusy, export, from_files
 from lithify.export.distributed import ShardedExport, export_ray
 from lithify.ingest.convert import convert, open_output
 from lithify.ingest.distributed import convert_ray
@@ -264,6 +265,24 @@ def test_an_unreadable_fact_file_stops_the_export_as_locally(
         export_ray([good, bad], tmp_path / "ray", options)
     assert str(ray.value) == str(local.value)
     assert not (tmp_path / "ray" / "train.jsonl").exists()
+
+
+def test_a_folder_another_export_holds_is_left_alone(cluster: object, tmp_path: Path) -> None:
+    # Its staging folder included, which a second export used to remove under the first.
+    facts, fb = generated(6, sessions=4)
+    paths = write_files(tmp_path, facts, fb, 6, files=2)
+    out = tmp_path / "ray"
+    (out / ".shards.staging").mkdir(parents=True)
+    (out / ".shards.staging" / "part-00000.jsonl").write_bytes(b"theirs")
+    fd = os.open(out, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        with pytest.raises(FolderBusy, match="another export is writing into"):
+            export_ray(paths, out, ExportOptions(kind="sft"))
+    finally:
+        os.close(fd)
+    assert [p.name for p in out.iterdir()] == [".shards.staging"]
+    assert (out / ".shards.staging" / "part-00000.jsonl").read_bytes() == b"theirs"
 
 
 def test_export_from_postgresql_by_session_parts(

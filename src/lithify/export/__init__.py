@@ -30,7 +30,7 @@ from lithify.export.summary import ExportSummary
 from lithify.export.trainer import SKIP_REASONS
 from lithify.export.validate import RowInvalid
 from lithify.export.where import WhereError
-from lithify.export.writers import FORMATS
+from lithify.export.writers import FORMATS, FolderBusy
 
 __all__ = [
     "EXPORTER",
@@ -42,6 +42,7 @@ __all__ = [
     "SKIP_REASONS",
     "ExportOptions",
     "ExportSummary",
+    "FolderBusy",
     "Manifest",
     "ProfileError",
     "Provenance",

@@ -80,7 +80,7 @@ from lithify.export.tokens import (
     load_tokenizer,
 )
 from lithify.export.validate import RowInvalid
-from lithify.export.writers import SplitWriter, columns_for, put_images
+from lithify.export.writers import SplitWriter, columns_for, hold_folder, put_images
 from lithify.model import Feedback, InferenceCall
 from lithify.store import FactFilter, open_store
 
@@ -656,98 +656,106 @@ def export_ray(
     else:
         selected, feedback, aliases, stats, partitions = _file_calls(paths, filters, partitions)
 
-    job = _Job(options, feedback, aliases)
-    # The shards' folder, made before the tasks run: they write the image files into it.
-    staging = out / f".{SHARDS}.staging"
-    if staging.exists():
-        shutil.rmtree(staging)
-    staging.mkdir(parents=True)
-    images = None
-    if options.images:
-        images = staging / IMAGES_DIR
-        images.mkdir()
-    kwargs = {"job": job, "images": None if images is None else str(images)}
-    try:
-        if store is not None:  # parts of whole sessions, each read and derived in one task
-            derived = selected.map_batches(
-                _derive_part, batch_size=1, fn_kwargs=kwargs, batch_format="pyarrow"
-            ).materialize()
-        else:
-            derived = (
-                selected.groupby("group", num_partitions=partitions)
-                .map_groups(_derive_group, fn_kwargs=kwargs, batch_format="pyarrow")
-                .materialize()
+    # Held from the staging folder to the manifest: another export into the folder (whose
+    # staging this one would remove) fails at once.
+    with hold_folder(out):
+        job = _Job(options, feedback, aliases)
+        # The shards' folder, made before the tasks run: they write the image files into it.
+        staging = out / f".{SHARDS}.staging"
+        if staging.exists():
+            shutil.rmtree(staging)
+        staging.mkdir(parents=True)
+        images = None
+        if options.images:
+            images = staging / IMAGES_DIR
+            images.mkdir()
+        kwargs = {"job": job, "images": None if images is None else str(images)}
+        try:
+            if store is not None:  # parts of whole sessions, each read and derived in one task
+                derived = selected.map_batches(
+                    _derive_part, batch_size=1, fn_kwargs=kwargs, batch_format="pyarrow"
+                ).materialize()
+            else:
+                derived = (
+                    selected.groupby("group", num_partitions=partitions)
+                    .map_groups(_derive_group, fn_kwargs=kwargs, batch_format="pyarrow")
+                    .materialize()
+                )
+            for r in derived.filter(expr=col("kind") == "tokenizer").take(1):
+                raise TokenizerError(bytes(r["tally"]).decode())
+            for r in derived.filter(expr=col("kind") == "invalid").take(1):
+                raise RowInvalid(*pickle.loads(r["tally"]))
+        except BaseException:  # nothing is written: not the images the tasks wrote either
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+        index = FeedbackIndex(feedback, aliases)
+        flagger = Flagger(options.kind, dropped_flags(options.drop_flags, options.keep_flags))
+        candidates: list[InferenceCall] = []
+        sizes: list[tuple[tuple[str, int], int]] = []
+        peaks: dict[int, int] = {}
+        digests = FactDigests()
+        for r in derived.filter(expr=col("kind") == "tally").iter_rows():
+            part, tally, flags, met, n, named, batches, (pid, rss), counts, tokens = pickle.loads(
+                r["tally"]
             )
-        for r in derived.filter(expr=col("kind") == "tokenizer").take(1):
-            raise TokenizerError(bytes(r["tally"]).decode())
-        for r in derived.filter(expr=col("kind") == "invalid").take(1):
-            raise RowInvalid(*pickle.loads(r["tally"]))
-    except BaseException:  # nothing is written: not the images the tasks wrote either
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    index = FeedbackIndex(feedback, aliases)
-    flagger = Flagger(options.kind, dropped_flags(options.drop_flags, options.keep_flags))
-    candidates: list[InferenceCall] = []
-    sizes: list[tuple[tuple[str, int], int]] = []
-    peaks: dict[int, int] = {}
-    digests = FactDigests()
-    for r in derived.filter(expr=col("kind") == "tally").iter_rows():
-        part, tally, flags, met, n, named, batches, (pid, rss), counts, tokens = pickle.loads(
-            r["tally"]
+            if budget is not None:
+                budget.merge(tokens)
+            digests.merge(counts)
+            peaks[pid] = max(peaks.get(pid, 0), rss)
+            sizes += (((r["order"], seq), size) for seq, size in batches)
+            stats.add(part)
+            builder.merge(tally)
+            flagger.merge(flags)
+            index.meet(met)
+            candidates += (_calls.decode(b) for b in named)
+            if progress is not None:
+                progress(n)
+        for _ in flagger.watch(candidates):
+            pass
+
+        rows = derived.filter(expr=col("kind").is_in([_ROW, _FACT]))
+        cuts = _cuts(sizes, shard_bytes)
+        shards = (
+            rows.map_batches(_with_shard, fn_kwargs={"cuts": cuts}, batch_format="pyarrow")
+            .groupby("shard", num_partitions=partitions)
+            .map_groups(_write_shard, fn_kwargs={"folder": str(staging)}, batch_format="pyarrow")
+            .take_all()
         )
+        pairs = [
+            (r.split, r.prompt, r.encoded) for r in counted(flagger.apply(builder.pairs()), budget)
+        ]
+        if pairs:  # after every session's rows, as the local export writes them
+            shards.append(_shard_files(pairs, staging, len(cuts) + 1))
+        manifest = _publish_shards(staging, out / SHARDS, shards)
+
+        writer = SplitWriter(
+            out,
+            options.fmt,
+            columns_for(options.kind, builder.shape, images=options.images),
+            before_commit=lambda: unpublish(out),
+            images_from=out / SHARDS / IMAGES_DIR,
+        )
+        if merge:
+            with writer:
+                # Parquet rows are rebuilt from their data, and vision rows name their images there.
+                parse = options.fmt != "jsonl" or options.images
+                for row in _merged(out / SHARDS, manifest, parse):
+                    writer.write(row)
+        summary = note_flags(summarize(options, builder, stats, writer, index.dropped()), flagger)
         if budget is not None:
-            budget.merge(tokens)
-        digests.merge(counts)
-        peaks[pid] = max(peaks.get(pid, 0), rss)
-        sizes += (((r["order"], seq), size) for seq, size in batches)
-        stats.add(part)
-        builder.merge(tally)
-        flagger.merge(flags)
-        index.meet(met)
-        candidates += (_calls.decode(b) for b in named)
-        if progress is not None:
-            progress(n)
-    for _ in flagger.watch(candidates):
-        pass
-
-    rows = derived.filter(expr=col("kind").is_in([_ROW, _FACT]))
-    cuts = _cuts(sizes, shard_bytes)
-    shards = (
-        rows.map_batches(_with_shard, fn_kwargs={"cuts": cuts}, batch_format="pyarrow")
-        .groupby("shard", num_partitions=partitions)
-        .map_groups(_write_shard, fn_kwargs={"folder": str(staging)}, batch_format="pyarrow")
-        .take_all()
-    )
-    pairs = [
-        (r.split, r.prompt, r.encoded) for r in counted(flagger.apply(builder.pairs()), budget)
-    ]
-    if pairs:  # after every session's rows, as the local export writes them
-        shards.append(_shard_files(pairs, staging, len(cuts) + 1))
-    manifest = _publish_shards(staging, out / SHARDS, shards)
-
-    writer = SplitWriter(
-        out,
-        options.fmt,
-        columns_for(options.kind, builder.shape, images=options.images),
-        before_commit=lambda: unpublish(out),
-        images_from=out / SHARDS / IMAGES_DIR,
-    )
-    if merge:
-        with writer:
-            # Parquet rows are rebuilt from their data, and vision rows name their images there.
-            parse = options.fmt != "jsonl" or options.images
-            for row in _merged(out / SHARDS, manifest, parse):
-                writer.write(row)
-    summary = note_flags(summarize(options, builder, stats, writer, index.dropped()), flagger)
-    if budget is not None:
-        summary = note_tokens(summary, budget, writer.left_out)
-    if merge:
-        for n in manifest["shards"]:
-            with open(out / SHARDS / f"part-{n:05d}.facts", "rb") as fh:
-                for line in fh:
-                    digests.add(line)
-        origin = provenance if provenance is not None else Provenance()
-        publish(
-            out, summary=summary, options=options, digests=digests, feedback=feedback, origin=origin
-        )
-    return ShardedExport(summary, out / SHARDS, manifest, peaks)
+            summary = note_tokens(summary, budget, writer.left_out)
+        if merge:
+            for n in manifest["shards"]:
+                with open(out / SHARDS / f"part-{n:05d}.facts", "rb") as fh:
+                    for line in fh:
+                        digests.add(line)
+            origin = provenance if provenance is not None else Provenance()
+            publish(
+                out,
+                summary=summary,
+                options=options,
+                digests=digests,
+                feedback=feedback,
+                origin=origin,
+            )
+        return ShardedExport(summary, out / SHARDS, manifest, peaks)

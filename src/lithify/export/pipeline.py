@@ -41,7 +41,14 @@ from lithify.export.source import Selection, StoreQuery
 from lithify.export.summary import ExportSummary
 from lithify.export.tokens import TextCounter, TokenBudget, check_options, load_tokenizer
 from lithify.export.where import Condition, parse
-from lithify.export.writers import FORMATS, Background, Lines, SplitWriter, columns_for
+from lithify.export.writers import (
+    FORMATS,
+    Background,
+    Lines,
+    SplitWriter,
+    columns_for,
+    hold_folder,
+)
 from lithify.model import Feedback, InferenceCall
 from lithify.store import PartBound, open_store
 
@@ -196,41 +203,43 @@ def _export(
     facts = selection.facts  # each with the digest its store kept, or None
     if progress is not None:
         facts = _ticking(facts, progress)
-    columns = columns_for(options.kind, builder.shape, images=options.images)
-    writer = SplitWriter(out, options.fmt, columns, before_commit=lambda: unpublish(out))
-    n = _workers(options, selection, workers)
-    with writer:
-        if n:
-            query = selection.query
-            job = _Job(options, list(selection.feedback), dict(selection.aliases), query)
-            told = None if query is None else progress  # else told as this process reads
-            into = _Merge(builder, stats, index, digests, flagger, told)
-            work = _batches(facts, digests) if query is None else _parts(query)
-            rows = _in_workers(work, job, n, into)
-        else:
-            watched = flagger.watch(digests.watch(facts))
-            rows = counted(flagger.apply(derive_rows(watched, index, builder, stats)), budget)
-        for row in rows:
-            if isinstance(row, Lines):
-                writer.write_lines(row)
+    # Held from the first row to the manifest: another export into the folder fails at once.
+    with hold_folder(out):
+        columns = columns_for(options.kind, builder.shape, images=options.images)
+        writer = SplitWriter(out, options.fmt, columns, before_commit=lambda: unpublish(out))
+        n = _workers(options, selection, workers)
+        with writer:
+            if n:
+                query = selection.query
+                job = _Job(options, list(selection.feedback), dict(selection.aliases), query)
+                told = None if query is None else progress  # else told as this process reads
+                into = _Merge(builder, stats, index, digests, flagger, told)
+                work = _batches(facts, digests) if query is None else _parts(query)
+                rows = _in_workers(work, job, n, into)
             else:
+                watched = flagger.watch(digests.watch(facts))
+                rows = counted(flagger.apply(derive_rows(watched, index, builder, stats)), budget)
+            for row in rows:
+                if isinstance(row, Lines):
+                    writer.write_lines(row)
+                else:
+                    writer.write(row)
+            for row in counted(flagger.apply(builder.pairs()), budget):
                 writer.write(row)
-        for row in counted(flagger.apply(builder.pairs()), budget):
-            writer.write(row)
-    summary = note_flags(summarize(options, builder, stats, writer, index.dropped()), flagger)
-    if budget is not None:
-        summary = note_tokens(summary, budget, writer.left_out)
-    origin = provenance if provenance is not None else Provenance()
-    publish(
-        out,
-        summary=summary,
-        options=options,
-        digests=digests,
-        feedback=selection.feedback,
-        origin=origin,
-        hashed=writer.hashed,
-    )
-    return summary
+        summary = note_flags(summarize(options, builder, stats, writer, index.dropped()), flagger)
+        if budget is not None:
+            summary = note_tokens(summary, budget, writer.left_out)
+        origin = provenance if provenance is not None else Provenance()
+        publish(
+            out,
+            summary=summary,
+            options=options,
+            digests=digests,
+            feedback=selection.feedback,
+            origin=origin,
+            hashed=writer.hashed,
+        )
+        return summary
 
 
 # -- rows built in worker processes ------------------------------------------------------------

@@ -9,9 +9,11 @@ earlier one untouched.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import queue
+import re
 import shutil
 import tempfile
 import threading
@@ -462,6 +464,49 @@ class _Output:
         except Exception:
             pass
         self.tmp.unlink(missing_ok=True)
+
+
+class FolderBusy(RuntimeError):
+    """Another export is writing into the output folder."""
+
+
+# The temporary files an export makes in its folder (mkstemp's names: a prefix, 8 random
+# characters, ".tmp"): the rows' files, the digests, card and manifest (``write_atomic``), the
+# prompts and eval rows spooled, the images' scratch folder. An export killed (SIGKILL, a power
+# cut) before it could remove them leaves them behind, a train file's worth of bytes.
+_LEFTOVER = re.compile(
+    r"\.(?:(?:train|eval)\.(?:jsonl|parquet)\.|(?:facts\.sha256|README\.md|manifest\.json)\."
+    r"|train-prompts\.|eval-spool\.|images-)[a-z0-9_]{8}\.tmp"
+)
+
+
+@contextlib.contextmanager
+def hold_folder(folder: Path) -> Iterator[None]:
+    """``folder`` (made if missing) held by this export for the block: another export into it
+    at the same time raises ``FolderBusy`` at once, rather than the two replacing each other's
+    files one by one. Held, the temporary files an export killed there left are removed. On a
+    file system without locks the block runs unguarded, and removes nothing."""
+    folder.mkdir(parents=True, exist_ok=True)
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        try:
+            import fcntl  # POSIX only: elsewhere the block runs unguarded
+
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise FolderBusy(f"another export is writing into {folder}") from None
+        except (ImportError, OSError):
+            pass
+        else:
+            for entry in os.scandir(folder):
+                if _LEFTOVER.fullmatch(entry.name):
+                    if entry.is_dir(follow_symlinks=False):
+                        shutil.rmtree(entry.path, ignore_errors=True)
+                    else:
+                        Path(entry.path).unlink(missing_ok=True)
+        yield
+    finally:
+        os.close(fd)  # and with it the lock
 
 
 class SplitWriter:
