@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import struct
 import zlib
 from pathlib import Path
@@ -259,6 +260,41 @@ def cli_export(*args: str) -> dict[str, object]:
     res = CliRunner().invoke(app, ["export", *args, "--json"])
     assert res.exit_code == 0, res.output
     return orjson.loads(res.stdout)  # type: ignore[no-any-return]
+
+
+# -- processes made to fail (sitecustomize hooks) ----------------------------------------------
+
+
+def hooked(folder: Path, source: str) -> str:
+    """A ``PYTHONPATH`` under which every Python process started runs ``source`` first (as its
+    ``sitecustomize``, written into ``folder``)."""
+    folder.mkdir()
+    (folder / "sitecustomize.py").write_text(source)
+    return os.pathsep.join([str(folder), os.environ.get("PYTHONPATH", "")])
+
+
+def at_fact(call_id: str, action: str, *, workers_only: bool) -> str:
+    """A hook's source that runs ``action`` (one statement) as a process makes the JSON of the
+    fact ``call_id``: any process, or only an export's workers (``python -c``)."""
+    guard = 'sys.argv[:1] == ["-c"]' if workers_only else "True"
+    return f"""
+import os, signal, sys
+from lithify.core import factfile
+
+if {guard}:
+    real = factfile.fact_json
+
+    def fact_json(fact):
+        if fact.inference_call_id == {call_id!r}:
+            {action}
+        return real(fact)
+
+    factfile.fact_json = fact_json
+"""
+
+
+# As the kernel's out-of-memory killer kills.
+SIGKILL_SELF = "os.kill(os.getpid(), signal.SIGKILL)"
 
 
 # -- media and server tools (docs/export.md, Media and server tools) ----------------------------

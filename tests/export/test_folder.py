@@ -13,7 +13,19 @@ import pytest
 
 from lithify.export import ExportOptions, FolderBusy, export, from_facts
 from lithify.model import InferenceCall, Message, encode
-from tests.export.helpers import assistant, call, export_files, fact, system, text, tool, user
+from tests.export.helpers import (
+    SIGKILL_SELF,
+    assistant,
+    at_fact,
+    call,
+    export_files,
+    fact,
+    hooked,
+    system,
+    text,
+    tool,
+    user,
+)
 
 
 def _sessions(n: int, size: int = 2000) -> list[InferenceCall]:
@@ -61,31 +73,14 @@ def test_a_second_export_into_a_busy_folder_fails_at_once_and_changes_nothing(
     assert export_files(out) != before
 
 
-# The process exporting kills itself (as the out-of-memory killer would) at the fact "bad".
-_KILLED = """
-import os, signal
-from lithify.core import factfile
-
-real = factfile.fact_json
-
-def fact_json(fact):
-    if fact.inference_call_id == "bad":
-        os.kill(os.getpid(), signal.SIGKILL)
-    return real(fact)
-
-factfile.fact_json = fact_json
-"""
-
-
 @pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
 def test_what_a_killed_export_left_goes_with_the_next_one(tmp_path: Path, fmt: str) -> None:
     calls = _sessions(30)
     bad = fact("bad", [user("x")], [assistant(text("y"))], session="s-029", second=9)
     facts = tmp_path / "facts.jsonl"
     facts.write_bytes(b"".join(encode(f) + b"\n" for f in [*calls, bad]))
-    (tmp_path / "hook").mkdir()
-    (tmp_path / "hook" / "sitecustomize.py").write_text(_KILLED)
-    path = os.pathsep.join([str(tmp_path / "hook"), os.environ.get("PYTHONPATH", "")])
+    # The process exporting kills itself at the fact "bad".
+    path = hooked(tmp_path / "hook", at_fact("bad", SIGKILL_SELF, workers_only=False))
     out = tmp_path / "out"
     out.mkdir()
     # What is not an export's own stays, hidden or not, .tmp or not.

@@ -29,9 +29,12 @@ from lithify.export.source import StoreQuery
 from lithify.model import InferenceCall, Message, encode
 from lithify.store import FactFilter, open_store
 from tests.export.helpers import (
+    SIGKILL_SELF,
     assistant,
+    at_fact,
     call,
     fact,
+    hooked,
     lost_to_the_session,
     system,
     text,
@@ -130,13 +133,8 @@ def damaged(real):
 
 def _damage_workers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Worker processes started from now on make no JSON of the fact "bad" (``_DAMAGED``)."""
-    hook = tmp_path / "hook"
-    hook.mkdir()
-    (hook / "sitecustomize.py").write_text(
-        f"from lithify.core import factfile\n{_DAMAGED}\n"
-        "factfile.fact_json = damaged(factfile.fact_json)\n"
-    )
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(hook), os.environ.get("PYTHONPATH", "")]))
+    hook = f"from lithify.core import factfile\n{_DAMAGED}\nfactfile.fact_json = damaged(factfile.fact_json)\n"
+    monkeypatch.setenv("PYTHONPATH", hooked(tmp_path / "hook", hook))
 
 
 def test_a_workers_error_is_raised_here_and_nothing_is_written(
@@ -324,30 +322,12 @@ def test_workers_open_a_sqlite_store_whatever_its_file_is_named(tmp_path: Path) 
     assert out[0] == out[2] and out[0]["train.jsonl"]
 
 
-# A worker that dies at the fact "bad" (killed as the kernel's out-of-memory killer kills).
-_KILLED = """
-import os, signal, sys
-from lithify.core import factfile
-
-if sys.argv[:1] == ["-c"]:  # a worker, not the process that started it
-    real = factfile.fact_json
-
-    def fact_json(fact):
-        if fact.inference_call_id == "bad":
-            os.kill(os.getpid(), signal.SIGKILL)
-        return real(fact)
-
-    factfile.fact_json = fact_json
-"""
-
-
 def test_a_worker_that_dies_stops_the_export_with_what_became_of_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    hook = tmp_path / "hook"
-    hook.mkdir()
-    (hook / "sitecustomize.py").write_text(_KILLED)
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(hook), os.environ.get("PYTHONPATH", "")]))
+    # A worker dies at the fact "bad".
+    killed = at_fact("bad", SIGKILL_SELF, workers_only=True)
+    monkeypatch.setenv("PYTHONPATH", hooked(tmp_path / "hook", killed))
     bad = fact("bad", [user("x")], [assistant(text("y"))], session="s-015")
     calls = sort_facts([bad, *(f for s in range(30) for f in _agent(s, 8, 4000))])
     want = "an export worker process was killed by SIGKILL"
@@ -372,12 +352,8 @@ def test_a_workers_own_eof_error_is_raised_as_it_is_not_as_a_dead_worker(
 ) -> None:
     # An EOFError met by a worker (a truncated input is one) is its error, handed back and
     # raised here; only a socket closed under this process is a worker that died.
-    hook = tmp_path / "hook"
-    hook.mkdir()
-    (hook / "sitecustomize.py").write_text(
-        _KILLED.replace("os.kill(os.getpid(), signal.SIGKILL)", "raise EOFError('cut short: bad')")
-    )
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(hook), os.environ.get("PYTHONPATH", "")]))
+    cut = at_fact("bad", "raise EOFError('cut short: bad')", workers_only=True)
+    monkeypatch.setenv("PYTHONPATH", hooked(tmp_path / "hook", cut))
     bad = fact("bad", [user("x")], [assistant(text("y"))], session="s-015")
     calls = sort_facts([bad, *(f for s in range(30) for f in _agent(s, 8, 4000))])
     with pytest.raises(EOFError, match="cut short: bad") as e:
